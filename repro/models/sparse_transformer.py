@@ -1,0 +1,222 @@
+"""The Sparse Transformer model family (Child et al. 2019); with ``pattern: dense`` it is the suite's
+dense Transformer baseline (one model, not two).
+
+Pre-norm residual blocks in the paper's form::
+
+    a(H) = dropout(attention(norm(H)))
+    b(H) = dropout(ff(norm(H + a(H))))
+    H'   = H + a(H) + b(H)
+
+with ff(x) = W2 f(W1 x + b1) + b2, f(x) = x * sigmoid(1.702 x), W2 and Wp initialised with the base
+std scaled by 1/sqrt(2N) (N = layers); learned position embeddings: ``attn`` (row = i // l and
+column = i mod l, text/audio) or ``data`` (row, column, channel of an image); attention through
+:func:`repro.models.kernels.attend` (dense, strided, fixed; interleaved, merged, multihead).
+Stateless across blocks: ``state`` is ignored and returned as ``None``. :meth:`Model.step` decodes
+one position with cached keys and values (``repro.sampling``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from repro.models import patterns as P
+from repro.models.base import ModelOutput
+from repro.models.kernels import attend
+
+
+@dataclass
+class Config:
+    layers: int = 4
+    d_model: int = 256
+    heads: int = 4
+    ff_mult: float = 4.0  # W1 output = ff_mult * d_model
+    qk_mult: float = 1.0  # query/key width = qk_mult * d_model (values stay d_model)
+    dropout: float = 0.0  # at the end of each residual branch (the paper uses no attention dropout)
+    pattern: Literal["dense", "strided", "fixed"] = "dense"
+    stride: int = 128  # l; also the row length of the ``attn`` position embedding
+    c: Optional[int] = 32  # summary positions per block (fixed)
+    combine: Literal["interleaved", "merged", "multihead"] = "merged"
+    embedding: Literal["attn", "data"] = "attn"
+    checkpointing: bool = False  # recompute each residual block in the backward pass
+    impl: Literal["auto", "blocked", "flex", "masked"] = "auto"
+    init_std: float = 0.02  # base std of weights and embeddings (W2, Wp: init_std / sqrt(2N))
+
+
+def gelu_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """The paper's GELU approximation x * sigmoid(1.702 x)."""
+    return x * torch.sigmoid(1.702 * x)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: Config, pattern: str):
+        super().__init__()
+        self.cfg, self.pattern, self.heads = cfg, pattern, cfg.heads
+        dqk = int(round(cfg.d_model * cfg.qk_mult))
+        if dqk % cfg.heads or cfg.d_model % cfg.heads:
+            raise ValueError(f"d_model={cfg.d_model} and qk width {dqk} must be divisible by heads={cfg.heads}")
+        self.dqk = dqk
+        self.q = nn.Linear(cfg.d_model, dqk)
+        self.k = nn.Linear(cfg.d_model, dqk)
+        self.v = nn.Linear(cfg.d_model, cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)  # Wp
+        # per-head pattern and summary sub-block rank, for incremental decoding
+        per_head = P.head_patterns(pattern, cfg.combine, cfg.heads) if pattern in P.PATTERNS else [pattern] * cfg.heads
+        self.per_head = list(zip(per_head, P.summary_heads(per_head)))
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        return x.view(B, T, self.heads, D // self.heads).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = self._split(self.q(x)), self._split(self.k(x)), self._split(self.v(x))
+        o = attend(q, k, v, self.pattern, self.cfg.stride, self.cfg.c, combine=self.cfg.combine, impl=self.cfg.impl)
+        return self.proj(o.transpose(1, 2).reshape(B, T, -1))
+
+    def step(self, x: torch.Tensor, cache: dict, t: int) -> torch.Tensor:
+        """x (B, 1, D) at position t; cache holds this layer's keys/values (B, H, t, d) and grows."""
+        B = x.shape[0]
+        q, k, v = self._split(self.q(x)), self._split(self.k(x)), self._split(self.v(x))
+        if "k" in cache:
+            k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+        cache["k"], cache["v"] = k, v
+        mask = torch.from_numpy(np.stack([P.allowed_row(p, t, self.cfg.stride, self.cfg.c, head=h)
+                                          for p, h in self.per_head])).to(x.device)  # (H, t+1)
+        if q.dtype in (torch.float16, torch.bfloat16):  # q.k in fp32 when sampling
+            q, k = q.float(), k.float()
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~mask[None, :, None, :], float("-inf"))
+        empty = ~mask.any(-1)[None, :, None, None]
+        p = torch.softmax(s.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)
+        o = (p.to(v.dtype) @ v).transpose(1, 2).reshape(B, 1, -1)
+        return self.proj(o)
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, cfg: Config, pattern: str):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.d_model)
+        self.attn = Attention(cfg, pattern)
+        self.norm2 = nn.LayerNorm(cfg.d_model)
+        d_ff = int(round(cfg.d_model * cfg.ff_mult))
+        self.w1 = nn.Linear(cfg.d_model, d_ff)
+        self.w2 = nn.Linear(d_ff, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def ff(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(gelu_sigmoid(self.w1(x)))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        a = self.drop(self.attn(self.norm1(h)))
+        b = self.drop(self.ff(self.norm2(h + a)))
+        return h + a + b
+
+    def step(self, h: torch.Tensor, cache: dict, t: int) -> torch.Tensor:
+        a = self.drop(self.attn.step(self.norm1(h), cache, t))
+        b = self.drop(self.ff(self.norm2(h + a)))
+        return h + a + b
+
+
+class Model(nn.Module):
+    def __init__(self, cfg: Config, vocab_size: int, block: int, shape: tuple[int, int, int] | None = None):
+        super().__init__()
+        if cfg.pattern not in P.PATTERNS:
+            raise ValueError(f"pattern must be one of {P.PATTERNS}, got {cfg.pattern!r}")
+        if cfg.pattern == "fixed" and (cfg.c is None or not 1 <= cfg.c <= cfg.stride):
+            raise ValueError(f"fixed pattern needs 1 <= c <= stride, got c={cfg.c}, stride={cfg.stride}")
+        if cfg.pattern != "dense" and cfg.combine == "multihead" and cfg.heads < 2:
+            raise ValueError("combine='multihead' needs at least 2 heads")
+        if cfg.embedding == "data" and shape is None:
+            raise ValueError("embedding='data' needs the data's (rows, cols, channels) shape (image data)")
+        self.cfg, self.vocab_size, self.block, self.shape = cfg, vocab_size, block, shape
+        d = cfg.d_model
+        self.tok = nn.Embedding(vocab_size + 1, d)  # + start token
+        if cfg.embedding == "attn":
+            self.pos = nn.ModuleList([nn.Embedding(math.ceil(block / cfg.stride), d), nn.Embedding(cfg.stride, d)])
+        else:
+            rows, cols, ch = shape
+            self.pos = nn.ModuleList([nn.Embedding(rows, d), nn.Embedding(cols, d), nn.Embedding(ch, d)])
+        self.layer_patterns = P.layer_patterns(cfg.pattern, cfg.combine, cfg.layers)
+        self.blocks = nn.ModuleList([ResidualBlock(cfg, p) for p in self.layer_patterns])
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, vocab_size)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        std, scaled = self.cfg.init_std, self.cfg.init_std / math.sqrt(2 * self.cfg.layers)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, std)
+                if getattr(m, "bias", None) is not None:
+                    nn.init.zeros_(m.bias)
+        for b in self.blocks:
+            nn.init.normal_(b.w2.weight, 0.0, scaled)
+            nn.init.normal_(b.attn.proj.weight, 0.0, scaled)
+
+    def position_indices(self, positions: torch.Tensor) -> list[torch.Tensor]:
+        if self.cfg.embedding == "attn":
+            l = self.cfg.stride
+            return [(positions // l).clamp_max(self.pos[0].num_embeddings - 1), positions % l]
+        rows, cols, ch = self.shape
+        p = positions % (rows * cols * ch)
+        return [p // (cols * ch), (p // ch) % cols, p % ch]
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        h = self.tok(x)
+        for emb, idx in zip(self.pos, self.position_indices(positions)):
+            h = h + emb(idx)
+        return h
+
+    def forward(self, x: torch.Tensor, state: Any = None) -> ModelOutput:
+        T = x.shape[1]
+        h = self.drop(self.embed(x, torch.arange(T, device=x.device)))
+        for blk in self.blocks:
+            if self.cfg.checkpointing and self.training and torch.is_grad_enabled():
+                h = checkpoint(blk, h, use_reentrant=False)
+            else:
+                h = blk(h)
+        return ModelOutput(logits=self.out(self.norm(h)), state=None, aux_loss=None)
+
+    @torch.no_grad()
+    def step(self, x: torch.Tensor, cache: list[dict] | None, t: int) -> tuple[torch.Tensor, list[dict]]:
+        """Logits (B, vocab) for the token x (B,) at position t, given the cache of positions < t."""
+        cache = cache if cache is not None else [{} for _ in self.blocks]
+        h = self.embed(x[:, None], torch.full((1,), t, device=x.device, dtype=torch.long))
+        for blk, c in zip(self.blocks, cache):
+            h = blk.step(h, c, t)
+        return self.out(self.norm(h))[:, 0], cache
+
+    def init_state(self, batch_size: int, device: torch.device) -> Any:
+        return None
+
+    def stats(self) -> dict[str, Any]:
+        return {"params": sum(p.numel() for p in self.parameters()),
+                "attn_keys_per_query": self.keys_per_query(), "layer_patterns": list(self.layer_patterns)}
+
+    def keys_per_query(self) -> float:
+        """Allowed keys per query, averaged over the positions of a block, the heads and the layers."""
+        tot = 0.0
+        for p in self.layer_patterns:
+            per_head = P.head_patterns(p, self.cfg.combine, self.cfg.heads) if p in P.PATTERNS else [p] * self.cfg.heads
+            tot += np.mean([P.mean_keys(ph, self.block, self.cfg.stride, self.cfg.c, h)
+                            for ph, h in zip(per_head, P.summary_heads(per_head))])
+        return float(tot / len(self.layer_patterns))
+
+    def flops_per_token(self) -> float:
+        """Forward FLOPs per predicted token (2 per multiply-accumulate): the dense matmuls (q, k, v,
+        Wp, W1, W2 per layer and the output layer) plus q.k and p.v over the pattern's actual number
+        of keys per query, averaged over the positions of a block."""
+        cfg, d = self.cfg, self.cfg.d_model
+        dqk = int(round(d * cfg.qk_mult))
+        d_ff = int(round(d * cfg.ff_mult))
+        dense = cfg.layers * (2 * d * dqk + 2 * d * d + 2 * d * d_ff) + d * self.vocab_size
+        attn = cfg.layers * self.keys_per_query() * (dqk + d)
+        return float(2 * (dense + attn))
