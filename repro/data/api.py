@@ -1,0 +1,141 @@
+"""The data layer's operations: prepare a dataset, open a split, verify what is stored."""
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+import numpy as np
+
+from repro.data import catalog, debian, views
+from repro.data.audio import SEQ_LEN
+from repro.data.errors import DataError, DatasetMissing
+from repro.data.job import Job
+from repro.data.store import SPLITS, building, data_root, file_sha256, load_array, read_meta, write_meta
+from repro.data.text import FILE_KINDS
+from repro.data.vocab import Vocab
+
+
+def dataset_dir(name: str, root=None, **options) -> Path:
+    """Where dataset ``name`` lives under the data root; a ``file`` corpus is keyed by its path and kind."""
+    base = data_root(root)
+    if name != "file":
+        return base / name
+    path, kind = _file_source(options)
+    key = hashlib.sha256(f"{path}\0{kind}".encode()).hexdigest()[:12]
+    return base / "file" / f"{path.name}-{kind}-{key}"
+
+
+def _file_source(options: dict) -> tuple[Path, str]:
+    if not options.get("path"):
+        raise DataError("dataset 'file' needs a path (data: {name: file, path: ..., kind: bytes|chars|text8})")
+    kind = options.get("kind") or "bytes"
+    if kind not in FILE_KINDS:
+        raise DataError(f"file kind must be one of {', '.join(FILE_KINDS)}, got {kind!r}")
+    return Path(options["path"]).expanduser().resolve(), kind
+
+
+def prepare_command(name: str, root=None, **options) -> str:
+    """The exact shell command that prepares ``name`` (into ``root`` if it is not the default)."""
+    ds = catalog.get(name)
+    cmd = f"repro data prepare {name}"
+    if name == "file":
+        path, kind = _file_source(options)
+        cmd += f" --from {path} --kind {kind}"
+    elif ds.needs_from:
+        cmd += f" --from {ds.needs_from}"
+    if root is not None and data_root(root).resolve() != data_root().resolve():
+        cmd = f"REPRO_DATA={data_root(root)} {cmd}"
+    return cmd
+
+
+def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **options) -> Path:
+    """Prepare ``name`` from ``src`` (or its download / Debian files) into the data root; returns its directory.
+
+    The splits are written into a temporary directory renamed into place at the end, so a failure
+    leaves no partial dataset behind, and a previously prepared copy stays intact until replaced.
+    """
+    ds = catalog.get(name)
+    if name == "file":
+        src, kind = _file_source({"path": src or options.get("path"), "kind": options.get("kind")})
+        options = {"kind": kind}
+        target = dataset_dir(name, root, path=src, kind=kind)
+    else:
+        target = dataset_dir(name, root)
+        if src is None and ds.needs_from:
+            raise DataError(f"{name} has no public download; pass --from {ds.needs_from}")
+        if src is None and ds.debian:
+            src = debian.ensure_installed(ds.debian, ds.default_src)
+    if src is not None:
+        src = Path(src).expanduser()
+        if not src.exists():
+            raise DataError(f"{src}: no such file or directory")
+    started = time.time()
+    with building(target) as tmp:
+        job = Job(src, tmp, data_root(root) / "downloads", allow_unverified, options)
+        meta = ds.prepare(job)
+        meta.update(name=name, verified=not job.unverified, unverified=job.unverified,
+                    prepared_at=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 2))
+        write_meta(tmp, meta)
+    return target
+
+
+def is_prepared(name: str, root=None, **options) -> bool:
+    return read_meta(dataset_dir(name, root, **options)) is not None
+
+
+def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray, Vocab]:
+    """A split as a memory-mapped uint8/uint16 array (1-D tokens for text, (N, L) for images/audio) and its vocabulary.
+
+    Options: ``path``/``kind`` for ``file`` (prepared on first use, and again when the file changes),
+    ``vocab`` ("bytes" | "as205") for byte corpora, ``seq_len`` for audio (default 65,536).
+    """
+    ds = catalog.get(name)
+    unknown = sorted(set(options) - ds.options)
+    if unknown:
+        allowed = ", ".join(sorted(ds.options)) or "none"
+        raise DataError(f"dataset {name!r} takes no option {', '.join(map(repr, unknown))} (allowed: {allowed})")
+    if split not in SPLITS:
+        raise DataError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    directory = dataset_dir(name, root, **options)
+    meta = read_meta(directory)
+    if name == "file" and (meta is None or _stale(meta)):
+        prepare("file", root=root, **{k: v for k, v in options.items() if k in ("path", "kind")})
+        meta = read_meta(directory)
+    if meta is None:
+        raise DatasetMissing(f"dataset {name!r} is not prepared in {data_root(root)}; "
+                             f"run `{prepare_command(name, root, **options)}`")
+    array, vocab = load_array(directory, split), Vocab.from_json(meta["vocab"])
+    if "vocab" in options:
+        array, vocab = views.byte_vocab_view(directory, meta, split, array, options["vocab"])
+    if "seq_len" in ds.options:
+        array = views.sequence_view(array, options.get("seq_len", SEQ_LEN))
+    return array, vocab
+
+
+def _stale(meta: dict) -> bool:
+    """A ``file`` corpus whose source file changed size or modification time since it was prepared."""
+    src = meta["source"]
+    try:
+        st = Path(src["path"]).stat()
+    except OSError:
+        return False
+    return (st.st_size, st.st_mtime_ns) != (src["size"], src["mtime_ns"])
+
+
+def verify(name: str, root=None, **options) -> list[str]:
+    """Re-hash the stored splits against meta.json; returns the problems found (empty: all good)."""
+    directory = dataset_dir(name, root, **options)
+    meta = read_meta(directory)
+    if meta is None:
+        raise DatasetMissing(f"dataset {name!r} is not prepared in {data_root(root)}; "
+                             f"run `{prepare_command(name, root, **options)}`")
+    problems = []
+    for split in SPLITS:
+        path, want = directory / f"{split}.npy", meta["splits"][split]["sha256"]
+        got = file_sha256(path) if path.exists() else "missing"
+        if got != want:
+            problems.append(f"{path}: sha256 {got}, expected {want}")
+    if not meta.get("verified", False):
+        problems.append(f"sources were not verified when prepared: {', '.join(meta.get('unverified', []))}")
+    return problems

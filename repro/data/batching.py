@@ -1,0 +1,163 @@
+"""Batches for training and evaluation: pure, deterministic, vectorised (no per-token Python).
+
+Training:
+
+* :class:`StreamBatches` — text in the Transformer-XL way: the token stream is cut into ``B``
+  contiguous streams and batch ``i`` is block ``i`` of every stream, so a model carrying a cache sees
+  each stream in order. The position is just ``i`` (resumable); ``i`` wraps around for later epochs.
+* :class:`SequenceBatches` — whole images/audio clips, shuffled per epoch from ``(seed, epoch)``.
+
+Evaluation (:func:`eval_batches`) predicts every target of a split exactly once and says, with a
+mask, which positions count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from repro.data.errors import DataError
+
+
+def _long(a: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(a, dtype=np.int64))
+
+
+class StreamBatches:
+    """Training batches of ``B`` contiguous streams, ``block`` tokens at a time; ``y`` is ``x`` shifted by one.
+
+    Stream ``b`` holds tokens ``[b*L, (b+1)*L]`` with ``L = (N-1) // B`` (one token of overlap gives
+    the last target); the ragged end of each stream shorter than a block is dropped.
+    """
+
+    def __init__(self, tokens: np.ndarray, batch_size: int, block: int):
+        if tokens.ndim != 1:
+            raise DataError(f"StreamBatches needs a 1-D token stream, got shape {tokens.shape}")
+        self.tokens, self.batch_size, self.block = tokens, batch_size, block
+        self.stream_len = (len(tokens) - 1) // batch_size
+        self.blocks = self.stream_len // block
+        if self.blocks < 1:
+            raise DataError(f"{len(tokens):,} tokens are too few for {batch_size} streams of one "
+                            f"{block}-token block")
+        self._offsets = np.arange(batch_size)[:, None] * self.stream_len + np.arange(block + 1)[None, :]
+
+    def __len__(self) -> int:
+        return self.blocks
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        chunk = self.tokens[self._offsets + (i % self.blocks) * self.block]
+        return _long(chunk[:, :-1]), _long(chunk[:, 1:])
+
+
+class SequenceBatches:
+    """Training batches of whole sequences; ``y`` is the sequences, ``x`` is ``[start_token, y[:, :-1]]``.
+
+    Epoch ``e`` visits the sequences in the order ``default_rng((seed, e)).permutation(N)``; the last
+    incomplete batch of an epoch is dropped. ``i`` wraps around into later epochs.
+    """
+
+    def __init__(self, seqs: np.ndarray, batch_size: int, seed: int, start_token: int):
+        if seqs.ndim != 2:
+            raise DataError(f"SequenceBatches needs (N, L) sequences, got shape {seqs.shape}")
+        if len(seqs) < batch_size:
+            raise DataError(f"{len(seqs)} sequences are too few for a batch of {batch_size}")
+        self.seqs, self.batch_size, self.seed, self.start_token = seqs, batch_size, seed, start_token
+        self._epoch, self._order = -1, np.empty(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.seqs) // self.batch_size
+
+    def order(self, epoch: int) -> np.ndarray:
+        if epoch != self._epoch:
+            self._epoch, self._order = epoch, np.random.default_rng((self.seed, epoch)).permutation(len(self.seqs))
+        return self._order
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        epoch, j = divmod(i, len(self))
+        idx = self.order(epoch)[j * self.batch_size:(j + 1) * self.batch_size]
+        y = _long(self.seqs[np.sort(idx)])  # sorted: contiguous reads from the memory map
+        return shift_right(y, self.start_token), y
+
+
+def shift_right(y: torch.Tensor, start_token: int) -> torch.Tensor:
+    """``[start_token, y[:, :-1]]``: the inputs that predict every element of ``y``."""
+    return torch.cat([torch.full_like(y[:, :1], start_token), y[:, :-1]], dim=1)
+
+
+@dataclass
+class EvalBatch:
+    """Inputs ``x``, targets ``y`` (both (B, T) long) and ``mask`` (bool): which targets are scored."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    mask: torch.Tensor
+
+
+def eval_batches(data: np.ndarray, batch_size: int, block: int, *, min_context: int, stateful: bool,
+                 start_token: int) -> Iterator[EvalBatch]:
+    """Batches that predict every target of a split exactly once.
+
+    * Text (1-D, targets are tokens 1..N-1), ``stateful=True``: ``B`` contiguous streams covering the
+      split, consecutive blocks in order so the model's cache carries across batches; the ragged end
+      is padded with ``mask=False``. ``min_context`` is unused (the cache provides the context).
+    * Text, ``stateful=False``: windows of ``block`` tokens with stride ``block - min_context``. Each
+      window after the first scores only its targets at positions ``t >= min_context``, i.e. those
+      that see at least ``min_context`` earlier tokens of the window besides their input; the first
+      window scores all of its targets. Needs ``0 <= min_context < block``.
+    * Sequences (2-D, (N, L)): whole sequences in order, ``x`` starting with ``start_token``, every
+      position scored; ``block`` must equal ``L``.
+    """
+    if data.ndim == 2:
+        yield from _sequence_batches(data, batch_size, block, start_token)
+    elif data.ndim != 1 or len(data) < 2:
+        raise DataError(f"evaluation needs a token stream of >= 2 tokens or (N, L) sequences, got {data.shape}")
+    elif stateful:
+        yield from _stream_batches(data, batch_size, block)
+    else:
+        yield from _window_batches(data, batch_size, block, min_context)
+
+
+def eval_count(data: np.ndarray) -> int:
+    """How many targets :func:`eval_batches` scores for ``data`` (the same in every mode)."""
+    return int(data.size) if data.ndim == 2 else max(len(data) - 1, 0)
+
+
+def _gather(data: np.ndarray, positions: np.ndarray, valid: np.ndarray) -> EvalBatch:
+    """x = data[positions], y = data[positions + 1], zero-padded where ``valid`` is False."""
+    pos = np.where(valid, positions, 0)
+    x = np.where(valid, data[pos], 0)
+    y = np.where(valid, data[pos + 1], 0)
+    return EvalBatch(_long(x), _long(y), torch.from_numpy(valid))
+
+
+def _stream_batches(data: np.ndarray, batch_size: int, block: int) -> Iterator[EvalBatch]:
+    targets = len(data) - 1
+    stream_len = -(-targets // batch_size)
+    starts = np.arange(batch_size)[:, None] * stream_len
+    ends = np.minimum(starts + stream_len, targets)
+    for k in range(-(-stream_len // block)):
+        positions = starts + k * block + np.arange(block)[None, :]
+        yield _gather(data, positions, positions < ends)
+
+
+def _window_batches(data: np.ndarray, batch_size: int, block: int, min_context: int) -> Iterator[EvalBatch]:
+    if not 0 <= min_context < block:
+        raise DataError(f"min_context must be in [0, block={block}), got {min_context}")
+    targets, stride = len(data) - 1, block - min_context
+    windows = 1 if targets <= block else 1 + -(-(targets - block) // stride)
+    t = np.arange(block)[None, :]
+    for first in range(0, windows, batch_size):
+        w = np.arange(first, min(first + batch_size, windows))[:, None]
+        positions = w * stride + t
+        valid = (positions < targets) & ((t >= min_context) | (w == 0))
+        yield _gather(data, positions, valid)
+
+
+def _sequence_batches(data: np.ndarray, batch_size: int, block: int, start_token: int) -> Iterator[EvalBatch]:
+    if block != data.shape[1]:
+        raise DataError(f"block ({block}) must equal the sequence length ({data.shape[1]}) for whole-sequence evaluation")
+    for first in range(0, len(data), batch_size):
+        y = _long(data[first:first + batch_size])
+        yield EvalBatch(shift_right(y, start_token), y, torch.ones_like(y, dtype=torch.bool))

