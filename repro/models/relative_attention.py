@@ -1,0 +1,98 @@
+"""Relative-position attention over a band of the last W positions, without an (n x S) score tensor.
+
+Layout. Keys/values hold P = W - 1 past positions followed by the M current ones. Query i (0..M-1)
+sits at key index P + i and sees keys j = i .. i + P, i.e. the distances x = t - r = P + i - j in
+0 .. W-1 (itself included). Scores live in a *band* (.., M, W) whose column c holds the distance
+x = W - 1 - c (oldest first). The content part q_t . k_r is one (chunk x (chunk + P)) matmul per chunk
+of queries, shifted ("skewed") into the band; the position part q_t . p_{t-r} is a plain (M x W)
+matmul against the embeddings of the W distances. The cost is M (chunk + P) per head instead of M W,
+so with chunk ~ W it is at most twice the band, never M x S.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def band_from_keys(s: torch.Tensor, P: int) -> torch.Tensor:
+    """(.., c, c + P) key layout -> (.., c, P + 1) band: ``out[a, b] = s[a, a + b]``."""
+    c, n = s.shape[-2], s.shape[-1]
+    s = F.pad(s.reshape(*s.shape[:-2], c * n), (0, c))
+    return s.view(*s.shape[:-1], c, n + 1)[..., : P + 1]
+
+
+def keys_from_band(a: torch.Tensor, P: int) -> torch.Tensor:
+    """Inverse of :func:`band_from_keys`: (.., c, P + 1) -> (.., c, c + P), zero off the band."""
+    c = a.shape[-2]
+    a = F.pad(a, (0, c))  # (.., c, c + P + 1)
+    a = a.reshape(*a.shape[:-2], c * (c + P + 1))[..., : c * (c + P)]
+    return a.view(*a.shape[:-1], c, c + P)
+
+
+def chunk_size(M: int, W: int, minimum: int = 64) -> int:
+    """Queries per chunk: about the band width (cost M (chunk + W)), at most the block."""
+    return max(1, min(M, max(minimum, W)))
+
+
+def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
+    """Band of scores s_tr = q_t . (k_r + p_{t-r}) (Eq. 1 with relative positions): (B, H, Mp, W).
+
+    q: (B, H, M, d_h); k: (B, H, P + M, d_h); pe: (d_h, W) in band order. Column c of row i holds the
+    key i + c, at distance W - 1 - c. Rows M..Mp-1 pad M up to a multiple of ``chunk``."""
+    B, H, M, dh = q.shape
+    W = pe.shape[-1]
+    P = W - 1
+    assert k.shape[2] == P + M, (k.shape, P, M)
+    n = math.ceil(M / chunk)
+    Mp = n * chunk
+    if Mp != M:
+        q = F.pad(q, (0, 0, 0, Mp - M))
+        k = F.pad(k, (0, 0, 0, Mp - M))
+    s = q.view(B, H, n, chunk, dh) @ k.unfold(2, chunk + P, chunk)  # (B, H, n, chunk, chunk + P)
+    return band_from_keys(s, P).reshape(B, H, Mp, W) + q @ pe
+
+
+def band_attention(q, k, v, pe, *, chunk: int, mask=None, n_invalid: int = 0, dropout: float = 0.0,
+                   training: bool = False, record: list | None = None):
+    """Attention of M queries over the band of the W = P + 1 latest positions (Eq. 1-2 and 4).
+
+    q: (B, H, M, d_h), already scaled by 1/sqrt(d_h); k, v: (B, H, P + M, d_h); pe: (d_h, W) position
+    embeddings in band order (column c <-> distance W - 1 - c). ``mask``: soft span mask broadcastable
+    to (B, H, M, W), or None (every position in the band counts); it multiplies exp(s) before the
+    normalisation: a = m exp(s) / sum m exp(s). The first ``n_invalid`` keys are padding (before the
+    start of the stream) and get no weight. ``record``: if a list, receives the per-head sum of the
+    weights per band column over batch and valid queries, and the count of those queries per column.
+    Returns (B, H, M, d_h).
+    """
+    B, H, M, dh = q.shape
+    W = pe.shape[-1]
+    P = W - 1
+    n = math.ceil(M / chunk)
+    Mp = n * chunk
+    if Mp != M:
+        v = F.pad(v, (0, 0, 0, Mp - M))
+        if mask is not None and mask.shape[-2] == M and M > 1:
+            mask = F.pad(mask, (0, 0, 0, Mp - M), value=1.0)
+    s = band_scores(q, k, pe, chunk=chunk)  # (B, H, Mp, W)
+    invalid = None
+    if n_invalid > 0:
+        i = torch.arange(Mp, device=q.device)[:, None]
+        invalid = (i + torch.arange(W, device=q.device)) < n_invalid  # key index i + c is padding
+        s = s.masked_fill(invalid, float("-inf"))
+    if mask is not None:
+        # exp(s) where m = 0 never counts; excluding those keeps the max inside softmax finite
+        a = torch.softmax(s.masked_fill(mask <= 0, float("-inf")), dim=-1) * mask
+        a = a / a.sum(-1, keepdim=True)
+    else:
+        a = torch.softmax(s, dim=-1)
+    if record is not None:
+        with torch.no_grad():
+            valid = torch.ones(Mp, W, dtype=torch.bool, device=q.device) if invalid is None else ~invalid
+            valid[M:] = False
+            record.append({"sum": (a * valid).sum((0, 2)), "count": valid.sum(0) * B})
+    a = F.dropout(a, dropout, training)
+    a = keys_from_band(a.view(B, H, n, chunk, W), P)  # (B, H, n, chunk, chunk + P)
+    out = a @ v.unfold(2, chunk + P, chunk).transpose(-1, -2)  # (B, H, n, chunk, d_h)
+    return out.reshape(B, H, Mp, dh)[:, :, :M]
