@@ -124,12 +124,16 @@ def eval_count(data: np.ndarray) -> int:
     return int(data.size) if data.ndim == 2 else max(len(data) - 1, 0)
 
 
-def _gather(data: np.ndarray, positions: np.ndarray, valid: np.ndarray) -> EvalBatch:
-    """x = data[positions], y = data[positions + 1], zero-padded where ``valid`` is False."""
-    pos = np.where(valid, positions, 0)
-    x = np.where(valid, data[pos], 0)
-    y = np.where(valid, data[pos + 1], 0)
-    return EvalBatch(_long(x), _long(y), torch.from_numpy(valid))
+def _gather(data: np.ndarray, positions: np.ndarray, scored: np.ndarray) -> EvalBatch:
+    """x = data[positions], y = data[positions + 1] (zero past the last target); ``scored`` is the mask.
+
+    Unscored positions inside the data keep their real tokens: they are the context of scored ones.
+    """
+    inside = positions < len(data) - 1
+    pos = np.where(inside, positions, 0)
+    x = np.where(inside, data[pos], 0)
+    y = np.where(inside, data[pos + 1], 0)
+    return EvalBatch(_long(x), _long(y), torch.from_numpy(scored & inside))
 
 
 def _stream_batches(data: np.ndarray, batch_size: int, block: int) -> Iterator[EvalBatch]:
