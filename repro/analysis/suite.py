@@ -1,0 +1,35 @@
+"""Renderers shared by every manifest: training curves of the stored runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro.analysis import Context, renderer
+
+
+@renderer("curves")
+def curves(ctx: Context) -> list[tuple[Path, str]]:
+    """Training bits against step for every run (and the quick validation bits when logged)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for _, row in ctx.runs.iterrows():
+        metrics = ctx.run_dir(row["run_id"]).metrics()
+        if metrics.empty or "train/bits" not in metrics:
+            continue
+        label = " ".join(f"{k}={row[k]}" for k in ctx.manifest.grid_for(ctx.scale)) or row["run_id"]
+        ax.plot(metrics["step"], metrics["train/bits"], label=f"{label} (train)")
+        if "valid/bits_quick" in metrics:
+            valid = metrics.dropna(subset=["valid/bits_quick"])
+            ax.plot(valid["step"], valid["valid/bits_quick"], "o--", label=f"{label} (valid)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("bits per symbol")
+    ax.set_title(f"{ctx.manifest.name}: training curves\n{ctx.label}", fontsize=9)
+    ax.legend(fontsize=7)
+    path = ctx.figure_path("curves")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [(path, f"Training curves ({ctx.label})")]

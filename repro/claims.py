@@ -1,0 +1,160 @@
+"""Claims: a paper's findings written as checks over a manifest's runs.
+
+A check is an arithmetic/boolean expression over *selections*::
+
+    avg_span[span.kind=adaptive, span.limit=4096] < 0.25 * 4096
+    valid_bits[span.kind=adaptive] <= valid_bits[span.kind=fixed]
+
+``metric[key=value, ...]`` picks the runs whose grid cell matches every filter (a key matches a cell key
+equal to it or ending in ``.key``) and yields their ``metric`` (a ``summary.json`` key), indexed by the
+grid keys the filters left free. Two selections compare cell by cell on that index, so the second line
+holds when adaptive beats fixed at every span limit. A selection of one run is a number. Functions:
+mean, min, max, abs, all, any. The claim is reproduced when the expression is true everywhere.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from repro.errors import UserError
+
+_SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^\[\]]*)\]")
+_FUNCTIONS = {"mean": lambda s: _as_series(s).mean(), "min": lambda s: _as_series(s).min(),
+              "max": lambda s: _as_series(s).max(), "abs": abs,
+              "all": lambda s: bool(_as_series(s).all()), "any": lambda s: bool(_as_series(s).any())}
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+
+
+class ClaimError(UserError):
+    pass
+
+
+class NotEvaluable(Exception):
+    """The runs a claim needs are missing or unfinished."""
+
+
+@dataclass
+class Verdict:
+    status: str  # reproduced | not reproduced | not evaluable
+    detail: str  # the numbers behind it
+
+
+def parse(check: str) -> tuple[ast.Expression, list[tuple[str, dict[str, str]]]]:
+    """Parse a check into an AST whose names ``_s0, _s1, ...`` stand for its selections."""
+    selections: list[tuple[str, dict[str, str]]] = []
+
+    def replace(match: re.Match) -> str:
+        filters = {}
+        for part in filter(None, (p.strip() for p in match.group(2).split(","))):
+            key, eq, value = part.partition("=")
+            if not eq or not key.strip() or not value.strip():
+                raise ClaimError(f"claim {check!r}: filter {part!r} is not key=value")
+            filters[key.strip()] = value.strip()
+        selections.append((match.group(1), filters))
+        return f"_s{len(selections) - 1}"
+
+    try:
+        tree = ast.parse(_SELECTION.sub(replace, check), mode="eval")
+    except SyntaxError as err:
+        raise ClaimError(f"claim {check!r} does not parse: {err.msg}") from None
+    for node in ast.walk(tree):
+        allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Call, ast.Name,
+                   ast.Constant, ast.Load, ast.And, ast.Or, ast.Not, ast.USub, *_BINARY, *_COMPARE)
+        if not isinstance(node, allowed):
+            raise ClaimError(f"claim {check!r}: {type(node).__name__} is not allowed in a check")
+        if isinstance(node, ast.Name) and not (node.id.startswith("_s") or node.id in _FUNCTIONS):
+            raise ClaimError(f"claim {check!r}: unknown name {node.id!r} (write metric[key=value])")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS):
+            raise ClaimError(f"claim {check!r}: only {', '.join(_FUNCTIONS)} may be called")
+    return tree, selections
+
+
+def evaluate(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
+    """Judge ``check`` over ``runs`` (one row per run: ``status``, the cell keys, the summary metrics)."""
+    tree, selections = parse(check)
+    try:
+        values = {f"_s{i}": _select(runs, cell_keys, metric, filters)
+                  for i, (metric, filters) in enumerate(selections)}
+        result = _eval(tree.body, values)
+    except NotEvaluable as why:
+        return Verdict("not evaluable", str(why))
+    shown = "; ".join(f"{m}[{', '.join(f'{k}={v}' for k, v in f.items())}] = {_fmt(values[f'_s{i}'])}"
+                      for i, (m, f) in enumerate(selections))
+    holds = bool(_as_series(result).all()) if isinstance(result, pd.Series) else bool(result)
+    return Verdict("reproduced" if holds else "not reproduced", shown)
+
+
+def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[str, str]) -> Any:
+    rows = runs
+    used = set()
+    for key, value in filters.items():
+        matches = [c for c in cell_keys if c == key or c.endswith("." + key)]
+        if len(matches) != 1:
+            raise NotEvaluable(f"filter key {key!r} matches {len(matches)} grid keys of {cell_keys}")
+        used.add(matches[0])
+        rows = rows[rows[matches[0]].astype(str) == value]
+    if rows.empty:
+        raise NotEvaluable(f"no run matches {metric}[{filters}]")
+    unfinished = rows[rows["status"] != "finished"]
+    if not unfinished.empty:
+        raise NotEvaluable(f"{len(unfinished)} run(s) of {metric}[{filters}] are not finished")
+    if metric not in rows or rows[metric].isna().any():
+        raise NotEvaluable(f"metric {metric!r} is missing from the runs of {metric}[{filters}]")
+    free = [c for c in cell_keys if c not in used]
+    if len(rows) == 1:
+        return float(rows[metric].iloc[0])
+    index = rows[free].astype(str).agg(",".join, axis=1) if free else None
+    return pd.Series(rows[metric].astype(float).values, index=index)
+
+
+def _eval(node: ast.AST, values: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return values[node.id]
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](_eval(node.left, values), _eval(node.right, values))
+    if isinstance(node, ast.UnaryOp):
+        operand = _eval(node.operand, values)
+        return -operand if isinstance(node.op, ast.USub) else ~_as_bool(operand)
+    if isinstance(node, ast.BoolOp):
+        parts = [_as_bool(_eval(v, values)) for v in node.values]
+        out = parts[0]
+        for part in parts[1:]:
+            out = (out & part) if isinstance(node.op, ast.And) else (out | part)
+        return out
+    if isinstance(node, ast.Compare):
+        left, out = _eval(node.left, values), True
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _eval(right_node, values)
+            if isinstance(left, pd.Series) and isinstance(right, pd.Series):
+                if set(left.index) != set(right.index):
+                    raise NotEvaluable(f"cells differ: {sorted(left.index)} vs {sorted(right.index)}")
+                right = right.reindex(left.index)
+            out = out & _COMPARE[type(op)](left, right)
+            left = right
+        return out
+    if isinstance(node, ast.Call):
+        return _FUNCTIONS[node.func.id](*(_eval(a, values) for a in node.args))
+    raise AssertionError(type(node))  # parse() admits nothing else
+
+
+def _as_series(value: Any) -> pd.Series:
+    return value if isinstance(value, pd.Series) else pd.Series([value])
+
+
+def _as_bool(value: Any) -> Any:
+    return value.astype(bool) if isinstance(value, pd.Series) else pd.Series([bool(value)])
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, pd.Series):
+        return "{" + ", ".join(f"{k}: {v:.4g}" for k, v in value.items()) + "}"
+    return f"{value:.4g}"

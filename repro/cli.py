@@ -1,0 +1,231 @@
+"""The ``repro`` command. Thin: parse, call the modules, print. UserError -> one line, exit status 2."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+from repro import manifest as manifests
+from repro.errors import UserError
+from repro.store import RunDir, results_root, table
+
+BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args) or 0
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint",
+              file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="repro", description=__doc__)
+    parser.add_argument("--results", default=None, help="results root (default: $REPRO_RESULTS or results/)")
+    sub = parser.add_subparsers(dest="command")
+
+    p = sub.add_parser("list", help="every manifest: title, runs, finished")
+    p.add_argument("--scale", default="tiny")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", help="the resolved runs of a manifest")
+    p.add_argument("name")
+    p.add_argument("--scale", default="tiny")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("validate", help="check manifests (all when no path is given)")
+    p.add_argument("paths", nargs="*")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("run", help="train every run of a manifest (finished runs are skipped)")
+    p.add_argument("name")
+    p.add_argument("--scale", default="tiny")
+    p.add_argument("--only", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--no-wandb", action="store_true")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("status", help="stored runs and their state")
+    p.add_argument("name", nargs="?")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("report", help="regenerate a manifest's tables/figures and judge its claims")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--all", action="store_true")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("sync", help="upload offline W&B runs (needs W&B credentials)")
+    p.set_defaults(func=cmd_sync)
+
+    p = sub.add_parser("bench", help="benchmarks: " + ", ".join(BENCHES))
+    bench = p.add_subparsers(dest="bench")
+    for name, module in BENCHES.items():
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        q = bench.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None)
+        q.add_argument("--json", action="store_true", help="print the records as JSON")
+        mod.add_arguments(q)
+        q.set_defaults(func=cmd_bench, bench_module=mod)
+
+    from repro.data import cli as data_cli
+
+    data_cli.register(sub)
+    return parser
+
+
+def _root(args) -> Path:
+    return results_root(args.results)
+
+
+def cmd_list(args) -> int:
+    root = _root(args)
+    rows = []
+    for name, path in sorted(manifests.discover().items()):
+        try:
+            m = manifests.load(path)
+            specs = m.expand(args.scale) if args.scale in m.scale_names() else []
+            done = sum(RunDir(root, m.name, s.run_id).finished for s in specs)
+            rows.append((name, m.title, str(len(specs)), str(done)))
+        except UserError as err:
+            rows.append((name, f"INVALID: {err}", "-", "-"))
+    _print_table(("manifest", "title", f"runs@{args.scale}", "finished"), rows)
+    return 0
+
+
+def cmd_show(args) -> int:
+    m = manifests.resolve(args.name)
+    specs = m.expand(args.scale)
+    keys = list(m.grid_for(args.scale))
+    rows = [(s.run_id, *(str(s.cell[k]) for k in keys), s.data.name, str(s.data.block), s.family,
+             str(s.train.steps), str(s.train.batch_size)) for s in specs]
+    print(f"{m.name}: {m.title} [scale {args.scale}]")
+    _print_table(("run_id", *keys, "data", "block", "family", "steps", "batch"), rows)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    paths = [Path(p) for p in args.paths] or list(manifests.discover().values())
+    for path in paths:
+        m = manifests.load(path)
+        unknown = set(m.renders) - set(_renderers())
+        if unknown:
+            raise manifests.ManifestError(f"{path}: renders: unknown renderer {sorted(unknown)[0]!r}; "
+                                          f"known: {', '.join(sorted(_renderers()))}")
+        print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}")
+    return 0
+
+
+def _renderers():
+    from repro.analysis import registry
+
+    return registry()
+
+
+def cmd_run(args) -> int:
+    from repro import runner
+    from repro.tracking import resolve_mode
+
+    m = manifests.resolve(args.name)
+    specs = [runner.with_max_steps(s, args.max_steps) for s in runner.select(m.expand(args.scale), args.only)]
+    root = _root(args)
+    if args.dry_run:
+        for s in specs:
+            state = RunDir(root, m.name, s.run_id).summary().get("status", "to run")
+            print(f"{s.run_id}  {s.cell_name}  [{state}]")
+        return 0
+    mode = resolve_mode(args.no_wandb)
+    failed = 0
+    for i, spec in enumerate(specs, 1):
+        print(f"[{i}/{len(specs)}] {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale})", flush=True)
+        outcome = runner.run_spec(spec, m, root, devices=args.devices, wandb_mode=mode)
+        s = outcome.summary
+        if outcome.status == "failed":
+            failed += 1
+            continue
+        print(f"  {outcome.status}: valid {s.get('valid_bits', float('nan')):.4f} / test "
+              f"{s.get('test_bits', float('nan')):.4f} bits per {s.get('dataset_unit', 'symbol')} "
+              f"on {s.get('dataset')}", flush=True)
+    return 1 if failed else 0
+
+
+def cmd_status(args) -> int:
+    root = _root(args)
+    runs = table(root, manifests.resolve(args.name).name if args.name else None)
+    if runs.empty:
+        print(f"no stored runs under {root}/runs")
+        return 0
+    cols = [c for c in ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits") if c in runs]
+    _print_table(cols, [tuple(_fmt(r[c]) for c in cols) for _, r in runs.iterrows()])
+    return 0
+
+
+def cmd_report(args) -> int:
+    from repro import report
+
+    root = _root(args)
+    if args.all:
+        print(f"wrote {report.render_all(root)}")
+        return 0
+    if not args.name:
+        raise UserError("report: name a manifest or pass --all")
+    path, results = report.render(manifests.resolve(args.name), root)
+    print(path.read_text())
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_sync(args) -> int:
+    from repro.tracking import sync
+
+    synced = sync(_root(args))
+    print(f"synced {len(synced)} offline W&B run(s)")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from repro.store import write_atomic
+
+    records = args.bench_module.main(args)
+    out = _root(args) / "bench" / f"{args.bench}.json"
+    write_atomic(out, json.dumps(records, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(records, indent=2))
+    elif records:
+        cols = list(records[0])
+        _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in records])
+        print(f"stored in {out}")
+    return 0
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def _print_table(header, rows) -> None:
+    rows = [tuple(map(str, r)) for r in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
+    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

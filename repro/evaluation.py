@@ -1,0 +1,72 @@
+"""Bits over a whole split, with a stated minimum context per predicted token.
+
+* Stateful models (a Transformer-XL cache, the adaptive-span family) read the split as B contiguous
+  streams, block after block, carrying their cache: every target sees the cache (up to the span limit)
+  plus the block so far, exactly as in training and as in the adaptive-span paper's evaluation.
+* Stateless models (the sparse/dense Transformer) read overlapping windows of ``block`` tokens that
+  advance by ``block - min_context``; a window scores only targets with at least ``min_context`` tokens
+  of context inside it (the first window scores all of its targets). The Sparse Transformer paper's
+  Table 3 is this procedure at several ``min_context`` values.
+* Images and audio: whole sequences, every element scored.
+
+Every target of the split is scored exactly once; bits = total NLL in nats / targets / ln 2.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from repro.data.batching import eval_batches
+from repro.spec import RunSpec
+
+
+def min_context(spec: RunSpec, stateful: bool) -> int | None:
+    """The minimum context of the stateless window procedure (None for stateful models)."""
+    if stateful:
+        return None
+    return spec.eval.min_context if spec.eval.min_context is not None else spec.data.block // 2
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, data: np.ndarray, spec: RunSpec, device: torch.device, vocab_size: int,
+             max_targets: int | None = None, progress: bool = False) -> dict[str, Any]:
+    model.eval()
+    stateful = model.init_state(1, device) is not None
+    context = min_context(spec, stateful)
+    batches = eval_batches(data, spec.eval.batch_size, spec.data.block, min_context=context or 0,
+                           stateful=stateful, start_token=vocab_size)
+    total, count, state = 0.0, 0, None
+    bar = _progress(progress, data)
+    for batch in batches:
+        x, y, mask = batch.x.to(device), batch.y.to(device), batch.mask.to(device)
+        if stateful and state is None:
+            state = model.init_state(x.size(0), device)
+        out = model(x, state)
+        state = out.state
+        nll = F.cross_entropy(out.logits.float().flatten(0, 1), y.flatten(), reduction="none")
+        total += float(nll[mask.flatten()].sum())
+        scored = int(mask.sum())
+        count += scored
+        if bar is not None:
+            bar.update(scored)
+        if max_targets is not None and count >= max_targets:
+            break
+    if bar is not None:
+        bar.close()
+    return {"bits": total / max(count, 1) / math.log(2.0), "targets": count,
+            "procedure": "stream" if stateful else ("sequences" if data.ndim == 2 else "windows"),
+            "min_context": context}
+
+
+def _progress(enabled: bool, data: np.ndarray):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=int(data.size - (1 if data.ndim == 1 else 0)), unit="tok", unit_scale=True,
+                desc="evaluating", file=sys.stderr, leave=False, disable=not sys.stderr.isatty())

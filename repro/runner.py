@@ -1,0 +1,131 @@
+"""One RunSpec -> Lightning fit -> full-split evaluation -> the run store (+ W&B).
+
+A run whose summary says ``finished`` is skipped. Otherwise it starts, or resumes from its
+``last.ckpt`` (model, optimizer, scheduler, data position, RNG and recurrent state all restored).
+A diverging run is marked ``failed`` and keeps its last good checkpoint.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import lightning.pytorch as pl
+import torch
+
+from repro import data as datasets
+from repro.errors import UserError
+from repro.evaluation import evaluate
+from repro.manifest import Manifest
+from repro.spec import RunSpec
+from repro.store import FAILED, FINISHED, RUNNING, RunDir
+from repro.tracking import StoreLogger, wandb_logger
+from repro.training import AtomicCheckpoint, Diverged, LMDataModule, LMModule, StepTimer, peak_memory_bytes
+
+
+@dataclass
+class Outcome:
+    spec: RunSpec
+    status: str  # finished | skipped | failed
+    summary: dict
+
+
+def select(specs: list[RunSpec], only: Sequence[str]) -> list[RunSpec]:
+    """Keep the runs whose grid cell matches every ``KEY=VALUE`` (a key may be a dotted suffix)."""
+    for item in only:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise UserError(f"--only {item!r}: expected KEY=VALUE")
+        keys = {k for s in specs for k in s.cell if k == key or k.endswith("." + key)}
+        if len(keys) != 1:
+            known = sorted({k for s in specs for k in s.cell})
+            raise UserError(f"--only {item!r}: {key!r} matches {len(keys)} grid keys; grid keys: {', '.join(known) or 'none'}")
+        (full,) = keys
+        specs = [s for s in specs if str(s.cell[full]) == value]
+    return specs
+
+
+def with_max_steps(spec: RunSpec, max_steps: int | None) -> RunSpec:
+    """Cap the training length (a different run: the id changes with the spec)."""
+    if max_steps is None or max_steps >= spec.train.steps:
+        return spec
+    return replace(spec, train=replace(spec.train, steps=max_steps))
+
+
+def code_version() -> str:
+    try:
+        here = Path(__file__).resolve().parent
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True).stdout.strip()
+        return rev.stdout.strip() + ("+dirty" if dirty else "") if rev.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1, wandb_mode: str = "disabled",
+             callbacks: Sequence[pl.Callback] = (), echo: Callable[[str], None] = print) -> Outcome:
+    run = RunDir(root, spec.manifest, spec.run_id)
+    if run.finished:
+        return Outcome(spec, "skipped", run.summary())
+    options = spec.data.options()
+    train_data, vocab = datasets.open_split(spec.data.name, "train", **options)
+    info = datasets.dataset_info(spec.data.name)
+    valid_data, _ = datasets.open_split(spec.data.name, "valid", **options)
+    pl.seed_everything(spec.train.seed, verbose=False)
+    module = LMModule(spec, vocab.size, info.shape, valid=valid_data if spec.train.val_every else None)
+    run.write_spec({"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell,
+                    "code_version": code_version(), **spec.resolved()})
+    store_logger = StoreLogger(run)
+    wb = wandb_logger(wandb_mode, spec, manifest.paper, manifest.renders, run)
+    params = sum(p.numel() for p in module.model.parameters())
+    summary = run.update_summary(
+        status=RUNNING, manifest=spec.manifest, run_id=spec.run_id, scale=spec.scale, cell=spec.cell,
+        family=spec.family, dataset=spec.data.name, dataset_unit=vocab.unit, train_tokens=int(train_data.size),
+        params=params, wandb_run_id=wb.experiment.id if wb is not None else None)
+    resume = run.last_checkpoint
+    if resume is not None:
+        step = torch.load(resume, map_location="cpu", weights_only=False)["global_step"]
+        run.truncate_metrics(step)
+        echo(f"  resuming {spec.run_id} from step {step}")
+    run.checkpoints.mkdir(parents=True, exist_ok=True)
+    trainer = pl.Trainer(
+        accelerator="auto", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto",
+        precision=spec.train.precision, max_steps=spec.train.steps, max_epochs=-1,
+        logger=[store_logger] + ([wb] if wb is not None else []),
+        callbacks=[AtomicCheckpoint(run.checkpoints, spec.train.checkpoint_every, lambda s: store_logger.save()),
+                   StepTimer(), *callbacks],
+        enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0, enable_model_summary=False,
+        log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(), default_root_dir=str(run.path), use_distributed_sampler=False,
+    )
+    started = time.perf_counter()
+    try:
+        trainer.fit(module, datamodule=LMDataModule(spec, train_data, vocab.size), ckpt_path=resume)
+    except Exception as err:  # under ddp_spawn a worker's Diverged arrives wrapped, hence the text test
+        store_logger.save()
+        message = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        summary = run.update_summary(status=FAILED, error=message)
+        if not (isinstance(err, Diverged) or "Diverged" in str(err)):
+            raise
+        echo(f"  run {spec.run_id} diverged: {message}; marked failed, last good checkpoint kept")
+        return Outcome(spec, "failed", summary)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = module.model.to(device)
+    seconds_per_step = trainer.callback_metrics.get(StepTimer.KEY)
+    final = {"train_seconds": round(time.perf_counter() - started, 2), "steps": spec.train.steps,
+             "seconds_per_step": float(seconds_per_step) if seconds_per_step is not None else None,
+             "peak_memory_bytes": peak_memory_bytes(device),
+             "flops_per_token": float(model.flops_per_token()), **model.stats()}
+    for split in spec.eval.splits:
+        split_data = valid_data if split == "valid" else datasets.open_split(spec.data.name, split, **options)[0]
+        result = evaluate(model, split_data, spec, device, vocab.size, progress=True)
+        final.update({f"{split}_bits": result["bits"], f"{split}_targets": result["targets"],
+                      "eval_procedure": result["procedure"], "eval_min_context": result["min_context"]})
+    summary = run.update_summary(status=FINISHED, **final)
+    if wb is not None:
+        wb.experiment.summary.update({k: v for k, v in final.items() if isinstance(v, (int, float))})
+        wb.experiment.finish()
+    return Outcome(spec, "finished", summary)

@@ -1,0 +1,196 @@
+"""Typed run specifications.
+
+A :class:`RunSpec` is one fully resolved training run: its data, model, train and eval sections.
+Sections are dataclasses; :func:`build` turns a plain dict (from YAML) into one, checking every key
+and type and naming the key path in the error. The run id is a stable hash of the resolved spec.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+from repro.errors import UserError
+from repro.models import FAMILIES, family
+
+
+class SpecError(UserError):
+    """A manifest section does not match its schema. ``key`` is the dotted path of the offending key."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+@dataclass
+class DataSpec:
+    name: str = "wiki-lead8"
+    block: int = 512  # training context: characters per block (text) or the sequence length (images/audio)
+    path: Optional[str] = None  # `file` corpora: the file
+    kind: Optional[str] = None  # `file` corpora: bytes | chars | text8
+    vocab: Optional[str] = None  # byte corpora: bytes (256) | as205 (adaptive-span's observed-symbol vocabulary)
+    seq_len: Optional[int] = None  # audio: samples per sequence
+
+    def options(self) -> dict[str, Any]:
+        """The dataset options passed to ``repro.data.open_split`` (the ones that are set)."""
+        return {k: v for k, v in (("path", self.path), ("kind", self.kind), ("vocab", self.vocab),
+                                  ("seq_len", self.seq_len)) if v is not None}
+
+
+@dataclass
+class TrainSpec:
+    optimizer: Literal["adagrad", "adam", "adamw"] = "adam"
+    lr: float = 3e-4
+    warmup: int = 0  # steps of linear warm-up from 0
+    schedule: Literal["constant", "cosine"] = "constant"  # after warm-up
+    final_phase: int = 0  # the last `final_phase` steps run at lr / 10 (adaptive-span large models)
+    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    clip: float = 0.0  # 0 = no clipping
+    clip_mode: Literal["per_tensor", "global_norm"] = "global_norm"
+    batch_size: int = 8
+    steps: int = 1000
+    precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
+    val_every: int = 0  # steps between quick validations (0 = only the final full evaluation)
+    val_tokens: int = 65536  # targets scored by each quick validation (the final evaluation scores all)
+    checkpoint_every: int = 100
+    log_every: int = 10
+    seed: int = 0
+
+
+@dataclass
+class EvalSpec:
+    batch_size: int = 16
+    min_context: Optional[int] = None  # stateless models: context every scored token has (None = block // 2)
+    splits: list[str] = field(default_factory=lambda: ["valid", "test"])
+
+
+@dataclass
+class RunSpec:
+    manifest: str
+    scale: str
+    cell: dict[str, Any]  # the grid values of this run (dotted keys), empty for a single-run manifest
+    family: str
+    data: DataSpec
+    model: Any  # the family's Config dataclass
+    train: TrainSpec
+    eval: EvalSpec
+
+    def resolved(self) -> dict[str, Any]:
+        """Plain-dict form of everything that determines the run's result."""
+        return {
+            "data": dataclasses.asdict(self.data),
+            "model": {"family": self.family, **dataclasses.asdict(self.model)},
+            "train": dataclasses.asdict(self.train),
+            "eval": dataclasses.asdict(self.eval),
+        }
+
+    @property
+    def run_id(self) -> str:
+        """Stable hash of the resolved spec (seed included); the run's directory name."""
+        blob = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @property
+    def cell_name(self) -> str:
+        """The grid cell in words, e.g. ``kind=adaptive limit=4096`` (the W&B run name)."""
+        if not self.cell:
+            return self.manifest
+        return " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in self.cell.items())
+
+
+def build(cls: type, data: Any, path: str = "") -> Any:
+    """Instantiate dataclass ``cls`` from ``data``, validating keys and types recursively."""
+    if not isinstance(data, dict):
+        raise SpecError(path, f"expected a mapping, got {_show(data)}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        key = f"{path}.{unknown[0]}" if path else str(unknown[0])
+        raise SpecError(key, f"unknown key; allowed keys: {', '.join(sorted(fields))}")
+    values = {name: _coerce(hints[name], value, f"{path}.{name}" if path else name)
+              for name, value in data.items()}
+    return cls(**values)
+
+
+def _coerce(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(arg, value, path)
+            except SpecError as err:
+                errors.append(err)
+        raise errors[0]
+    if origin is Literal:
+        if value not in args:
+            raise SpecError(path, f"expected one of {', '.join(map(str, args))}, got {_show(value)}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise SpecError(path, f"expected a list, got {_show(value)}")
+        return [_coerce(args[0], v, f"{path}[{i}]") for i, v in enumerate(value)] if args else value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SpecError(path, f"expected a mapping, got {_show(value)}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, path)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise SpecError(path, f"expected true or false, got {_show(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise SpecError(path, f"expected an integer, got {_show(value)}")
+        return value
+    if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads "2e-6" as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(path, f"expected a number, got {_show(value)}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise SpecError(path, f"expected a string, got {_show(value)}")
+        return value
+    raise TypeError(f"unsupported spec type {tp!r} at {path}")  # a schema bug, not user input
+
+
+def _show(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}" if not isinstance(value, (dict, list)) else type(value).__name__
+
+
+def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str, Any]) -> RunSpec:
+    """A RunSpec from a merged config dict with sections ``data``, ``model``, ``train`` and ``eval``."""
+    allowed = {"data", "model", "train", "eval"}
+    unknown = sorted(set(config) - allowed)
+    if unknown:
+        raise SpecError(unknown[0], f"unknown section; allowed: {', '.join(sorted(allowed))}")
+    model = dict(config.get("model") or {})
+    name = model.pop("family", None)
+    if name not in FAMILIES:
+        raise SpecError("model.family", f"expected one of {', '.join(sorted(FAMILIES))}, got {name!r}")
+    return RunSpec(
+        manifest=manifest, scale=scale, cell=dict(cell), family=name,
+        data=build(DataSpec, config.get("data") or {}, "data"),
+        model=build(family(name).Config, model, "model"),
+        train=build(TrainSpec, config.get("train") or {}, "train"),
+        eval=build(EvalSpec, config.get("eval") or {}, "eval"),
+    )

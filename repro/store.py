@@ -1,0 +1,120 @@
+"""The run store: ``<results>/runs/<manifest>/<run_id>/`` with spec.yaml, metrics.csv, summary.json.
+
+Every file is written atomically (temp file in the same directory, then rename), so a reader or an
+interrupted writer never sees half a file. ``table`` flattens the store into one pandas row per run.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+FINISHED, RUNNING, FAILED = "finished", "running", "failed"
+
+
+def results_root(path: str | Path | None = None) -> Path:
+    return Path(path or os.environ.get("REPRO_RESULTS") or "results")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class RunDir:
+    """One run's directory."""
+
+    def __init__(self, root: Path, manifest: str, run_id: str):
+        self.path = root / "runs" / manifest / run_id
+        self.run_id = run_id
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def last_checkpoint(self) -> Path | None:
+        last = self.checkpoints / "last.ckpt"
+        return last if last.exists() else None
+
+    def summary(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.path / "summary.json").read_text())
+        except FileNotFoundError:
+            return {}
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_atomic(self.path / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+    def update_summary(self, **values: Any) -> dict[str, Any]:
+        summary = {**self.summary(), **values}
+        self.write_summary(summary)
+        return summary
+
+    def write_spec(self, spec: dict[str, Any]) -> None:
+        write_atomic(self.path / "spec.yaml", yaml.safe_dump(spec, sort_keys=False))
+
+    def spec(self) -> dict[str, Any]:
+        return yaml.safe_load((self.path / "spec.yaml").read_text())
+
+    @property
+    def finished(self) -> bool:
+        return self.summary().get("status") == FINISHED
+
+    # metrics.csv: one row per logged step; columns grow as new metrics appear.
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.csv"
+
+    def metrics(self) -> pd.DataFrame:
+        return pd.read_csv(self.metrics_path) if self.metrics_path.exists() else pd.DataFrame()
+
+    def append_metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Append rows, rewriting the file atomically when a new column appears."""
+        if not rows:
+            return
+        old = self.metrics()
+        columns = list(old.columns) if not old.empty else []
+        new_cols = [k for row in rows for k in row if k not in columns]
+        if new_cols or old.empty:
+            merged = pd.concat([old, pd.DataFrame(rows)], ignore_index=True)
+            write_atomic(self.metrics_path, merged.to_csv(index=False))
+            return
+        with open(self.metrics_path, "a", newline="") as fh:
+            csv.DictWriter(fh, fieldnames=columns).writerows(rows)
+
+    def truncate_metrics(self, after_step: int) -> None:
+        """Drop rows logged after ``after_step`` (a resumed run logs them again)."""
+        old = self.metrics()
+        if not old.empty and (old["step"] > after_step).any():
+            write_atomic(self.metrics_path, old[old["step"] <= after_step].to_csv(index=False))
+
+
+def table(root: Path, manifest: str | None = None) -> pd.DataFrame:
+    """One row per stored run: manifest, run_id, scale, the grid cell's keys, then the summary's scalars."""
+    rows = []
+    base = root / "runs"
+    dirs = sorted((base / manifest).glob("*/spec.yaml")) if manifest else sorted(base.glob("*/*/spec.yaml"))
+    for spec_path in dirs:
+        run = RunDir(root, spec_path.parent.parent.name, spec_path.parent.name)
+        spec = run.spec()
+        summary = run.summary()
+        row = {"manifest": run.path.parent.name, "run_id": run.run_id, "scale": spec.get("scale"),
+               **(spec.get("cell") or {}), "status": summary.get("status", "pending")}
+        row.update({k: v for k, v in summary.items() if k not in row and not isinstance(v, (dict, list))})
+        row["_summary"] = summary
+        rows.append(row)
+    return pd.DataFrame(rows)
