@@ -6,6 +6,7 @@ over if the server ignores the range), and only a complete, verified file is ren
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import urllib.error
 import urllib.request
@@ -93,14 +94,19 @@ def _fetch(url: str, part: Path, have: int, timeout: float) -> None:
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             resumed = have and response.status == 206
+            expected = response.headers.get("Content-Length")
+            got = 0
             with open(part, "ab" if resumed else "wb") as f:
                 while block := response.read(CHUNK):
                     f.write(block)
+                    got += len(block)
+            if expected is not None and got < int(expected):  # http.client ends short reads silently
+                raise ConnectionError(f"connection closed after {got:,} of {int(expected):,} bytes")
     except urllib.error.HTTPError as e:
         if e.code == 416 and have:  # the range starts at the end: nothing left to fetch
             return
         raise DataError(f"download of {url} failed: HTTP {e.code} {e.reason}") from None
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         reason = getattr(e, "reason", e)
         raise DataError(f"download of {url} failed ({reason}); rerun to resume, "
                         f"or fetch it yourself and pass --from PATH") from None
