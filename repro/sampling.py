@@ -1,0 +1,68 @@
+"""Autoregressive sampling with cached keys and values.
+
+``sample(model, vocab_size, n_samples, length)`` draws ``length`` symbols per sample from a model
+exposing ``step(x, cache, t) -> (logits, cache)`` (the Sparse Transformer family does), feeding the
+start token ``vocab_size`` first (sequences of whole images/audio begin with it) or a ``prompt``.
+Models without ``step`` are sampled by re-running the full forward on the prefix (slow, exact).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    logits = logits.float()
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
+@torch.no_grad()
+def sample(model, vocab_size: int, n_samples: int, length: int, *, temperature: float = 1.0,
+           prompt: torch.Tensor | None = None, start_token: int | None = None,
+           generator: torch.Generator | None = None) -> torch.LongTensor:
+    """Returns (n_samples, length) generated symbols (the prompt, if any, not included).
+
+    ``prompt`` (P,) or (n_samples, P) is fed after the start token when ``start_token`` is given
+    (default: the start token ``vocab_size`` is used only when there is no prompt). The context
+    (start token + prompt + generated) must fit the model's training block. ``temperature=0`` is
+    greedy decoding.
+    """
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    if prompt is not None:
+        prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)
+        if prompt.dim() == 1:
+            prompt = prompt[None].expand(n_samples, -1)
+    if start_token is None and prompt is None:
+        start_token = vocab_size
+    parts = []
+    if start_token is not None:
+        parts.append(torch.full((n_samples, 1), start_token, dtype=torch.long, device=device))
+    if prompt is not None:
+        parts.append(prompt)
+    ctx = torch.cat(parts, dim=1)
+    block = getattr(model, "block", None)
+    if block is not None and ctx.shape[1] + length - 1 > block:
+        raise ValueError(f"context {ctx.shape[1]} + length {length} exceeds the model's block of {block}")
+    out = torch.empty(n_samples, length, dtype=torch.long, device=device)
+    try:
+        if hasattr(model, "step"):
+            cache = None
+            for t in range(ctx.shape[1]):
+                logits, cache = model.step(ctx[:, t], cache, t)
+            for s in range(length):
+                out[:, s] = _draw(logits, temperature, generator)
+                if s + 1 < length:
+                    logits, cache = model.step(out[:, s], cache, ctx.shape[1] + s)
+        else:
+            seq = ctx
+            for s in range(length):
+                logits = model(seq).logits[:, -1]
+                out[:, s] = _draw(logits, temperature, generator)
+                seq = torch.cat([seq, out[:, s:s + 1]], 1)
+    finally:
+        model.train(was_training)
+    return out
