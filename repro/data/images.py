@@ -102,8 +102,9 @@ IMAGENET_SIDE = 64
 def npz_rows(path: Path) -> int:
     """Number of images in an npz batch, read from the array header without decompressing the data."""
     with archives.reading(path), zipfile.ZipFile(path) as z, z.open("data.npy") as f:
-        version = np.lib.format.read_magic(f)
-        shape, _, _ = np.lib.format._read_array_header(f, version)
+        major, _ = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, _, _ = read_header(f)
     return shape[0]
 
 
@@ -128,7 +129,9 @@ def prepare_imagenet64(job: Job) -> dict:
     """Streams the training batches into memory-mapped .npy files (the full set is ~16 GB)."""
     train_files, val_file = imagenet_files(job.src)
     counts = [npz_rows(p) for p in train_files]
-    valid_mask = holdout(sum(counts), min(IMAGENET_VALID, sum(counts) // 20))
+    if sum(counts) <= IMAGENET_VALID:
+        raise DataError(f"{job.src}: {sum(counts):,} training images, need more than the {IMAGENET_VALID:,} held out")
+    valid_mask = holdout(sum(counts), IMAGENET_VALID)
     cols = 3 * IMAGENET_SIDE ** 2
     out = {s: np.lib.format.open_memmap(job.out / f"{s}.npy", mode="w+", dtype=np.uint8,
                                         shape=(int(m.sum()), cols))

@@ -44,7 +44,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 def server():
     srv = Server(("127.0.0.1", 0), Handler)
     srv.requests = []
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield srv
     srv.shutdown()
