@@ -101,8 +101,9 @@ def _measure(case: dict) -> dict:
         o.backward(torch.ones_like(o))
         q.grad = k.grad = v.grad = None
 
-    # warm-up run, which is also the memory measurement
+    # warm-up run, which is also the memory measurement (on CPU, in a fresh process)
     if dev.type == "cuda":
+        fwd_bwd()  # compile, build and cache the block masks first
         sync()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()

@@ -41,6 +41,13 @@ def _flex_fn(device: torch.device):
     if device.type != "cuda":
         return flex_attention
     if _COMPILED is None:
+        import torch._dynamo.config as dcfg
+
+        # one graph per (part, shape); the default limit of 8 would silently fall back to eager
+        # FlexAttention, which materialises the scores
+        for name in ("cache_size_limit", "recompile_limit"):
+            if hasattr(dcfg, name):
+                setattr(dcfg, name, max(64, getattr(dcfg, name)))
         _COMPILED = torch.compile(flex_attention, dynamic=False)
     return _COMPILED
 
