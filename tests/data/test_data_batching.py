@@ -91,3 +91,11 @@ def test_sequence_eval_scores_whole_sequences():
     assert eval_count(seqs) == 35
     with pytest.raises(DataError, match="sequence length"):
         list(eval_batches(seqs, 3, 4, min_context=0, stateful=False, start_token=256))
+
+
+def test_window_eval_inputs_are_the_real_context():
+    data = np.arange(60) % 256
+    for b in eval_batches(data, 2, 8, min_context=5, stateful=False, start_token=0):
+        for row, mask in zip(b.x.tolist(), b.mask.tolist()):
+            last = max(i for i, m in enumerate(mask) if m)  # unscored context tokens are kept, not zeroed
+            assert row[:last + 1] == list(range(row[0], row[0] + last + 1))
