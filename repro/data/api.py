@@ -11,7 +11,8 @@ from repro.data import catalog, debian, views
 from repro.data.audio import SEQ_LEN
 from repro.data.errors import DataError, DatasetMissing
 from repro.data.job import Job
-from repro.data.store import SPLITS, building, data_root, file_sha256, load_array, read_meta, write_meta
+from repro.data.fetch import digest_file
+from repro.data.store import SPLITS, building, data_root, load_array, read_meta, write_meta
 from repro.data.text import FILE_KINDS
 from repro.data.vocab import Vocab
 
@@ -133,7 +134,7 @@ def verify(name: str, root=None, **options) -> list[str]:
     problems = []
     for split in SPLITS:
         path, want = directory / f"{split}.npy", meta["splits"][split]["sha256"]
-        got = file_sha256(path) if path.exists() else "missing"
+        got = digest_file(path) if path.exists() else "missing"
         if got != want:
             problems.append(f"{path}: sha256 {got}, expected {want}")
     if not meta.get("verified", False):

@@ -16,7 +16,7 @@ from repro.data import archives, vocab as vocabs
 from repro.data.errors import DataError
 from repro.data.fetch import Pin
 from repro.data.job import Job
-from repro.data.store import file_sha256, save_array
+from repro.data.store import save_array, split_record
 
 HOLDOUT_SEED = 0
 
@@ -149,9 +149,7 @@ def prepare_imagenet64(job: Job) -> dict:
     splits = {}
     for split, array in out.items():
         array.flush()
-        splits[split] = {"shape": list(array.shape), "dtype": "uint8", "sha256": file_sha256(job.out / f"{split}.npy")}
-        del array
-    out.clear()
+        splits[split] = split_record(job.out / f"{split}.npy", array)
     splits["test"] = save_array(job.out, "test", npz_images(val_file))
     return image_meta(256, splits, {"dir": str(job.src), "train_files": len(train_files)})
 

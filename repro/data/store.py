@@ -7,7 +7,6 @@ sibling directory that is renamed into place at the end, and removed if anything
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+
+from repro.data.fetch import digest_file
 
 SPLITS = ("train", "valid", "test")
 META = "meta.json"
@@ -49,19 +50,16 @@ def read_meta(directory: Path) -> dict | None:
         return None
 
 
-def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+def split_record(path: Path, array: np.ndarray) -> dict:
+    """A written split's record for meta.json: shape, dtype and the sha256 of its .npy file."""
+    return {"shape": list(array.shape), "dtype": str(array.dtype), "sha256": digest_file(path)}
 
 
 def save_array(directory: Path, split: str, array: np.ndarray) -> dict:
-    """Write ``<split>.npy``; returns its record for meta.json (shape, dtype, sha256 of the file)."""
+    """Write ``<split>.npy``; returns its :func:`split_record`."""
     path = directory / f"{split}.npy"
     np.save(path, np.ascontiguousarray(array), allow_pickle=False)
-    return {"shape": list(array.shape), "dtype": str(array.dtype), "sha256": file_sha256(path)}
+    return split_record(path, array)
 
 
 def load_array(directory: Path, split: str) -> np.ndarray:

@@ -111,7 +111,3 @@ def present_bytes(byte_counts: np.ndarray) -> Vocab:
     present = tuple(int(b) for b in np.flatnonzero(np.asarray(byte_counts)))
     return Vocab(len(present), "byte", byte_values=present)
 
-
-def chars_of(text: str) -> Vocab:
-    """A character vocabulary of the distinct characters in ``text`` (sorted by code point)."""
-    return Vocab(len(set(text)), "char", alphabet="".join(sorted(set(text))))
