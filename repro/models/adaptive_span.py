@@ -133,8 +133,9 @@ class SpanAttention(nn.Module):
             return t.view(B, -1, self.H, self.dh).transpose(1, 2)
 
         q = heads(self.q(h)) * self.dh**-0.5
-        k = F.pad(heads(self.k(kv)), (0, 0, n_pad, 0))
-        v = F.pad(heads(self.v(kv)), (0, 0, n_pad, 0))
+        k, v = heads(self.k(kv)), heads(self.v(kv))
+        if n_pad:
+            k, v = F.pad(k, (0, 0, n_pad, 0)), F.pad(v, (0, 0, n_pad, 0))
         x = torch.arange(W - 1, -1, -1, device=h.device, dtype=h.dtype)  # distance of each band column
         if kind == "adaptive":
             mask = soft_mask(x, self.z()[:, None, None], R)  # (H, 1, W)

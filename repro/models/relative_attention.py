@@ -17,10 +17,10 @@ import torch.nn.functional as F
 
 
 def band_from_keys(s: torch.Tensor, P: int) -> torch.Tensor:
-    """(.., c, c + P) key layout -> (.., c, P + 1) band: ``out[a, b] = s[a, a + b]``."""
+    """(.., c, c + P) key layout -> (.., c, P + 1) band: ``out[a, b] = s[a, a + b]`` (a strided view)."""
+    s = s.contiguous()
     c, n = s.shape[-2], s.shape[-1]
-    s = F.pad(s.reshape(*s.shape[:-2], c * n), (0, c))
-    return s.view(*s.shape[:-1], c, n + 1)[..., : P + 1]
+    return s.as_strided((*s.shape[:-1], P + 1), (*s.stride()[:-2], n + 1, 1), s.storage_offset())
 
 
 def keys_from_band(a: torch.Tensor, P: int) -> torch.Tensor:
@@ -50,8 +50,9 @@ def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
     if Mp != M:
         q = F.pad(q, (0, 0, 0, Mp - M))
         k = F.pad(k, (0, 0, 0, Mp - M))
-    s = q.view(B, H, n, chunk, dh) @ k.unfold(2, chunk + P, chunk)  # (B, H, n, chunk, chunk + P)
-    return band_from_keys(s, P).reshape(B, H, Mp, W) + q @ pe
+    q = q.reshape(B, H, n, chunk, dh)
+    s = q @ k.unfold(2, chunk + P, chunk)  # (B, H, n, chunk, chunk + P)
+    return (band_from_keys(s, P) + q @ pe).view(B, H, Mp, W)
 
 
 def band_attention(q, k, v, pe, *, chunk: int, mask=None, n_invalid: int = 0, dropout: float = 0.0,

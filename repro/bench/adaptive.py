@@ -1,0 +1,196 @@
+"""``repro bench adaptive``: training-step time and peak memory of fixed vs adaptive span at the same S.
+
+Every case is one training step as the recipe runs it (forward over a block with a full
+Transformer-XL cache, NLL + span loss, backward, per-tensor clipping at 0.03, Adagrad, z' clamping),
+on a small model with random tokens. Adaptive spans are set to given values z (all heads alike;
+0 = their initial value), beside the analytic FLOPs per token (``repro.flops``) and the ratios of
+each adaptive case to the fixed-span model.
+
+Time: median of ``--steps`` steps after ``--warmup`` steps, the cache carried between them; one
+torch thread by default (``--threads``), which keeps the ratios stable on a shared CPU.
+
+Peak memory (bytes above a baseline taken after the model and optimizer exist, so it counts the cache,
+inputs, activations, gradients and temporaries of a step):
+
+* CUDA: ``torch.cuda.max_memory_allocated`` minus the allocated bytes at the baseline, in-process.
+* CPU: each case runs in a fresh subprocess (``python -m repro.bench.adaptive --worker``) with glibc's
+  mmap threshold pinned (``MALLOC_MMAP_THRESHOLD_``) so large freed buffers leave the resident set;
+  the peak is the kernel's high-water mark of the resident set (``VmHWM``, reset at the baseline via
+  ``/proc/self/clear_refs`` where allowed, else the process's ``ru_maxrss``) minus the baseline RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _csv_floats(s: str) -> list[float]:
+    return [float(x) for x in s.split(",") if x]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--span-limit", type=int, default=4096, help="S, the same for every case")
+    parser.add_argument("--spans", type=_csv_floats, default=[0.0, 512.0],
+                        help="adaptive spans z in tokens, comma-separated (0 = the initial value)")
+    parser.add_argument("--ramp", type=int, default=32, help="R")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--d-ff", type=int, default=512)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--block", type=int, default=64, help="tokens per training block")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--vocab", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=5, help="timed training steps")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (0: torch's default; 1 keeps timings stable on a shared CPU)")
+    parser.add_argument("--device", default="cpu")
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _hwm() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _measure(case: dict) -> dict:
+    """One case, in this process."""
+    import torch
+    import torch.nn.functional as F
+
+    from repro.models.adaptive_span import Config, Model, SpanConfig
+
+    if case["threads"]:
+        torch.set_num_threads(case["threads"])
+    dev = torch.device(case["device"])
+    torch.manual_seed(0)
+    S = case["span_limit"]
+    cfg = Config(layers=case["layers"], d_model=case["d_model"], d_ff=case["d_ff"], heads=case["heads"],
+                 dropout=0.0, span=SpanConfig(kind=case["kind"], limit=S, ramp=case["ramp"]))
+    model = Model(cfg, case["vocab"], case["block"]).to(dev).train()
+    if case["kind"] == "adaptive":
+        with torch.no_grad():
+            for layer in model.layers:
+                layer.attn.z_prime.fill_(case["span"] / S)
+    opt = torch.optim.Adagrad(model.parameters(), lr=0.07)
+    B, M = case["batch"], case["block"]
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    sync()
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+        base = torch.cuda.memory_allocated(dev)
+    else:
+        base = _rss()
+        reset = _reset_hwm()
+    g = torch.Generator().manual_seed(1)
+    state = [torch.randn(B, layer.attn.cache_len(), cfg.d_model, generator=g).to(dev) for layer in model.layers]
+    x = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
+    y = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
+
+    def step(state):
+        out = model(x, state)
+        loss = F.cross_entropy(out.logits.flatten(0, 1), y.flatten())
+        if out.aux_loss is not None:
+            loss = loss + out.aux_loss
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        for p in model.parameters():  # per-tensor clipping (the recipe's 0.03)
+            if p.grad is not None:
+                torch.nn.utils.clip_grad_norm_([p], 0.03)
+        opt.step()
+        model.after_optimizer_step()
+        with torch.no_grad():  # keep the spans where the case puts them
+            for layer in model.layers:
+                if hasattr(layer.attn, "z_prime"):
+                    layer.attn.z_prime.fill_(case["span"] / S)
+        return [s.detach() for s in out.state]
+
+    for _ in range(case["warmup"]):
+        state = step(state)
+    times = []
+    for _ in range(case["steps"]):
+        sync()
+        t0 = time.perf_counter()
+        state = step(state)
+        sync()
+        times.append(time.perf_counter() - t0)
+    if dev.type == "cuda":
+        peak = torch.cuda.max_memory_allocated(dev) - base
+        how = "cuda max_memory_allocated"
+    else:
+        peak = _hwm() - base
+        how = "VmHWM (reset at baseline) - baseline RSS" if reset else "ru_maxrss - baseline RSS"
+    stats = model.stats()
+    return {**case, "span": case["span"] if case["kind"] == "adaptive" else None,
+            "seconds_per_step": statistics.median(times), "seconds_per_step_min": min(times),
+            "peak_memory_bytes": int(peak),
+            "flops_per_token": stats["flops_per_token"], "avg_span": stats["avg_span"],
+            "attention_window": stats["attention_window"][0], "cache_len": state[0].shape[1],
+            "params": stats["params"], "threads": torch.get_num_threads(), "memory_measure": how}
+
+
+def _run(case: dict) -> dict:
+    if case["device"].startswith("cuda"):
+        return _measure(case)
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-m", "repro.bench.adaptive", "--worker", json.dumps(case)],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {**case, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(args: argparse.Namespace) -> list[dict]:
+    common = dict(span_limit=args.span_limit, ramp=args.ramp, layers=args.layers, d_model=args.d_model,
+                  d_ff=args.d_ff, heads=args.heads, block=args.block, batch=args.batch, vocab=args.vocab,
+                  steps=args.steps, warmup=args.warmup, threads=args.threads, device=args.device)
+    fixed = _run({**common, "kind": "fixed", "span": None})
+    records = [fixed]
+    for z in args.spans:
+        rec = _run({**common, "kind": "adaptive", "span": float(min(z, args.span_limit))})
+        if "error" not in rec and "error" not in fixed:
+            rec.update(speedup_vs_fixed=fixed["seconds_per_step"] / rec["seconds_per_step"],
+                       memory_ratio_vs_fixed=fixed["peak_memory_bytes"] / max(1, rec["peak_memory_bytes"]),
+                       flops_ratio_vs_fixed=fixed["flops_per_token"] / rec["flops_per_token"])
+        records.append(rec)
+    return records
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        print(json.dumps(_measure(json.loads(sys.argv[2]))))
+    else:  # standalone: python -m repro.bench.adaptive [--json] ...
+        p = argparse.ArgumentParser(prog="repro bench adaptive")
+        add_arguments(p)
+        p.add_argument("--json", action="store_true")
+        a = p.parse_args()
+        recs = main(a)
+        keys = ["kind", "span_limit", "span", "seconds_per_step", "peak_memory_bytes", "flops_per_token",
+                "speedup_vs_fixed", "memory_ratio_vs_fixed", "flops_ratio_vs_fixed"]
+        print(json.dumps(recs, indent=1) if a.json else "\n".join(str({k: r.get(k) for k in keys}) for r in recs))
