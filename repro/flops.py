@@ -9,7 +9,7 @@ min(S, z_t + R) for a dynamic one):
 * projections  2 * 4 d^2          (W_q, W_k, W_v, W_o; a token's key/value computed once)
 * feed-forward 2 * 2 d d_ff
 * attention    2 * 2 sum_i span_i d_h   (scores q.k and the weighted sum of values)
-* position     2 * sum_i span_i d_h     (q.p_{t-r}, Eq. 1 with relative embeddings)
+* position     2 * sum_i span_i d_h     (q.p_{t-r}, the relative position term)
 
 plus the output layer 2 d V once per token.
 

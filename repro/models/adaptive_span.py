@@ -6,11 +6,11 @@ A sequential character Transformer (post-norm residual blocks, ReLU feed-forward
   in the official code and the paper's parameter counts, every layer), added to the keys:
   s_tr = q_t . (k_r + p_{t-r}) / sqrt(d_h);
 * a Transformer-XL cache of the hidden states entering each layer (no gradient flows into it);
-* a span per head. ``fixed``: the last S tokens. ``adaptive`` (Sec. 3.1): the soft mask
-  m_z(x) = clamp((R + z - x) / R, 0, 1), z = S z' with z' in [0, 1] learned per head.
-  ``dynamic`` (Sec. 3.2): z_t = S sigmoid(v . x_t + b) computed from the query's input x_t.
-  The mask multiplies exp(s): a_tr = m(t - r) exp(s_tr) / sum_q m(t - q) exp(s_tq)  (Eq. 4).
-* the L1 span loss lambda * z (Sec. 3.1), returned as ``aux_loss`` for the trainer to add to the mean
+* a span per head. ``fixed``: the last S tokens. ``adaptive``: the paper's soft mask
+  m_z(x) = clamp((R + z - x) / R, 0, 1) with z = S z', z' in [0, 1] learned per head.
+  ``dynamic``: z_t = S sigmoid(v . x_t + b), computed from the query's input x_t.
+  The mask multiplies exp(s): a_tr = m(t - r) exp(s_tr) / sum_q m(t - q) exp(s_tq);
+* the L1 span penalty lambda * z, returned as ``aux_loss`` for the trainer to add to the mean
   per-token NLL. ``loss_mode="mean_times_S"`` is the official code's lambda * S * mean_heads(z') per
   layer, summed over layers (what produced the published numbers); ``"sum"`` is lambda * sum of z over
   every head, as the paper's text writes it. The dynamic span penalises the mean z_t the same way.
@@ -19,6 +19,9 @@ Distances. Query t sees r = t - x for x = 0 .. S-1: itself and the S - 1 previou
 span thus sees exactly S tokens and the mask formula applies to x = t - r as written; m_z(0) = 1, so no
 row is ever empty. (The official code shifts by one: its queries see the S previous tokens, not
 themselves.)
+
+Initialisation (the paper's): embeddings and p_x ~ N(0, 1); W_q, W_k, W_v, W_o ~ U(-1/sqrt(d_h), 1/sqrt(d_h));
+the feed-forward and output layers keep PyTorch's defaults; b = -4 for the dynamic span.
 
 Compute follows the spans: each layer attends over a band of W = min(S, ceil(max_head z + R)) distances
 rounded up to a multiple of 64 (for dynamic spans, the largest z_t of the block), keys and cached states
@@ -65,7 +68,7 @@ class Config:
 
 
 def soft_mask(x: torch.Tensor, z: torch.Tensor, ramp: float) -> torch.Tensor:
-    """m_z(x) = min(max((R + z - x) / R, 0), 1) (Eq. 3); x = t - r; shapes broadcast."""
+    """The soft mask m_z(x) = min(max((R + z - x) / R, 0), 1); x = t - r (distance); shapes broadcast."""
     return ((ramp + z - x) / ramp).clamp(0.0, 1.0)
 
 
@@ -253,6 +256,10 @@ class Model(nn.Module):
             zs.append([float(v) for v in z])
             effs.append([float(v) for v in eff])
         return zs, effs
+
+    def span_metrics(self) -> dict[str, float]:
+        """Per-head z in tokens as flat scalars (``span/l{layer}h{head}``), for step-wise logging."""
+        return {f"span/l{i}h{j}": z for i, layer in enumerate(self.spans()[0]) for j, z in enumerate(layer)}
 
     def stats(self) -> dict[str, Any]:
         zs, effs = self.spans()

@@ -37,7 +37,7 @@ def chunk_size(M: int, W: int, minimum: int = 64) -> int:
 
 
 def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
-    """Band of scores s_tr = q_t . (k_r + p_{t-r}) (Eq. 1 with relative positions): (B, H, Mp, W).
+    """Band of scores s_tr = q_t . (k_r + p_{t-r}) (relative positions added to keys): (B, H, Mp, W).
 
     q: (B, H, M, d_h); k: (B, H, P + M, d_h); pe: (d_h, W) in band order. Column c of row i holds the
     key i + c, at distance W - 1 - c. Rows M..Mp-1 pad M up to a multiple of ``chunk``."""
@@ -57,7 +57,7 @@ def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
 
 def band_attention(q, k, v, pe, *, chunk: int, mask=None, n_invalid: int = 0, dropout: float = 0.0,
                    training: bool = False, record: list | None = None):
-    """Attention of M queries over the band of the W = P + 1 latest positions (Eq. 1-2 and 4).
+    """Attention of M queries over the band of the W = P + 1 latest positions, optionally soft-masked.
 
     q: (B, H, M, d_h), already scaled by 1/sqrt(d_h); k, v: (B, H, P + M, d_h); pe: (d_h, W) position
     embeddings in band order (column c <-> distance W - 1 - c). ``mask``: soft span mask broadcastable

@@ -63,7 +63,7 @@ def test_analytic_flops_components():
     assert f["attention"] == 2 * 2 * 256 * 512 * 12
     assert f["position"] == 2 * 256 * 512 * 12
     assert f["total"] == pytest.approx(sum(v for k, v in f.items() if k != "total"))
-    # the paper's shares (Sec. 5): fixed S=256, feed-forward 62% of the FLOPS; S=8192, attention 82%.
+    # the paper's shares: fixed S=256, feed-forward 62% of the FLOPS; S=8192, attention 82%.
     # This count gives 59% and 80% (the paper does not spell its count out).
     assert 0.55 < f["feedforward"] / f["total"] < 0.65
     g = flops_breakdown(layers=12, d_model=512, d_ff=2048, heads=8, vocab_size=27, spans=8192)

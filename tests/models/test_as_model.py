@@ -228,6 +228,7 @@ def test_contract_state_stats_and_clamp():
     assert stats["attention_window"] == [64, 200]
     assert stats["flops_per_token"] == m.flops_per_token() > 0
     assert m.layers[0].attn.cache_len() == 127 and m.layers[1].attn.cache_len() == S - 1
+    assert m.span_metrics() == {"span/l0h0": 0.0, "span/l0h1": 20.0, "span/l1h0": 100.0, "span/l1h1": 200.0}
 
 
 def test_config_fields_use_manifest_types():
