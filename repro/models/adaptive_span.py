@@ -32,7 +32,7 @@ the band) is padding that gets no weight.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -182,11 +182,9 @@ class Layer(nn.Module):
 def _config(cfg) -> Config:
     if isinstance(cfg, Config):
         return cfg
-    cfg = dict(cfg)
+    cfg = dict(cfg)  # a plain mapping (tests, notebooks); manifests arrive as a validated Config
     span = cfg.pop("span", {})
-    names = {f.name for f in fields(Config)}
-    return Config(**{k: v for k, v in cfg.items() if k in names},
-                  span=span if isinstance(span, SpanConfig) else SpanConfig(**span))
+    return Config(**cfg, span=span if isinstance(span, SpanConfig) else SpanConfig(**span))
 
 
 class Model(nn.Module):
