@@ -109,14 +109,15 @@ class SpanAttention(nn.Module):
             z_max = float(self.z().detach().max())
         return min(S, _round_up(z_max + self.span.ramp))
 
-    def cache_len(self) -> int:
+    def cache_len(self, z_max: float | None = None) -> int:
         """Past hidden states kept for the next block."""
         S = self.span.limit
         if self.span.kind == "adaptive" and self.trim:
-            return min(S - 1, self.window() - 1 + TRIM_MULTIPLE)
+            return min(S - 1, self.window(z_max) - 1 + TRIM_MULTIPLE)
         return S - 1
 
-    def forward(self, h, cache, pe):
+    def forward(self, h, cache, pe, z_max: float | None = None):
+        """``z_max``: this layer's largest adaptive z, if the caller already read it (one sync)."""
         B, M, _ = h.shape
         S, R, kind = self.span.limit, self.span.ramp, self.span.kind
         z_t = None
@@ -124,7 +125,7 @@ class SpanAttention(nn.Module):
             z_t = S * torch.sigmoid(self.span_proj(h))  # (B, M, H)
             W = self.window(float(z_t.detach().max()))
         else:
-            W = self.window()
+            W = self.window(z_max)
         C = cache.shape[1]
         W_span, W = W, min(W, C + M)  # no band wider than the history
         P = W - 1
@@ -159,7 +160,7 @@ class SpanAttention(nn.Module):
             loss = z_t.mean() if self.span.loss_mode == "mean_times_S" else z_t.mean((0, 1)).sum()
             zd = z_t.detach()
             self.last.update(z=zd.mean((0, 1)), eff=(zd + R).clamp(max=S).mean((0, 1)), z_t=zd)
-        keep = self.cache_len()
+        keep = self.cache_len(z_max)
         new_cache = torch.cat([cache, h], 1)[:, max(0, C + M - keep):].detach()
         return out, new_cache, loss
 
@@ -172,8 +173,8 @@ class Layer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.dropout = cfg.dropout
 
-    def forward(self, h, cache, pe):
-        a, cache, loss = self.attn(h, cache, pe)
+    def forward(self, h, cache, pe, z_max=None):
+        a, cache, loss = self.attn(h, cache, pe, z_max)
         h = self.norm1(h + a)
         f = self.ff2(F.dropout(F.relu(self.ff1(h)), self.dropout, self.training))
         return self.norm2(h + f), cache, loss
@@ -217,8 +218,13 @@ class Model(nn.Module):
             state = self.init_state(x.shape[0], x.device)
         h = self.emb(x)
         new_state, losses = [], []
-        for layer, cache in zip(self.layers, state):
-            h, cache, loss = layer(h, cache.to(h.dtype), self.pe)
+        z_max = [None] * len(self.layers)
+        if self.cfg.span.kind == "adaptive":  # every layer's largest z in one device sync
+            with torch.no_grad():
+                zp = torch.stack([layer.attn.z_prime.max() for layer in self.layers])
+                z_max = (self.cfg.span.limit * zp.clamp(0.0, 1.0)).tolist()
+        for layer, cache, zm in zip(self.layers, state, z_max):
+            h, cache, loss = layer(h, cache.to(h.dtype), self.pe, zm)
             new_state.append(cache)
             losses.append(loss)
         aux = None

@@ -44,7 +44,7 @@ def dense_attention(attn, h, pe):
     B, T, d = h.shape
     H, dh, S, R = attn.H, attn.dh, attn.span.limit, attn.span.ramp
     q, k, v = (lin(h).view(B, T, H, dh).transpose(1, 2) for lin in (attn.q, attn.k, attn.v))
-    t = torch.arange(T)
+    t = torch.arange(T, device=h.device)
     x = t[:, None] - t[None, :]  # distance t - r
     band = (x >= 0) & (x < S)
     pos = torch.einsum("bhtd,dtr->bhtr", q, pe[:, x.clamp(0, S - 1)])
