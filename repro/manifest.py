@@ -24,7 +24,12 @@ from repro.spec import RunSpec, SpecError, build_run
 TOP_KEYS = {"name", "title", "paper", "renders", "description", "base", "grid", "scales", "reference",
             "claims", "notes"}
 SCALES = ("tiny", "small", "paper")
-EXPERIMENTS = Path(os.environ.get("REPRO_EXPERIMENTS", Path(__file__).resolve().parent.parent / "experiments"))
+SHIPPED = Path(__file__).resolve().parent.parent / "experiments"
+
+
+def experiments_root() -> Path:
+    """Where manifests are discovered: ``$REPRO_EXPERIMENTS`` or the repository's experiments/."""
+    return Path(os.environ.get("REPRO_EXPERIMENTS") or SHIPPED)
 
 
 class ManifestError(UserError):
@@ -184,8 +189,9 @@ def _set(tree: dict, dotted: str, value: Any) -> None:
 
 # -- the registry of manifests ---------------------------------------------------------------
 
-def discover(root: Path = EXPERIMENTS) -> dict[str, Path]:
-    """Every manifest under ``root`` by name (the file's ``name`` key)."""
+def discover(root: Path | None = None) -> dict[str, Path]:
+    """Every manifest under ``root`` (default: :func:`experiments_root`) by name (its ``name`` key)."""
+    root = root or experiments_root()
     found: dict[str, Path] = {}
     for path in sorted(root.rglob("*.yaml")):
         try:
@@ -196,7 +202,7 @@ def discover(root: Path = EXPERIMENTS) -> dict[str, Path]:
     return found
 
 
-def resolve(ref: str, root: Path = EXPERIMENTS) -> Manifest:
+def resolve(ref: str, root: Path | None = None) -> Manifest:
     """A manifest by name, path, or unique suffix of its name (``table1`` -> ``as-table1``)."""
     if ref.endswith((".yaml", ".yml")) or os.sep in ref:
         if not Path(ref).exists():

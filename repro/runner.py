@@ -96,14 +96,15 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
         accelerator="auto", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto",
         precision=spec.train.precision, max_steps=spec.train.steps, max_epochs=-1,
         logger=[store_logger] + ([wb] if wb is not None else []),
-        callbacks=[AtomicCheckpoint(run.checkpoints, spec.train.checkpoint_every, lambda s: store_logger.save()),
+        callbacks=[AtomicCheckpoint(run.checkpoints, spec.train.checkpoint_every),
                    StepTimer(), *callbacks],
         enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0, enable_model_summary=False,
         log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(), default_root_dir=str(run.path), use_distributed_sampler=False,
     )
     started = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=LMDataModule(spec, train_data, vocab.size), ckpt_path=resume)
+        trainer.fit(module, datamodule=LMDataModule(spec, train_data, vocab.size), ckpt_path=resume,
+                    weights_only=False)  # our own checkpoint: it holds RNG states (numpy objects)
     except Exception as err:  # under ddp_spawn a worker's Diverged arrives wrapped, hence the text test
         store_logger.save()
         message = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__

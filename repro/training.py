@@ -163,10 +163,11 @@ class LMDataModule(pl.LightningDataModule):
 
 
 class AtomicCheckpoint(pl.Callback):
-    """Every ``every`` steps, save ``last.ckpt`` via a temp file and a rename (a kill never corrupts it)."""
+    """Every ``every`` steps, save ``last.ckpt`` via a temp file and a rename (a kill never corrupts it),
+    then flush the loggers, so the stored metrics always reach at least the checkpoint's step."""
 
-    def __init__(self, directory: Path, every: int, on_save=None):
-        self.directory, self.every, self.on_save = directory, every, on_save
+    def __init__(self, directory: Path, every: int):
+        self.directory, self.every = directory, every
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step % self.every == 0 or trainer.global_step == trainer.max_steps:
@@ -177,8 +178,8 @@ class AtomicCheckpoint(pl.Callback):
         trainer.save_checkpoint(tmp)
         if trainer.is_global_zero:
             os.replace(tmp, self.directory / "last.ckpt")
-            if self.on_save is not None:
-                self.on_save(trainer.global_step)
+            for logger in trainer.loggers:
+                logger.save()
         trainer.strategy.barrier()
 
 

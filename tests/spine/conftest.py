@@ -1,0 +1,58 @@
+"""Fixtures for the spine tests: a small real-text corpus as a `file` dataset, manifests in tmp dirs."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# A public-domain paragraph (the opening of the US Declaration of Independence), repeated with
+# numbered section markers so the corpus is long enough for the 90/5/5 split.
+_TEXT = (
+    "When in the Course of human events, it becomes necessary for one people to dissolve the political "
+    "bands which have connected them with another, and to assume among the powers of the earth, the "
+    "separate and equal station to which the Laws of Nature and of Nature's God entitle them, a decent "
+    "respect to the opinions of mankind requires that they should declare the causes which impel them "
+    "to the separation. "
+)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join(f"Section {i}. {_TEXT}" for i in range(120)))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPRO_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("REPRO_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+
+
+def tiny_manifest(corpus: Path, *, grid: str = "", claims: str = "", extra_train: str = "", name: str = "t-tiny") -> str:
+    return textwrap.dedent(f"""\
+        name: {name}
+        title: "A tiny test manifest"
+        paper: suite
+        renders: [curves]
+        base:
+          data: {{name: file, path: "{corpus}", kind: text8, block: 32}}
+          model: {{family: sparse_transformer, pattern: dense, layers: 1, d_model: 32, heads: 2, stride: 16}}
+          train: {{optimizer: adam, lr: 3.0e-3, batch_size: 4, steps: 30, checkpoint_every: 10, log_every: 5{extra_train}}}
+          eval: {{batch_size: 32, min_context: 16}}
+        scales:
+          tiny: {{}}
+        """) + grid + claims
+
+
+@pytest.fixture
+def write_manifest(tmp_path: Path, corpus: Path):
+    def write(text: str | None = None, name: str = "m.yaml", **kwargs) -> Path:
+        path = tmp_path / name
+        path.write_text(text if text is not None else tiny_manifest(corpus, **kwargs))
+        return path
+
+    return write

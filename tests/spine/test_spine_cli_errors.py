@@ -1,0 +1,80 @@
+"""Bad input: one line on stderr, exit status 2, no traceback, nothing written."""
+from pathlib import Path
+
+import pytest
+
+from repro.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def assert_clean_error(code, err, pattern, results: Path):
+    assert code == 2
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert pattern in lines[0]
+    assert not results.exists()
+
+
+def test_unknown_manifest_suggests_the_closest(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "run", "smok")
+    assert_clean_error(code, err, "did you mean 'smoke'", tmp_path / "results")
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda t: t.replace("title:", "title: [unclosed\nx:"), "m.yaml:"),
+    (lambda t: t + "colour: blue\n", "colour: unknown key; allowed keys"),
+    (lambda t: t.replace("steps: 30", "steps: lots"), "train.steps: expected an integer, got str 'lots'"),
+    (lambda t: t.replace("heads: 2", "heads: 2, hedas: 3"), "model.hedas: unknown key"),
+    (lambda t: t + "grid:\n  model.dropout: [0.1, 0.2]\n", "grid.model.dropout: grid key is not set in base"),
+    (lambda t: t + "claims:\n  - {id: x, text: y, check: 'valid_bits[ < 2'}\n", "claims[0]"),
+])
+def test_manifest_errors(capsys, tmp_path, write_manifest, mutate, expected):
+    from conftest import tiny_manifest
+
+    path = write_manifest(mutate(tiny_manifest(tmp_path / "corpus.txt")))
+    code, _, err = run_cli(capsys, "run", str(path))
+    assert_clean_error(code, err, expected, tmp_path / "results")
+
+
+def test_yaml_error_names_the_line(capsys, tmp_path, write_manifest):
+    path = write_manifest("name: x\ntitle: y\npaper: [\n")
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 2 and f"{path}:" in err and "YAML syntax error" in err
+
+
+def test_unknown_scale(capsys, tmp_path, write_manifest):
+    code, _, err = run_cli(capsys, "run", str(write_manifest()), "--scale", "huge")
+    assert_clean_error(code, err, "unknown scale 'huge'; this manifest has: tiny, paper", tmp_path / "results")
+
+
+def test_ambiguous_short_form(capsys, tmp_path, monkeypatch, write_manifest):
+    exp = tmp_path / "exp"
+    (exp / "a").mkdir(parents=True)
+    (exp / "b").mkdir()
+    for paper in ("a", "b"):
+        (exp / paper / "t1.yaml").write_text(write_manifest(name=f"{paper}.yaml").read_text()
+                                             .replace("name: t-tiny", f"name: {paper}s-table1"))
+    monkeypatch.setenv("REPRO_EXPERIMENTS", str(exp))
+    code, _, err = run_cli(capsys, "show", "table1")
+    assert code == 2 and "ambiguous: as-table1, bs-table1" in err
+    code, out, _ = run_cli(capsys, "show", "as-table1")
+    assert code == 0 and "as-table1" in out
+
+
+def test_missing_dataset_names_the_prepare_command(capsys, tmp_path, write_manifest):
+    path = write_manifest(write_manifest().read_text().replace(
+        "{name: file, path: \"" + str(tmp_path / "corpus.txt") + "\", kind: text8, block: 32}",
+        "{name: text8, block: 32}"))
+    code, _, err = run_cli(capsys, "run", str(path))
+    assert code == 2 and "repro data prepare text8" in err
+
+
+def test_validate_accepts_every_shipped_manifest(capsys):
+    code, out, _ = run_cli(capsys, "validate")
+    assert code == 0 and "ok  smoke" in out

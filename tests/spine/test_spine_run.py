@@ -1,0 +1,135 @@
+"""End to end: manifest -> training -> store -> report, skip, resume after SIGKILL, divergence, DDP, W&B."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+
+from repro import manifest as manifests
+from repro import runner
+from repro.cli import main
+from repro.data import open_split
+from repro.store import RunDir
+
+REQUIRED = {"status", "dataset", "scale", "valid_bits", "test_bits", "params", "steps", "seconds_per_step",
+            "peak_memory_bytes", "wandb_run_id"}
+
+
+def only_run(path: Path):
+    m = manifests.load(path)
+    (spec,) = m.expand("tiny")
+    return m, spec
+
+
+def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
+    path = write_manifest(claims="claims:\n  - {id: learns, text: learns, check: 'test_bits[] < 4.75'}\n")
+    assert main(["run", str(path)]) == 0
+    m, spec = only_run(path)
+    run = RunDir(tmp_path / "results", m.name, spec.run_id)
+    summary = run.summary()
+    assert REQUIRED <= set(summary) and summary["status"] == "finished"
+    assert summary["dataset"] == "file" and summary["scale"] == "tiny" and summary["steps"] == 30
+    test_split, _ = open_split("file", "test", path=str(tmp_path / "corpus.txt"), kind="text8")
+    assert summary["test_targets"] == len(test_split) - 1  # the whole split: every token after the first
+    assert 0 < summary["test_bits"] < math.log2(27) + 1
+    metrics = run.metrics()
+    assert list(metrics["step"]) == sorted(metrics["step"]) and metrics["step"].is_unique
+    assert (run.path / "spec.yaml").exists() and run.last_checkpoint is not None
+
+    capsys.readouterr()
+    assert main(["run", str(path)]) == 0  # finished runs are skipped
+    assert "skipped" in capsys.readouterr().out
+    assert run.summary() == summary
+
+    assert main(["report", str(path)]) == 0
+    report = (tmp_path / "results" / "reports" / "t-tiny.md").read_text()
+    assert "Scale: tiny" in report and "dataset: file" in report
+    assert "**learns** — learns — **" in report and "not evaluable" not in report
+    assert (tmp_path / "results" / "reports" / "t-tiny.csv").exists()
+    assert (tmp_path / "results" / "reports" / "figures" / "t-tiny-curves-tiny.png").exists()
+
+
+KILLER = textwrap.dedent("""\
+    import os, signal, sys
+    import lightning.pytorch as pl
+    from pathlib import Path
+    from repro import manifest, runner
+
+    class KillAt(pl.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step == int(sys.argv[3]):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    m = manifest.load(sys.argv[1])
+    runner.run_spec(m.expand("tiny")[0], m, Path(sys.argv[2]), callbacks=[KillAt()])
+    """)
+
+
+def test_sigkill_resume_matches_uninterrupted_run(tmp_path, write_manifest):
+    path = write_manifest(extra_train=", val_every: 10, val_tokens: 256")
+    m, spec = only_run(path)
+    straight = runner.run_spec(spec, m, tmp_path / "straight")
+    killed_root = tmp_path / "killed"
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(path), str(killed_root), "17"],
+                          capture_output=True, text=True, env={**os.environ})
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    run = RunDir(killed_root, m.name, spec.run_id)
+    assert run.summary()["status"] == "running"
+    assert torch.load(run.last_checkpoint, weights_only=False)["global_step"] == 10
+    resumed = runner.run_spec(spec, m, killed_root)
+    assert resumed.status == "finished"
+    assert abs(resumed.summary["test_bits"] - straight.summary["test_bits"]) < 1e-4
+    assert abs(resumed.summary["valid_bits"] - straight.summary["valid_bits"]) < 1e-4
+    steps = run.metrics()["step"]
+    assert steps.is_unique and list(steps) == list(RunDir(tmp_path / "straight", m.name, spec.run_id).metrics()["step"])
+
+
+class PoisonAt(pl.Callback):
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, *args):
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                next(pl_module.model.parameters()).fill_(float("nan"))
+
+
+def test_divergence_marks_failed_and_keeps_last_good_checkpoint(tmp_path, write_manifest):
+    m, spec = only_run(write_manifest())
+    outcome = runner.run_spec(spec, m, tmp_path / "results", callbacks=[PoisonAt(20)], echo=lambda s: None)
+    assert outcome.status == "failed"
+    run = RunDir(tmp_path / "results", m.name, spec.run_id)
+    assert run.summary()["status"] == "failed" and "at step 20" in run.summary()["error"]
+    ckpt = torch.load(run.last_checkpoint, weights_only=False)
+    assert ckpt["global_step"] == 20
+    assert all(torch.isfinite(t).all() for t in ckpt["state_dict"].values())
+
+
+def test_ddp_on_two_cpu_processes(tmp_path, write_manifest):
+    path = write_manifest(extra_train=", batch_size: 4")
+    proc = subprocess.run([sys.executable, "-m", "repro", "run", str(path), "--devices", "2", "--no-wandb"],
+                          capture_output=True, text=True, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m, spec = only_run(path)
+    summary = RunDir(tmp_path / "results", m.name, spec.run_id).summary()
+    assert summary["status"] == "finished" and summary["steps"] == 30 and math.isfinite(summary["test_bits"])
+
+
+def test_wandb_offline_run_is_recorded(tmp_path, write_manifest, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    path = write_manifest()
+    assert main(["run", str(path)]) == 0
+    m, spec = only_run(path)
+    run = RunDir(tmp_path / "results", m.name, spec.run_id)
+    run_id = run.summary()["wandb_run_id"]
+    assert run_id and list((run.path / "wandb").glob(f"offline-run-*-{run_id}"))
+    config = json.dumps(spec.resolved(), sort_keys=True)
+    assert "sparse_transformer" in config
