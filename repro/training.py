@@ -86,7 +86,9 @@ class LMModule(pl.LightningModule):
                 if isinstance(value, (int, float)):
                     self.log(f"model/{key}", float(value))
         if self.valid is not None and train.val_every and step % train.val_every == 0:
-            self.log("valid/bits_quick", self.quick_validation())
+            bits = self.quick_validation()  # straight to the loggers: self.log would repeat it every step
+            for logger in self.loggers:
+                logger.log_metrics({"valid/bits_quick": bits}, step=step - 1)
 
     def quick_validation(self) -> float:
         """Bits on the first ``val_tokens`` targets of the valid split (the final evaluation scores all)."""

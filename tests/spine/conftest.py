@@ -1,10 +1,10 @@
 """Fixtures for the spine tests: a small real-text corpus as a `file` dataset, manifests in tmp dirs."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from spine_manifests import tiny_manifest
 
 # A public-domain paragraph (the opening of the US Declaration of Independence), repeated with
 # numbered section markers so the corpus is long enough for the 90/5/5 split.
@@ -30,22 +30,6 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPRO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("WANDB_MODE", "disabled")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
-
-
-def tiny_manifest(corpus: Path, *, grid: str = "", claims: str = "", extra_train: str = "", name: str = "t-tiny") -> str:
-    return textwrap.dedent(f"""\
-        name: {name}
-        title: "A tiny test manifest"
-        paper: suite
-        renders: [curves]
-        base:
-          data: {{name: file, path: "{corpus}", kind: text8, block: 32}}
-          model: {{family: sparse_transformer, pattern: dense, layers: 1, d_model: 32, heads: 2, stride: 16}}
-          train: {{optimizer: adam, lr: 3.0e-3, batch_size: 4, steps: 30, checkpoint_every: 10, log_every: 5{extra_train}}}
-          eval: {{batch_size: 32, min_context: 16}}
-        scales:
-          tiny: {{}}
-        """) + grid + claims
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from repro.cli import main
+from spine_manifests import tiny_manifest
 
 
 def run_cli(capsys, *argv):
@@ -35,8 +36,6 @@ def test_unknown_manifest_suggests_the_closest(capsys, tmp_path):
     (lambda t: t + "claims:\n  - {id: x, text: y, check: 'valid_bits[ < 2'}\n", "claims[0]"),
 ])
 def test_manifest_errors(capsys, tmp_path, write_manifest, mutate, expected):
-    from conftest import tiny_manifest
-
     path = write_manifest(mutate(tiny_manifest(tmp_path / "corpus.txt")))
     code, _, err = run_cli(capsys, "run", str(path))
     assert_clean_error(code, err, expected, tmp_path / "results")
