@@ -11,8 +11,10 @@ Peak memory:
 * CPU: there is no allocator high-water mark, so each case runs in a fresh subprocess
   (``python -m repro.bench.attention --worker``) and the peak is the process's peak resident set
   (``ru_maxrss``) after one forward+backward minus its resident set just before (inputs, torch and
-  the interpreter excluded). Pages are counted once written, so this is what the run really touched;
-  it includes allocator slack, identically for every implementation.
+  the interpreter excluded). Timings come from a worker with the default allocator; the memory
+  figure from a second worker that runs with ``MALLOC_MMAP_THRESHOLD_=65536`` so every tensor
+  of 64 KiB or more is its own mapping, returned on free: the peak resident set then follows the
+  live tensors rather than glibc's heap high-water mark; pages count once written.
 
 Theoretical ratio: allowed keys per query of causal dense over those of the pattern, averaged over
 the n positions (``repro.models.patterns.keys_per_query``); ``realised_fraction`` is
@@ -56,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--max-masked-n", type=int, default=4096, help="skip the n x n masked impl above this n")
 
 
@@ -79,6 +82,8 @@ def _measure(case: dict) -> dict:
 
     from repro.models.kernels import attend, resolve_impl
 
+    if case.get("threads"):
+        torch.set_num_threads(case["threads"])
     dev = torch.device(case["device"])
     dtype = getattr(torch, case["dtype"])
     B, H, n, d = case["batch"], case["heads"], case["n"], case["dim"]
@@ -126,27 +131,43 @@ def _measure(case: dict) -> dict:
         fwd_bwd()
         sync()
         times_fb.append(time.perf_counter() - t0)
-    return {**case, "impl": impl, "fwd_seconds": statistics.median(times_f),
-            "fwd_bwd_seconds": statistics.median(times_fb), "peak_memory_bytes": int(peak),
+    return {**case, "impl": impl, "fwd_seconds": statistics.median(times_f) if times_f else None,
+            "fwd_bwd_seconds": statistics.median(times_fb) if times_fb else None, "peak_memory_bytes": int(peak),
+            "peak_memory_bytes_raw": int(peak),
             "threads": torch.get_num_threads(),
             "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
 
 
-def _run_case(case: dict) -> dict:
-    if case["device"].startswith("cuda"):
-        return _measure(case)
+def _worker(case: dict, env: dict | None = None) -> dict:
     proc = subprocess.run([sys.executable, "-m", "repro.bench.attention", "--worker", json.dumps(case)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {**case, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _run_case(case: dict) -> dict:
+    if case["device"].startswith("cuda"):
+        rec = _measure(case)
+        rec.pop("peak_memory_bytes_raw", None)
+        return rec
+    # CPU: timings in a plain worker; peak memory in a second one whose large allocations come straight
+    # from mmap and go back on free, so its resident set tracks live tensors instead of glibc's heap
+    # high-water mark and fragmentation
+    rec = _worker(case)
+    if "error" not in rec:
+        mem = _worker({**case, "repeats": 0}, {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 16)})
+        rec["peak_memory_bytes"] = mem.get("peak_memory_bytes")
+        rec["peak_memory_bytes_default_malloc"] = rec.pop("peak_memory_bytes_raw", None)
+    return rec
 
 
 def main(args: argparse.Namespace) -> list[dict]:
     records = []
     for n in args.n:
         common = dict(n=n, stride=args.stride, c=args.c, combine=args.combine, device=args.device, heads=args.heads,
-                      dim=args.dim, batch=args.batch, dtype=args.dtype, repeats=args.repeats)
+                      dim=args.dim, batch=args.batch, dtype=args.dtype, repeats=args.repeats,
+                      threads=args.threads)
         dense = _run_case({**common, "pattern": "dense", "impl": "sdpa"})
         dense.update(speedup_vs_dense=1.0, theoretical_speedup=1.0, realised_fraction=None)
         records.append(dense)

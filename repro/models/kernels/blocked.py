@@ -25,8 +25,9 @@ import math
 import torch
 
 # Upper bound on the number of score elements of one chunk (B*H*rows*keys). Peak extra memory is a
-# few chunks' worth (scores, probabilities, dP): 2**20 float32 elements = 4 MiB each.
-CHUNK_ELEMENTS = 2 ** 20
+# few chunks' worth (scores, probabilities, dP): 2**21 float32 elements = 8 MiB each. Bigger chunks
+# mean fewer parallel regions, which matters on an oversubscribed CPU.
+CHUNK_ELEMENTS = 2 ** 21
 NEG_INF = float("-inf")
 
 
@@ -36,54 +37,55 @@ def _chunks(total: int, per_item: int, budget: int):
         yield s, min(total, s + g)
 
 
-def _fwd_core(q, k, v, nmask, scale):
-    """(o, lse) of masked softmax attention on batched small problems; nmask = *disallowed*.
-    Rows without any allowed key give o = 0, lse = -inf."""
-    s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)
-    s.masked_fill_(nmask, NEG_INF)
-    m = s.amax(-1, keepdim=True)
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    s.sub_(m).exp_()
-    z = s.sum(-1, keepdim=True)
-    o = torch.matmul(s, v).div_(z.clamp_min(torch.finfo(z.dtype).tiny))
-    return o, (m + z.log()).squeeze(-1)
+def _bias(nmask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask: 0 where allowed, -inf where ``nmask`` (disallowed)."""
+    return torch.zeros(nmask.shape, dtype=dtype, device=nmask.device).masked_fill_(nmask, NEG_INF)
 
 
-def _bwd_core(q, k, v, nmask, scale, lse, dsum, do):
-    """Gradients of one part given the global lse (B.., rows, 1) (finite) and D = rowsum(dO * O)."""
-    s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)
-    s.masked_fill_(nmask, NEG_INF)
+def _fwd_core(q, k, v, bias):
+    """(o, lse) of masked softmax attention on batched small problems; ``q`` is pre-scaled, ``bias``
+    the additive mask. Rows without any allowed key give o = 0, lse = -inf. Few full-size ops: on a
+    shared machine every parallel region of an oversubscribed OpenMP pool costs a time slice."""
+    s = torch.matmul(q, k.transpose(-1, -2)).add_(bias)
+    lse = torch.logsumexp(s, dim=-1, keepdim=True)
+    p = s.sub_(torch.nan_to_num(lse, neginf=0.0)).exp_()
+    return torch.matmul(p, v), lse.squeeze(-1)
+
+
+def _bwd_core(q, k, v, bias, lse, dsum, do):
+    """Gradients of one part given the global lse (..., rows, 1) (finite) and D = rowsum(dO * O);
+    ``q`` is pre-scaled, so the returned dq still needs the factor ``scale``."""
+    s = torch.matmul(q, k.transpose(-1, -2)).add_(bias)
     p = s.sub_(lse).exp_()
     dv = torch.matmul(p.transpose(-1, -2), do)
-    dp = torch.matmul(do, v.transpose(-1, -2))
-    ds = p.mul_(dp.sub_(dsum))
-    dq = torch.matmul(ds, k).mul_(scale)
-    dk = torch.matmul(ds.transpose(-1, -2), q).mul_(scale)
-    return dq, dk, dv
+    dp = torch.matmul(do, v.transpose(-1, -2)).sub_(dsum)
+    ds = p.mul_(dp)
+    return torch.matmul(ds, k), torch.matmul(ds.transpose(-1, -2), q), dv
 
 
 class _Part:
-    """One part of a pattern. ``forward`` -> (o, lse) in natural layout; ``backward`` accumulates."""
+    """One part of a pattern. ``forward`` -> (o, lse) in natural layout; ``backward`` accumulates
+    into dq (unscaled), dk, dv. ``q`` is pre-scaled."""
 
     def __init__(self, l: int):
         self.l = l
 
-    def forward(self, q, k, v, scale):  # pragma: no cover - interface
+    def forward(self, q, k, v):  # pragma: no cover - interface
         raise NotImplementedError
 
-    def backward(self, q, k, v, scale, lse, dsum, do, dq, dk, dv):  # pragma: no cover - interface
+    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):  # pragma: no cover - interface
         raise NotImplementedError
 
 
 class Band(_Part):
     """i - l < j <= i: query block a against key blocks (a-1, a)."""
 
-    def _masks(self, device):
+    def _biases(self, t):
         l = self.l
-        r = torch.arange(l, device=device)[:, None]
-        jj = torch.arange(2 * l, device=device)[None, :]
+        r = torch.arange(l, device=t.device)[:, None]
+        jj = torch.arange(2 * l, device=t.device)[None, :]
         ok = (jj > r) & (jj <= r + l)
-        return ~ok, ~(ok & (jj >= l))  # any block / first block (no previous block)
+        return _bias(~ok, t.dtype), _bias(~(ok & (jj >= l)), t.dtype)  # any block / first block (no previous)
 
     def _keys(self, t, g0, g1):
         B, H, n, d = t.shape
@@ -95,36 +97,36 @@ class Band(_Part):
             prev = torch.cat([t.new_zeros(B, H, l, d), t[:, :, :(g1 - 1) * l]], dim=2).reshape(B, H, g, l, d)
         return torch.cat([prev, cur], dim=3)
 
-    def _nmask(self, g0, g1, masks):
-        nm, nm0 = masks
-        m = nm.expand(g1 - g0, *nm.shape)
-        if g0 == 0:
-            m = m.clone()
-            m[0] = nm0
+    def _bias_for(self, g0, g1, biases):
+        b, b0 = biases
+        if g0 > 0:
+            return b
+        m = b.expand(g1 - g0, *b.shape).clone()
+        m[0] = b0
         return m
 
-    def forward(self, q, k, v, scale):
+    def forward(self, q, k, v):
         B, H, n, dk = q.shape
         l, nb = self.l, n // self.l
         o = q.new_empty(B, H, n, v.shape[-1])
         lse = q.new_empty(B, H, n)
-        masks = self._masks(q.device)
+        biases = self._biases(q)
         for g0, g1 in _chunks(nb, B * H * l * 2 * l, CHUNK_ELEMENTS):
             qc = q[:, :, g0 * l:g1 * l].reshape(B, H, g1 - g0, l, dk)
-            oc, lc = _fwd_core(qc, self._keys(k, g0, g1), self._keys(v, g0, g1), self._nmask(g0, g1, masks), scale)
+            oc, lc = _fwd_core(qc, self._keys(k, g0, g1), self._keys(v, g0, g1), self._bias_for(g0, g1, biases))
             o[:, :, g0 * l:g1 * l] = oc.reshape(B, H, -1, oc.shape[-1])
             lse[:, :, g0 * l:g1 * l] = lc.reshape(B, H, -1)
         return o, lse
 
-    def backward(self, q, k, v, scale, lse, dsum, do, dq, dk, dv):
+    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):
         B, H, n, d = q.shape
         l, nb = self.l, n // self.l
-        masks = self._masks(q.device)
+        biases = self._biases(q)
         for g0, g1 in _chunks(nb, B * H * l * 2 * l, CHUNK_ELEMENTS):
             g, sl = g1 - g0, slice(g0 * l, g1 * l)
             qc = q[:, :, sl].reshape(B, H, g, l, d)
-            gq, gk, gv = _bwd_core(qc, self._keys(k, g0, g1), self._keys(v, g0, g1), self._nmask(g0, g1, masks),
-                                   scale, lse[:, :, sl].reshape(B, H, g, l, 1), dsum[:, :, sl].reshape(B, H, g, l, 1),
+            gq, gk, gv = _bwd_core(qc, self._keys(k, g0, g1), self._keys(v, g0, g1), self._bias_for(g0, g1, biases),
+                                   lse[:, :, sl].reshape(B, H, g, l, 1), dsum[:, :, sl].reshape(B, H, g, l, 1),
                                    do[:, :, sl].reshape(B, H, g, l, -1))
             dq[:, :, sl] += gq.reshape(B, H, g * l, -1)
             for grad, acc in ((gk, dk), (gv, dv)):
@@ -139,32 +141,32 @@ class Band(_Part):
 class Block(_Part):
     """j // l == i // l (causal): query block a against key block a."""
 
-    def _run(self, q, k, v, scale, bwd=None):
+    def _run(self, q, k, v, bwd=None):
         B, H, n, d = q.shape
         l, nb = self.l, n // self.l
         r = torch.arange(l, device=q.device)
-        nmask = r[None, :] > r[:, None]
+        bias = _bias(r[None, :] > r[:, None], q.dtype)
         out = None if bwd else (q.new_empty(B, H, n, v.shape[-1]), q.new_empty(B, H, n))
         for g0, g1 in _chunks(nb, B * H * l * l, CHUNK_ELEMENTS):
             g, sl = g1 - g0, slice(g0 * l, g1 * l)
             qc, kc, vc = (t[:, :, sl].reshape(B, H, g, l, -1) for t in (q, k, v))
             if bwd is None:
-                oc, lc = _fwd_core(qc, kc, vc, nmask, scale)
+                oc, lc = _fwd_core(qc, kc, vc, bias)
                 out[0][:, :, sl] = oc.reshape(B, H, g * l, -1)
                 out[1][:, :, sl] = lc.reshape(B, H, g * l)
             else:
                 lse, dsum, do, dq, dk, dv = bwd
-                grads = _bwd_core(qc, kc, vc, nmask, scale, lse[:, :, sl].reshape(B, H, g, l, 1),
+                grads = _bwd_core(qc, kc, vc, bias, lse[:, :, sl].reshape(B, H, g, l, 1),
                                   dsum[:, :, sl].reshape(B, H, g, l, 1), do[:, :, sl].reshape(B, H, g, l, -1))
                 for grad, acc in zip(grads, (dq, dk, dv)):
                     acc[:, :, sl] += grad.reshape(B, H, g * l, -1)
         return out
 
-    def forward(self, q, k, v, scale):
-        return self._run(q, k, v, scale)
+    def forward(self, q, k, v):
+        return self._run(q, k, v)
 
-    def backward(self, q, k, v, scale, lse, dsum, do, dq, dk, dv):
-        self._run(q, k, v, scale, (lse, dsum, do, dq, dk, dv))
+    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):
+        self._run(q, k, v, (lse, dsum, do, dq, dk, dv))
 
 
 class Stride(_Part):
@@ -179,11 +181,11 @@ class Stride(_Part):
         B, H, n, d = t.shape
         return t.view(B, H, n // self.l, self.l, d).transpose(2, 3)
 
-    def _run(self, q, k, v, scale, bwd=None):
+    def _run(self, q, k, v, bwd=None):
         B, H, n, d = q.shape
         l, nb = self.l, n // self.l
         a = torch.arange(nb, device=q.device)
-        nmask = (a[None, :] >= a[:, None]) if self.strict else (a[None, :] > a[:, None])
+        bias = _bias((a[None, :] >= a[:, None]) if self.strict else (a[None, :] > a[:, None]), q.dtype)
         qr, kr, vr = self._rm(q), self._rm(k), self._rm(v)
         if bwd is None:
             o, lse = q.new_empty(B, H, n, v.shape[-1]), q.new_empty(B, H, n)
@@ -195,21 +197,21 @@ class Stride(_Part):
         for r0, r1 in _chunks(l, B * H * nb * nb, CHUNK_ELEMENTS):
             qc, kc, vc = qr[:, :, r0:r1], kr[:, :, r0:r1], vr[:, :, r0:r1]
             if bwd is None:
-                oc, lc = _fwd_core(qc, kc, vc, nmask, scale)
+                oc, lc = _fwd_core(qc, kc, vc, bias)
                 orr[:, :, r0:r1] = oc
                 lr[:, :, r0:r1] = lc
             else:
-                grads = _bwd_core(qc, kc, vc, nmask, scale, lr[:, :, r0:r1, :, None], dr[:, :, r0:r1, :, None],
+                grads = _bwd_core(qc, kc, vc, bias, lr[:, :, r0:r1, :, None], dr[:, :, r0:r1, :, None],
                                   dor[:, :, r0:r1])
                 for grad, acc in zip(grads, (dqr, dkr, dvr)):
                     acc[:, :, r0:r1] += grad
         return None if bwd else (o, lse)
 
-    def forward(self, q, k, v, scale):
-        return self._run(q, k, v, scale)
+    def forward(self, q, k, v):
+        return self._run(q, k, v)
 
-    def backward(self, q, k, v, scale, lse, dsum, do, dq, dk, dv):
-        self._run(q, k, v, scale, (lse, dsum, do, dq, dk, dv))
+    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):
+        self._run(q, k, v, (lse, dsum, do, dq, dk, dv))
 
 
 class Summary(_Part):
@@ -224,7 +226,17 @@ class Summary(_Part):
         lo = torch.tensor(self.lo, device=device)
         return lo[:, None] + base.reshape(1, -1)  # (H, nb*c) key positions per head
 
-    def _run(self, q, k, v, scale, bwd=None):
+    def _chunks(self, nb, per_row):
+        """Query-block chunks [g0, g1) sized by the keys they actually meet (a staircase)."""
+        g0 = 0
+        while g0 < nb:
+            g1 = g0 + 1
+            while g1 < nb and (g1 + 1 - g0) * self.l * (g1 + 1) * self.c * per_row <= CHUNK_ELEMENTS:
+                g1 += 1
+            yield g0, g1
+            g0 = g1
+
+    def _run(self, q, k, v, bwd=None):
         B, H, n, d = q.shape
         l, c, nb = self.l, self.c, n // self.l
         idx = self._index(nb, q.device)
@@ -235,22 +247,22 @@ class Summary(_Part):
         else:
             lse, dsum, do, dq, dk, dv = bwd
             dks, dvs = torch.zeros_like(ks), torch.zeros_like(vs)
-        for g0, g1 in _chunks(nb, B * H * l * nb * c, CHUNK_ELEMENTS):
+        for g0, g1 in self._chunks(nb, B * H):
             kend = (g1 - 1 if self.strict else g1) * c
             if kend == 0:
                 continue
             sl = slice(g0 * l, g1 * l)
             i = torch.arange(g0 * l, g1 * l, device=q.device)
             if self.strict:
-                nmask = (torch.arange(kend, device=q.device)[None, :] // c) >= (i[:, None] // l)
+                bias = _bias((torch.arange(kend, device=q.device)[None, :] // c) >= (i[:, None] // l), q.dtype)
             else:
-                nmask = idx[:, None, :kend] > i[None, :, None]  # (H, rows, keys)
+                bias = _bias(idx[:, None, :kend] > i[None, :, None], q.dtype)  # (H, rows, keys)
             if bwd is None:
-                oc, lc = _fwd_core(q[:, :, sl], ks[:, :, :kend], vs[:, :, :kend], nmask, scale)
+                oc, lc = _fwd_core(q[:, :, sl], ks[:, :, :kend], vs[:, :, :kend], bias)
                 o[:, :, sl] = oc
                 lse[:, :, sl] = lc
             else:
-                gq, gks, gvs = _bwd_core(q[:, :, sl], ks[:, :, :kend], vs[:, :, :kend], nmask, scale,
+                gq, gks, gvs = _bwd_core(q[:, :, sl], ks[:, :, :kend], vs[:, :, :kend], bias,
                                          lse[:, :, sl, None], dsum[:, :, sl, None], do[:, :, sl])
                 dq[:, :, sl] += gq
                 dks[:, :, :kend] += gks
@@ -261,11 +273,11 @@ class Summary(_Part):
         dv.scatter_add_(2, idx[None, :, :, None].expand(B, H, nb * c, dv.shape[-1]), dvs)
         return None
 
-    def forward(self, q, k, v, scale):
-        return self._run(q, k, v, scale)
+    def forward(self, q, k, v):
+        return self._run(q, k, v)
 
-    def backward(self, q, k, v, scale, lse, dsum, do, dq, dk, dv):
-        self._run(q, k, v, scale, (lse, dsum, do, dq, dk, dv))
+    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):
+        self._run(q, k, v, (lse, dsum, do, dq, dk, dv))
 
 
 def parts_for(pattern: str, l: int, c: int | None, heads: int) -> list[_Part]:
@@ -293,27 +305,32 @@ class BlockedAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, parts, scale):
         with torch.no_grad():
-            outs = [p.forward(q, k, v, scale) for p in parts]
+            qs = q * scale
+            outs = [p.forward(qs, k, v) for p in parts]
             if len(outs) == 1:
                 o, lse = outs[0]
             else:
                 lse = torch.logsumexp(torch.stack([x[1] for x in outs]), dim=0)
-                safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
-                o = sum(torch.exp(lp - safe).unsqueeze(-1) * op for op, lp in outs)
-        ctx.save_for_backward(q, k, v, o, lse)
+                safe = torch.nan_to_num(lse, neginf=0.0)
+                o = outs[0][0].mul_(torch.exp(outs[0][1] - safe).unsqueeze(-1))
+                for op, lp in outs[1:]:
+                    o.add_(op.mul_(torch.exp(lp - safe).unsqueeze(-1)))
+                del outs
+        ctx.save_for_backward(qs, k, v, o, lse)
         ctx.parts, ctx.scale = parts, scale
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, o, lse = ctx.saved_tensors
+        qs, k, v, o, lse = ctx.saved_tensors
         do = do.contiguous()
         with torch.no_grad():
-            safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
+            safe = torch.nan_to_num(lse, neginf=0.0)
             dsum = (do * o).sum(-1)
-            dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+            dq, dk, dv = torch.zeros_like(qs), torch.zeros_like(k), torch.zeros_like(v)
             for p in ctx.parts:
-                p.backward(q, k, v, ctx.scale, safe, dsum, do, dq, dk, dv)
+                p.backward(qs, k, v, safe, dsum, do, dq, dk, dv)
+            dq.mul_(ctx.scale)
         return dq, dk, dv, None, None
 
 
