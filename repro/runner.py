@@ -125,6 +125,9 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
         result = evaluate(model, split_data, spec, device, vocab.size, progress=True)
         final.update({f"{split}_bits": result["bits"], f"{split}_targets": result["targets"],
                       "eval_procedure": result["procedure"], "eval_min_context": result["min_context"]})
+    analyses = getattr(model, "analyses", None)
+    if analyses is not None:  # arrays behind figures that need the trained model (analysis never loads it)
+        run.write_arrays("analysis.npz", analyses(valid_data, vocab))
     summary = run.update_summary(status=FINISHED, **final)
     if wb is not None:
         wb.experiment.summary.update({k: v for k, v in final.items() if isinstance(v, (int, float))})

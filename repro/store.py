@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -69,6 +70,18 @@ class RunDir:
 
     def spec(self) -> dict[str, Any]:
         return yaml.safe_load((self.path / "spec.yaml").read_text())
+
+    def write_arrays(self, name: str, arrays: dict[str, Any]) -> None:
+        """Numpy arrays of a run (e.g. attention statistics for a figure), written atomically."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".npz")
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, self.path / name)
+
+    def arrays(self, name: str) -> dict[str, Any]:
+        with np.load(self.path / name) as npz:
+            return {k: npz[k] for k in npz.files}
 
     @property
     def finished(self) -> bool:

@@ -82,9 +82,8 @@ class LMModule(pl.LightningModule):
         step, train = self.global_step, self.spec.train
         if step % train.log_every == 0:
             self.log("train/lr", self.optimizers().param_groups[0]["lr"])
-            for key, value in self.model.stats().items():
-                if isinstance(value, (int, float)):
-                    self.log(f"model/{key}", float(value))
+            for key, value in _flatten(self.model.stats(), "model"):
+                self.log(key, value)
         if self.valid is not None and train.val_every and step % train.val_every == 0:
             bits = self.quick_validation()  # straight to the loggers: self.log would repeat it every step
             for logger in self.loggers:
@@ -132,6 +131,16 @@ class LMModule(pl.LightningModule):
         np.random.set_state(rng["numpy"])
         random.setstate(rng["python"])
         self._state = checkpoint["repro_model_state"]
+
+
+def _flatten(stats: dict[str, Any], prefix: str) -> Iterator[tuple[str, float]]:
+    """Numeric statistics as flat scalars: nested lists become ``key/i/j`` (per-layer, per-head spans)."""
+    for key, value in stats.items():
+        name = f"{prefix}/{key}"
+        if isinstance(value, (list, tuple)):
+            yield from _flatten({str(i): v for i, v in enumerate(value)}, name)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield name, float(value)
 
 
 class _TrainBatches(IterableDataset):

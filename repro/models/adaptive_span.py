@@ -46,6 +46,9 @@ from repro.models.relative_attention import band_attention, chunk_size
 TRIM_MULTIPLE = 64  # band widths and cache slack are multiples of this (coarse sizes reuse memory)
 
 
+# The phrase of the paper's Figure 5 (dynamic span per character).
+FIG5_TEXT = "overlooks the park and its numerous"
+
 @dataclass
 class SpanConfig:
     kind: Literal["fixed", "adaptive", "dynamic"] = "adaptive"
@@ -280,6 +283,26 @@ class Model(nn.Module):
         }
         if self.cfg.span.kind == "dynamic":
             out["dynamic_span_mean"] = float(np.mean([z for layer in zs for z in layer]))
+        return out
+
+    def analyses(self, data: np.ndarray, vocab: Any) -> dict[str, np.ndarray]:
+        """Arrays behind the paper's figures, computed once after training (the runner stores them).
+
+        ``attention_by_distance`` (Figure 1): one block of ``data`` read after S tokens have filled
+        the cache; ``dynamic_spans`` (Figure 5, dynamic kind only): z_t at each character of the
+        paper's phrase, read after the preceding S tokens of ``data``."""
+        S, M = self.cfg.span.limit, self.block
+        device = next(self.parameters()).device
+        history = torch.as_tensor(np.asarray(data[:S + M], dtype=np.int64), device=device)[None]
+        state = self.init_state(1, device)
+        with torch.no_grad():
+            for start in range(0, S, M):
+                state = self(history[:, start:start + M], state).state
+        out = {"attention_by_distance": attention_by_distance(self, history[:, S:S + M], state)}
+        if self.cfg.span.kind == "dynamic":
+            text = torch.as_tensor(np.asarray(vocab.encode(FIG5_TEXT), dtype=np.int64), device=device)
+            out["dynamic_spans"] = dynamic_spans(self, text, state)
+            out["dynamic_spans_text"] = np.array(list(FIG5_TEXT))
         return out
 
     def flops_per_token(self) -> float:
