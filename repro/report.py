@@ -93,12 +93,18 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     return path, results
 
 
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Grid keys as column names: the last dotted part unless two keys share it."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: short if last.count(short) == 1 else k for k, short in zip(keys, last)}
+
+
 def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    names = short_names(keys)
     out = []
     for _, row in rows.iterrows():
         cell = {k: row[k] for k in keys if k in row}
-        record = {k.rsplit(".", 1)[-1] if sum(x.endswith(k.rsplit(".", 1)[-1]) for x in keys) == 1 else k: v
-                  for k, v in cell.items()}
+        record = {names[k]: v for k, v in cell.items()}
         record.update({c: row[c] for c in COLUMNS if c in row and not _missing(row[c])})
         reference = reference_for(manifest, cell)
         if "label" in reference:
