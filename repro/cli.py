@@ -142,6 +142,9 @@ def cmd_run(args) -> int:
     from repro.tracking import resolve_mode
 
     m = manifests.resolve(args.name)
+    if m.base is None:
+        print(f"{m.name} trains nothing; `repro report {m.name}` draws it")
+        return 0
     specs = [runner.with_max_steps(s, args.max_steps) for s in runner.select(m.expand(args.scale), args.only)]
     root = _root(args)
     if args.dry_run:

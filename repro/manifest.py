@@ -3,7 +3,8 @@
 ``base`` is the paper's configuration, ``grid`` maps dotted keys to value lists (cartesian product),
 ``scales`` deep-merge overrides into ``base`` (a scale may also replace grid lists with its own ``grid``),
 ``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (``repro.claims``).
-The scale ``paper`` is ``base`` itself unless the manifest overrides it.
+The scale ``paper`` is ``base`` itself unless the manifest overrides it. A manifest without ``base``
+trains nothing: its renderers draw from the manifest alone (e.g. a mask function, a pattern picture).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class Manifest:
     title: str
     paper: str
     path: Path
-    base: dict[str, Any]
+    base: dict[str, Any] | None
     grid: dict[str, list[Any]] = field(default_factory=dict)
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)
     renders: list[str] = field(default_factory=list)
@@ -66,6 +67,8 @@ class Manifest:
         if scale not in self.scale_names():
             raise ManifestError(f"{self.path}: unknown scale {scale!r}; this manifest has: "
                                 f"{', '.join(self.scale_names())}")
+        if self.base is None:
+            return []
         overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k != "grid"}
         config = _merge(copy.deepcopy(self.base), overrides)
         grid = self.grid_for(scale)
@@ -103,7 +106,7 @@ def load(path: str | Path) -> Manifest:
     unknown = sorted(set(data) - TOP_KEYS)
     if unknown:
         raise ManifestError(f"{path}: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(TOP_KEYS))}")
-    for key in ("name", "title", "paper", "base"):
+    for key in ("name", "title", "paper"):
         if key not in data:
             raise ManifestError(f"{path}: {key}: required key is missing")
     for key in ("name", "title", "paper"):
@@ -117,10 +120,12 @@ def load(path: str | Path) -> Manifest:
     for name, over in scales.items():
         if not isinstance(over, dict):
             raise ManifestError(f"{path}: scales.{name}: expected a mapping of overrides")
-        _check_grid(path, f"scales.{name}.grid", over.get("grid") or {}, data["base"], grid)
-    _check_grid(path, "grid", grid, data["base"], {})
+        _check_grid(path, f"scales.{name}.grid", over.get("grid") or {}, data.get("base") or {}, grid)
+    if "base" not in data and (grid or scales):
+        raise ManifestError(f"{path}: base: required when the manifest has a grid or scales")
+    _check_grid(path, "grid", grid, data.get("base") or {}, {})
     manifest = Manifest(
-        name=data["name"], title=data["title"], paper=data["paper"], path=path, base=data["base"],
+        name=data["name"], title=data["title"], paper=data["paper"], path=path, base=data.get("base"),
         grid=grid, scales=scales, renders=_str_list(path, "renders", data.get("renders") or []),
         reference=data.get("reference") or {}, claims=_claims(path, data.get("claims") or []),
         description=str(data.get("description") or ""), notes=str(data.get("notes") or ""),

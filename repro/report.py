@@ -63,7 +63,11 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     if manifest.description:
         lines += [manifest.description.strip(), ""]
     results: list[ClaimResult] = []
-    if runs.empty:
+    if manifest.base is None:  # trains nothing: the renderers draw from the manifest alone
+        lines += ["This artefact needs no training.", ""]
+        for path, caption in analysis.render_all(manifest, runs, "none", out_dir):
+            lines += [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]
+    elif runs.empty:
         lines += ["No stored runs yet: `repro run " + manifest.name + " --scale tiny`.", ""]
     csv_frames = []
     for scale in [s for s in manifest.scale_names() if not runs.empty and s in set(runs["scale"])]:

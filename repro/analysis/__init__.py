@@ -40,6 +40,8 @@ class Context:
     @property
     def label(self) -> str:
         """What every figure states: scale and dataset(s)."""
+        if self.scale == "none":
+            return "analytic: no training, no data"
         data = ", ".join(sorted(set(self.runs.get("dataset", pd.Series(dtype=str)).dropna().astype(str))))
         return f"scale: {self.scale} | data: {data or '?'}"
 
