@@ -71,6 +71,15 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sync", help="upload offline W&B runs (needs W&B credentials)")
     p.set_defaults(func=cmd_sync)
 
+    p = sub.add_parser("sample", help="generate from a stored run (text, image grid or audio)")
+    p.add_argument("run", help="run id (or unique prefix) or run directory")
+    p.add_argument("--n", type=int, default=4, help="number of samples")
+    p.add_argument("--length", type=int, default=None, help="symbols per sample (default: the block)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--prompt", default=None, help="text to continue (text runs)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_sample)
+
     p = sub.add_parser("bench", help="benchmarks: " + ", ".join(BENCHES))
     bench = p.add_subparsers(dest="bench")
     for name, module in BENCHES.items():
@@ -198,6 +207,26 @@ def cmd_sync(args) -> int:
 
     synced = sync(_root(args))
     print(f"synced {len(synced)} offline W&B run(s)")
+    return 0
+
+
+def cmd_sample(args) -> int:
+    import torch
+
+    from repro import runner, sampling
+
+    run = runner.find_run(_root(args), args.run)
+    model, spec, vocab, info = runner.load_trained(run)
+    prompt = vocab.encode(args.prompt) if args.prompt else None
+    room = spec.data.block - (len(prompt) if prompt is not None else 1) + 1
+    length = min(args.length or room, room)
+    generator = torch.Generator().manual_seed(args.seed)
+    samples = sampling.sample(model, vocab.size, args.n, length, temperature=args.temperature,
+                              prompt=prompt, generator=generator)
+    for path in sampling.write_samples(samples, vocab, info, run.path / "samples", f"seed{args.seed}"):
+        print(f"wrote {path}")
+    if info.kind == "text":
+        print(vocab.decode(samples[0].numpy()))
     return 0
 
 

@@ -20,7 +20,7 @@ from repro import data as datasets
 from repro.errors import UserError
 from repro.evaluation import evaluate
 from repro.manifest import Manifest
-from repro.spec import RunSpec
+from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, RUNNING, RunDir
 from repro.tracking import StoreLogger, wandb_logger
 from repro.training import AtomicCheckpoint, Diverged, LMDataModule, LMModule, StepTimer, peak_memory_bytes
@@ -133,3 +133,29 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
         wb.experiment.summary.update({k: v for k, v in final.items() if isinstance(v, (int, float))})
         wb.experiment.finish()
     return Outcome(spec, "finished", summary)
+
+
+def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, RunSpec, object, object]:
+    """The model of a stored run with its last checkpoint's weights, its spec, vocabulary and dataset info."""
+    if run.last_checkpoint is None:
+        raise UserError(f"{run.path}: no checkpoint (checkpoints are not committed: re-run it with `repro run`)")
+    stored = run.spec()
+    spec = build_run(stored["manifest"], stored["scale"], stored.get("cell") or {},
+                     {k: stored[k] for k in ("data", "model", "train", "eval")})
+    _, vocab = datasets.open_split(spec.data.name, "valid", **spec.data.options())
+    info = datasets.dataset_info(spec.data.name)
+    module = LMModule(spec, vocab.size, info.shape)
+    state = torch.load(run.last_checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    module.load_state_dict(state)
+    return module.model.to(device).eval(), spec, vocab, info
+
+
+def find_run(root: Path, ref: str) -> RunDir:
+    """A stored run by (a unique prefix of) its id, or by its directory."""
+    path = Path(ref)
+    if (path / "spec.yaml").exists():
+        return RunDir(path.parent.parent.parent, path.parent.name, path.name)
+    matches = sorted(root.glob(f"runs/*/{ref}*/spec.yaml"))
+    if len(matches) != 1:
+        raise UserError(f"run {ref!r} matches {len(matches)} stored runs under {root}/runs; give a longer id or a path")
+    return RunDir(root, matches[0].parent.parent.name, matches[0].parent.name)

@@ -66,3 +66,46 @@ def sample(model, vocab_size: int, n_samples: int, length: int, *, temperature: 
     finally:
         model.train(was_training)
     return out
+
+
+def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samples") -> list:
+    """Save samples as a text file, an image grid (PNG) or mu-law audio (WAV); returns the paths."""
+    import numpy as np
+    from pathlib import Path
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    arr = samples.cpu().numpy()
+    if info.kind == "text":
+        path = out_dir / f"{stem}.txt"
+        path.write_text("\n\n----\n\n".join(vocab.decode(row) for row in arr) + "\n")
+        return [path]
+    if info.kind == "image":
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        rows, cols, ch = info.shape
+        n = len(arr)
+        grid = int(np.ceil(np.sqrt(n)))
+        fig, axes = plt.subplots(grid, grid, figsize=(grid * 1.5, grid * 1.5), squeeze=False)
+        for ax in axes.flat:
+            ax.axis("off")
+        for ax, row in zip(axes.flat, arr):
+            img = row[:rows * cols * ch].reshape(rows, cols, ch).astype(np.uint8)
+            ax.imshow(img[..., 0] if ch == 1 else img, cmap="gray" if ch == 1 else None, vmin=0, vmax=255)
+        path = out_dir / f"{stem}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return [path]
+    import soundfile
+
+    from repro.data.audio import RATE, mu_law_decode
+
+    paths = []
+    for i, row in enumerate(arr):
+        path = out_dir / f"{stem}-{i}.wav"
+        soundfile.write(path, mu_law_decode(row.astype(np.uint8)), RATE)
+        paths.append(path)
+    return paths

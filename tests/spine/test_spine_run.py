@@ -55,6 +55,11 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
     assert (tmp_path / "results" / "reports" / "t-tiny.csv").exists()
     assert (tmp_path / "results" / "reports" / "figures" / "t-tiny-curves-tiny.png").exists()
 
+    capsys.readouterr()
+    assert main(["sample", spec.run_id[:6], "--n", "2", "--length", "12", "--prompt", "when in"]) == 0
+    text = (run.path / "samples" / "seed0.txt").read_text().split("\n\n----\n\n")
+    assert len(text) == 2 and all(len(t.strip("\n")) == 12 for t in text)
+
 
 KILLER = textwrap.dedent("""\
     import os, signal, sys

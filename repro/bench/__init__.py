@@ -1,0 +1,2 @@
+"""Benchmarks behind `repro bench NAME`: each module exposes ``add_arguments(parser)`` and
+``main(args) -> list[dict]``; the CLI prints the records (or JSON) and stores them in results/bench/."""
