@@ -125,6 +125,11 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
         result = evaluate(model, split_data, spec, device, vocab.size, progress=True)
         final.update({f"{split}_bits": result["bits"], f"{split}_targets": result["targets"],
                       "eval_procedure": result["procedure"], "eval_min_context": result["min_context"]})
+    if spec.eval.context_sweep:
+        test_data = datasets.open_split(spec.data.name, "test", **options)[0]
+        for context in spec.eval.context_sweep:
+            swept = replace(spec, eval=replace(spec.eval, min_context=context))
+            final[f"test_bits_ctx{context}"] = evaluate(model, test_data, swept, device, vocab.size)["bits"]
     analyses = getattr(model, "analyses", None)
     if analyses is not None:  # arrays behind figures that need the trained model (analysis never loads it)
         run.write_arrays("analysis.npz", analyses(valid_data, vocab))

@@ -67,6 +67,9 @@ class EvalSpec:
     batch_size: int = 16
     min_context: Optional[int] = None  # stateless models: context every scored token has (None = block // 2)
     splits: list[str] = field(default_factory=lambda: ["valid", "test"])
+    # stateless models: also score the test split at each of these minimum contexts (one trained
+    # model, several evaluations; the Sparse Transformer's Table 3) -> summary `test_bits_ctx<N>`
+    context_sweep: list[int] = field(default_factory=list)
 
 
 @dataclass

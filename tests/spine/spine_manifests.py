@@ -5,7 +5,8 @@ import textwrap
 from pathlib import Path
 
 
-def tiny_manifest(corpus: Path, *, grid: str = "", claims: str = "", extra_train: str = "", name: str = "t-tiny") -> str:
+def tiny_manifest(corpus: Path, *, grid: str = "", claims: str = "", extra_train: str = "", extra_eval: str = "",
+                  name: str = "t-tiny") -> str:
     return textwrap.dedent(f"""\
         name: {name}
         title: "A tiny test manifest"
@@ -15,7 +16,7 @@ def tiny_manifest(corpus: Path, *, grid: str = "", claims: str = "", extra_train
           data: {{name: file, path: "{corpus}", kind: text8, block: 32}}
           model: {{family: sparse_transformer, pattern: dense, layers: 1, d_model: 32, heads: 2, stride: 16}}
           train: {{optimizer: adam, lr: 3.0e-3, batch_size: 4, steps: 30, checkpoint_every: 10, log_every: 5{extra_train}}}
-          eval: {{batch_size: 32, min_context: 16}}
+          eval: {{batch_size: 32, min_context: 16{extra_eval}}}
         scales:
           tiny: {{}}
         """) + grid + claims

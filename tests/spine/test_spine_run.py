@@ -106,6 +106,14 @@ class PoisonAt(pl.Callback):
                 next(pl_module.model.parameters()).fill_(float("nan"))
 
 
+def test_context_sweep_scores_the_test_split_at_each_minimum_context(tmp_path, write_manifest):
+    path = write_manifest(extra_eval=", context_sweep: [0, 16, 24]")
+    m, spec = only_run(path)
+    summary = runner.run_spec(spec, m, tmp_path / "results").summary
+    assert abs(summary["test_bits_ctx16"] - summary["test_bits"]) < 1e-9  # same procedure as the main score
+    assert summary["test_bits_ctx24"] != summary["test_bits_ctx0"]
+
+
 def test_divergence_marks_failed_and_keeps_last_good_checkpoint(tmp_path, write_manifest):
     m, spec = only_run(write_manifest())
     outcome = runner.run_spec(spec, m, tmp_path / "results", callbacks=[PoisonAt(20)], echo=lambda s: None)
