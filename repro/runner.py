@@ -109,6 +109,8 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
         store_logger.save()
         message = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
         summary = run.update_summary(status=FAILED, error=message)
+        if wb is not None:
+            wb.experiment.finish(exit_code=1)
         if not (isinstance(err, Diverged) or "Diverged" in str(err)):
             raise
         echo(f"  run {spec.run_id} diverged: {message}; marked failed, last good checkpoint kept")
