@@ -92,15 +92,7 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
         run.truncate_metrics(step)
         echo(f"  resuming {spec.run_id} from step {step}")
     run.checkpoints.mkdir(parents=True, exist_ok=True)
-    trainer = pl.Trainer(
-        accelerator="auto", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto",
-        precision=spec.train.precision, max_steps=spec.train.steps, max_epochs=-1,
-        logger=[store_logger] + ([wb] if wb is not None else []),
-        callbacks=[AtomicCheckpoint(run.checkpoints, spec.train.checkpoint_every),
-                   StepTimer(), *callbacks],
-        enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0, enable_model_summary=False,
-        log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(), default_root_dir=str(run.path), use_distributed_sampler=False,
-    )
+    trainer = _trainer(spec, run, [store_logger] + ([wb] if wb is not None else []), devices, callbacks)
     started = time.perf_counter()
     try:
         trainer.fit(module, datamodule=LMDataModule(spec, train_data, vocab.size), ckpt_path=resume,
@@ -115,31 +107,50 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
             raise
         echo(f"  run {spec.run_id} diverged: {message}; marked failed, last good checkpoint kept")
         return Outcome(spec, "failed", summary)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = module.model.to(device)
-    seconds_per_step = trainer.callback_metrics.get(StepTimer.KEY)
-    final = {"train_seconds": round(time.perf_counter() - started, 2), "steps": spec.train.steps,
-             "seconds_per_step": float(seconds_per_step) if seconds_per_step is not None else None,
-             "peak_memory_bytes": peak_memory_bytes(device),
-             "flops_per_token": float(model.flops_per_token()), **model.stats()}
-    for split in spec.eval.splits:
-        split_data = valid_data if split == "valid" else datasets.open_split(spec.data.name, split, **options)[0]
-        result = evaluate(model, split_data, spec, device, vocab.size, progress=True)
-        final.update({f"{split}_bits": result["bits"], f"{split}_targets": result["targets"],
-                      "eval_procedure": result["procedure"], "eval_min_context": result["min_context"]})
-    if spec.eval.context_sweep:
-        test_data = datasets.open_split(spec.data.name, "test", **options)[0]
-        for context in spec.eval.context_sweep:
-            swept = replace(spec, eval=replace(spec.eval, min_context=context))
-            final[f"test_bits_ctx{context}"] = evaluate(model, test_data, swept, device, vocab.size)["bits"]
-    analyses = getattr(model, "analyses", None)
-    if analyses is not None:  # arrays behind figures that need the trained model (analysis never loads it)
-        run.write_arrays("analysis.npz", analyses(valid_data, vocab))
+    train_seconds = round(time.perf_counter() - started, 2)
+    final = {"train_seconds": train_seconds, "steps": spec.train.steps,
+             **_evaluate_and_analyse(spec, module.model, trainer, run, vocab)}
     summary = run.update_summary(status=FINISHED, **final)
     if wb is not None:
         wb.experiment.summary.update({k: v for k, v in final.items() if isinstance(v, (int, float))})
         wb.experiment.finish()
     return Outcome(spec, "finished", summary)
+
+
+def _trainer(spec: RunSpec, run: RunDir, loggers: list, devices: int, callbacks: Sequence[pl.Callback]) -> pl.Trainer:
+    return pl.Trainer(
+        accelerator="auto", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto",
+        precision=spec.train.precision, max_steps=spec.train.steps, max_epochs=-1, logger=loggers,
+        callbacks=[AtomicCheckpoint(run.checkpoints, spec.train.checkpoint_every), StepTimer(), *callbacks],
+        enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0, enable_model_summary=False,
+        log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(),
+        default_root_dir=str(run.path), use_distributed_sampler=False,
+    )
+
+
+def _evaluate_and_analyse(spec: RunSpec, model: torch.nn.Module, trainer: pl.Trainer, run: RunDir,
+                          vocab) -> dict:
+    """Summary numbers of a trained model: speed, memory, FLOPs, its statistics, bits on every split
+    (and at every swept context); stores the family's figure arrays (analysis.npz)."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = model.to(device)
+    seconds_per_step = trainer.callback_metrics.get(StepTimer.KEY)
+    final = {"seconds_per_step": float(seconds_per_step) if seconds_per_step is not None else None,
+             "peak_memory_bytes": peak_memory_bytes(device), "flops_per_token": float(model.flops_per_token()),
+             **model.stats()}
+    splits = {name: datasets.open_split(spec.data.name, name, **spec.data.options())[0]
+              for name in {*spec.eval.splits, "valid", *(["test"] if spec.eval.context_sweep else [])}}
+    for name in spec.eval.splits:
+        result = evaluate(model, splits[name], spec, device, vocab.size, progress=True)
+        final.update({f"{name}_bits": result["bits"], f"{name}_targets": result["targets"],
+                      "eval_procedure": result["procedure"], "eval_min_context": result["min_context"]})
+    for context in spec.eval.context_sweep:
+        swept = replace(spec, eval=replace(spec.eval, min_context=context))
+        final[f"test_bits_ctx{context}"] = evaluate(model, splits["test"], swept, device, vocab.size)["bits"]
+    analyses = getattr(model, "analyses", None)
+    if analyses is not None:  # arrays behind figures that need the trained model (analysis never loads it)
+        run.write_arrays("analysis.npz", analyses(splits["valid"], vocab))
+    return final
 
 
 def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, RunSpec, object, object]:
