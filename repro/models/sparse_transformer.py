@@ -30,6 +30,8 @@ from repro.models import patterns as P
 from repro.models.base import ModelOutput
 from repro.models.kernels import attend
 
+FIG2_QUERY = (20, 14)  # (row, column) of the query pixel of Figure 2's attention maps
+
 
 @dataclass
 class Config:
@@ -193,6 +195,49 @@ class Model(nn.Module):
         for blk, c in zip(self.blocks, cache):
             h = blk.step(h, c, t)
         return self.out(self.norm(h))[:, 0], cache
+
+    @torch.no_grad()
+    def analyses(self, data: np.ndarray, vocab: Any) -> dict[str, np.ndarray]:
+        """Arrays behind the paper's Figure 2, computed once after training (the runner stores them).
+
+        ``attention_query`` (layers, heads, i + 1): the attention weights of one query position i over
+        the inputs 0..i, in every layer and head, as the layer's pattern allows them (softmax of
+        q.k / sqrt(d) over the allowed keys). Whole sequences (images, audio): the first sequence of
+        ``data`` fed after the start token, so input j holds element j - 1 and query i predicts element
+        i; for images i is the pixel at row 20, column 14 (first channel), clipped to the image. Text:
+        the first ``block`` tokens of ``data``, query = the last position."""
+        device = next(self.parameters()).device
+        if data.ndim == 2:
+            seq = np.asarray(data[0][:self.block], dtype=np.int64)
+            x = np.concatenate([[self.vocab_size], seq[:-1]])
+            if self.shape is not None:
+                rows, cols, ch = self.shape
+                query = (min(FIG2_QUERY[0], rows - 1) * cols + min(FIG2_QUERY[1], cols - 1)) * ch
+            else:
+                query = len(x) - 1
+        else:
+            seq = x = np.asarray(data[:self.block], dtype=np.int64)
+            query = len(x) - 1
+        was_training = self.training
+        self.eval()
+        xt = torch.as_tensor(x, device=device)[None]
+        h = self.embed(xt, torch.arange(xt.shape[1], device=device))
+        maps = []
+        for blk in self.blocks:
+            att = blk.attn
+            z = blk.norm1(h)
+            q = att._split(att.q(z))[0, :, query].float()  # (H, d)
+            k = att._split(att.k(z))[0, :, :query + 1].float()  # (H, i + 1, d)
+            s = torch.einsum("hd,hjd->hj", q, k) / math.sqrt(q.shape[-1])
+            mask = torch.from_numpy(np.stack([P.allowed_row(p, query, self.cfg.stride, self.cfg.c, head=hd)
+                                              for p, hd in att.per_head])).to(device)
+            p = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
+            maps.append(p.cpu().numpy())
+            h = blk(h)
+        self.train(was_training)
+        return {"attention_query": np.stack(maps).astype(np.float32), "query_position": np.array(query),
+                "sequence": seq.astype(np.int64), "shape": np.array(self.shape or (0, 0, 0)),
+                "layer_patterns": np.array(self.layer_patterns)}
 
     def init_state(self, batch_size: int, device: torch.device) -> Any:
         return None
