@@ -16,7 +16,7 @@ import pandas as pd
 from repro.store import RunDir
 
 # Modules holding renderers; each registers its functions with @renderer on import.
-MODULES = ["repro.analysis.suite"]
+MODULES = ["repro.analysis.suite", "repro.analysis.sparse_transformer", "repro.analysis.adaptive_span"]
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
 _REGISTRY: dict[str, Renderer] = {}

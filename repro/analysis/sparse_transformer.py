@@ -1,0 +1,545 @@
+"""Renderers of the Sparse Transformer paper (Child et al. 2019; arXiv 1904.10509).
+
+Each renderer reads only the run store (summary.json, spec.yaml, metrics.csv, analysis.npz, samples/)
+and the manifest's ``reference`` section (the paper's numbers), and writes into results/reports/figures:
+a PNG per artefact (returned, so the report embeds it) and, for tables, a markdown and a CSV file
+beside it (named in the caption) with the paper's values beside ours, the scale and the datasets.
+
+``st-fig3`` draws the attention patterns themselves: it imports :mod:`repro.models.patterns`, a pure
+numpy module of pattern definitions (no torch, no model), which is the one exception to "renderers
+never import models" and keeps the picture identical to what the kernels compute.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from repro.analysis import Context, renderer
+from repro.store import RunDir, table, write_atomic
+
+TABLE1_PARTS = {  # the paper's dataset -> the manifest that trains its row
+    "CIFAR-10": "st-table1-cifar10",
+    "enwik8": "st-table1-enwik8",
+    "ImageNet 64x64": "st-table1-imagenet64",
+    "Classical music 12 kHz (65,536)": "st-table1-audio",
+}
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="paper")
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+def _num(value: Any) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(out) else out
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}g}" if abs(value) < 1e6 else f"{value:.3e}"
+    return str(value)
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "(no rows)"
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def _write_table(ctx: Context, stem: str, frame: pd.DataFrame, title: str, notes: list[str] = ()) -> Path:
+    """The table as markdown (title, scale and data named, notes) and CSV; returns the markdown path."""
+    md = ctx.figure_path(stem, "md")
+    lines = [f"# {title}", "", f"{ctx.label}", "", _markdown(frame), ""] + [f"- {n}" for n in notes]
+    write_atomic(md, "\n".join(lines) + "\n")
+    write_atomic(ctx.figure_path(stem, "csv"), frame.to_csv(index=False))
+    return md
+
+
+def _finished(runs: pd.DataFrame) -> pd.DataFrame:
+    if runs.empty or "status" not in runs:
+        return runs.iloc[0:0]
+    return runs[runs["status"] == "finished"]
+
+
+def _bits_metric(runs: pd.DataFrame) -> str:
+    """test_bits when every run has it, else valid_bits (tiny image runs score only the valid split)."""
+    for metric in ("test_bits", "valid_bits"):
+        if metric in runs and not runs.empty and runs[metric].notna().all():
+            return metric
+    return "test_bits"
+
+
+def _short(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def _cell_value(row: pd.Series, key: str) -> Any:
+    return row[key] if key in row else None
+
+
+def _reference_for(ctx: Context, cell: dict[str, Any]) -> dict[str, Any]:
+    from repro.report import reference_for
+
+    return reference_for(ctx.manifest, cell)
+
+
+def _last_train_bits(run: RunDir) -> float | None:
+    metrics = run.metrics()
+    if metrics.empty or "train/bits" not in metrics:
+        return None
+    values = metrics["train/bits"].dropna()
+    return float(values.iloc[-1]) if len(values) else None
+
+
+def _datasets(runs: pd.DataFrame) -> str:
+    return ", ".join(sorted(set(runs.get("dataset", pd.Series(dtype=str)).dropna().astype(str)))) or "?"
+
+
+# -- Table 1 -----------------------------------------------------------------------------------
+
+@renderer("st-table1")
+def table1(ctx: Context) -> list[tuple[Path, str]]:
+    """Table 1 from the four per-dataset manifests: ours beside the paper's Sparse Transformer and the
+    best baseline of each dataset. Called from a part (one scale) or from st-table1 (scale "none":
+    every stored scale)."""
+    from repro.manifest import ManifestError, resolve
+
+    root = ctx.out_dir.parent
+    rows = []
+    for paper_dataset, name in TABLE1_PARTS.items():
+        try:
+            part = resolve(name)
+        except ManifestError:
+            continue
+        listed = part.reference.get("table1") or []
+        ours_paper = next((e for e in listed if "Sparse Transformer" in e.get("model", "")), {})
+        baselines = [e for e in listed if "Sparse Transformer" not in e.get("model", "")]
+        best = min(baselines, key=lambda e: e["bits"]) if baselines else None
+        stored = _finished(table(root, name))
+        if ctx.scale != "none" and not stored.empty:
+            stored = stored[stored["scale"] == ctx.scale]
+        if stored.empty:
+            rows.append({"paper dataset": paper_dataset, "scale": "", "our data": "", "our model": "",
+                         "params": None, "our bits": None, "split": "", "paper bits": ours_paper.get("bits"),
+                         "paper model": ours_paper.get("model", ""),
+                         "best baseline (paper)": f"{best['model']} {best['bits']}" if best else "",
+                         "manifest": name})
+            continue
+        for _, run in stored.iterrows():
+            spec = RunDir(root, name, run["run_id"]).spec()
+            m = spec.get("model", {})
+            metric = _bits_metric(pd.DataFrame([run]))
+            rows.append({
+                "paper dataset": paper_dataset, "scale": run["scale"], "our data": run.get("dataset"),
+                "our model": f"{m.get('pattern')} {m.get('layers')}L d{m.get('d_model')} l={m.get('stride')}",
+                "params": int(run["params"]) if _num(run.get("params")) is not None else None,
+                "our bits": _num(run.get(metric)), "split": metric.split("_")[0],
+                "paper bits": ours_paper.get("bits"), "paper model": ours_paper.get("model", ""),
+                "best baseline (paper)": f"{best['model']} {best['bits']}" if best else "",
+                "manifest": name})
+    frame = pd.DataFrame(rows)
+    stem = "table1"
+    md = _write_table(ctx, stem, frame, "Table 1: density modelling (bits per byte / per dim)", [
+        "our bits come from the stand-in datasets at the stated scale; tiny-scale numbers are NOT comparable "
+        "to the paper's (different data, models 1000x smaller, minutes of CPU training)",
+        "split: test unless the run scored only valid (tiny image runs)"])
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    shown = frame.dropna(subset=["our bits"]) if "our bits" in frame else frame.iloc[0:0]
+    labels = [f"{r['paper dataset']}\n({r['our data']}, {r['scale']})" for _, r in shown.iterrows()]
+    x = np.arange(len(shown))
+    ax.bar(x - 0.2, shown["our bits"].astype(float) if len(shown) else [], 0.4, label="ours")
+    ax.bar(x + 0.2, shown["paper bits"].astype(float) if len(shown) else [], 0.4, label="paper (its own data)")
+    ax.set_xticks(x, labels, fontsize=7)
+    ax.set_ylabel("bits per byte / dim")
+    ax.legend(fontsize=7)
+    label = ctx.label if ctx.scale != "none" else "scale: every stored scale | data: stand-ins named per bar"
+    ax.set_title(f"Table 1: ours vs the paper\n{label}", fontsize=9)
+    path = _save(fig, ctx.figure_path(stem))
+    return [(path, f"Table 1, ours beside the paper's Sparse Transformer ({label}); table: figures/{md.name}")]
+
+
+# -- Table 2 -----------------------------------------------------------------------------------
+
+@renderer("st-table2")
+def table2(ctx: Context) -> list[tuple[Path, str]]:
+    """Dense vs strided vs fixed: bits and seconds per step from the same runs, beside the paper's."""
+    runs = _finished(ctx.runs)
+    if runs.empty:
+        return []
+    metric = _bits_metric(runs)
+    key = next(k for k in ctx.manifest.grid_for(ctx.scale) if _short(k) == "pattern")
+    dense = runs[runs[key] == "dense"]
+    dense_sps = _num(dense["seconds_per_step"].iloc[0]) if not dense.empty else None
+    ref_dense = _reference_for(ctx, {key: "dense"}).get("seconds_per_step")
+    rows = []
+    for _, run in runs.iterrows():
+        ref = _reference_for(ctx, {key: run[key]})
+        sps = _num(run.get("seconds_per_step"))
+        rows.append({"pattern": run[key], "data": run.get("dataset"), f"our {metric}": _num(run.get(metric)),
+                     "our s/step": sps, "our speed-up vs dense": (dense_sps / sps) if dense_sps and sps else None,
+                     "paper bits (test)": ref.get("test_bits"), "paper s/iter": ref.get("seconds_per_step"),
+                     "paper speed-up vs dense": (ref_dense / ref["seconds_per_step"])
+                     if ref_dense and ref.get("seconds_per_step") else None,
+                     "params": run.get("params"), "keys/query": _num(run.get("attn_keys_per_query"))})
+    order = {"dense": 0, "strided": 1, "fixed": 2}
+    frame = pd.DataFrame(rows).sort_values("pattern", key=lambda s: s.map(order))
+    md = _write_table(ctx, "table2", frame, f"{ctx.manifest.title}", [
+        f"our bits: {metric} (the whole split); s/step: median wall time of a training step after warm-up, "
+        "on the scale's hardware (tiny: 2 CPU cores shared with another job)",
+        "paper: 8 V100s, same batch size for every pattern"])
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
+    x = np.arange(len(frame))
+    axes[0].bar(x - 0.2, frame[f"our {metric}"], 0.4, label=f"ours ({metric})")
+    axes[0].bar(x + 0.2, frame["paper bits (test)"].astype(float), 0.4, label="paper (test)")
+    axes[0].set_xticks(x, frame["pattern"])
+    axes[0].set_ylabel("bits")
+    lo = np.nanmin(np.r_[frame[f"our {metric}"].astype(float), frame["paper bits (test)"].astype(float)])
+    axes[0].set_ylim(max(0.0, lo - 0.3), None)
+    axes[0].legend(fontsize=7)
+    axes[1].bar(x - 0.2, frame["our speed-up vs dense"].astype(float), 0.4, label="ours")
+    axes[1].bar(x + 0.2, frame["paper speed-up vs dense"].astype(float), 0.4, label="paper")
+    axes[1].axhline(1.0, color="k", lw=0.8)
+    axes[1].set_xticks(x, frame["pattern"])
+    axes[1].set_ylabel("training speed-up vs dense")
+    axes[1].legend(fontsize=7)
+    fig.suptitle(f"{ctx.manifest.name}: patterns, bits and speed\n{ctx.label}", fontsize=9)
+    path = _save(fig, ctx.figure_path("table2"))
+    return [(path, f"Table 2 ({ctx.label}): bits and training speed-up per pattern; table: figures/{md.name}")]
+
+
+# -- Table 3 -----------------------------------------------------------------------------------
+
+@renderer("st-table3")
+def table3(ctx: Context) -> list[tuple[Path, str]]:
+    """Bits against the minimum evaluation context, ours and the paper's (as fractions of the block)."""
+    runs = _finished(ctx.runs)
+    if runs.empty:
+        return []
+    metric = _bits_metric(runs)
+    key = next(k for k in ctx.manifest.grid_for(ctx.scale) if _short(k) == "min_context")
+    rows = []
+    for _, run in runs.iterrows():
+        spec = RunDir(ctx.out_dir.parent, ctx.manifest.name, run["run_id"]).spec()
+        block = spec["data"]["block"]
+        ctxlen = int(run[key])
+        rows.append({"min_context": ctxlen, "block": block, "fraction": ctxlen / block,
+                     f"our {metric}": _num(run.get(metric)), "targets": run.get(f"{metric.split('_')[0]}_targets"),
+                     "final train bits": _last_train_bits(RunDir(ctx.out_dir.parent, ctx.manifest.name, run["run_id"])),
+                     "paper bits (at this min_context)": _reference_for(ctx, {key: run[key]}).get("test_bits")})
+    frame = pd.DataFrame(rows).sort_values("min_context")
+    paper = pd.DataFrame(ctx.manifest.reference.get("table3") or [])
+    notes = [f"our bits: {metric}; every target of the split scored once with at least min_context tokens of "
+             "context inside its window",
+             "final train bits equal across rows = the cells trained the same model (the engine evaluates one "
+             "min_context per run, so each cell retrains it with the same spec and seed)"]
+    if not paper.empty:
+        notes.append("paper (enwik8, block 12,288): " + ", ".join(
+            f"{int(r.min_context)} ({r.min_context / 12288:.3f}) -> {r.bits}" for r in paper.itertuples()))
+    md = _write_table(ctx, "table3", frame, ctx.manifest.title, notes)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot(frame["fraction"], frame[f"our {metric}"], "o-", label=f"ours ({metric}, block {frame['block'].iloc[0]})")
+    ax.set_xlabel("minimum context / block")
+    ax.set_ylabel("our bits")
+    if not paper.empty:
+        ax2 = ax.twinx()
+        ax2.plot(paper["min_context"] / 12288, paper["bits"], "s--", color="C1", label="paper (enwik8, right axis)")
+        ax2.set_ylabel("paper bits per byte")
+        ax2.grid(False)
+        ax2.legend(fontsize=7, loc="upper center")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(f"Table 3: bits vs minimum evaluation context\n{ctx.label}", fontsize=9)
+    path = _save(fig, ctx.figure_path("table3"))
+    return [(path, f"Table 3 ({ctx.label}): bits against the minimum context at evaluation; table: figures/{md.name}")]
+
+
+# -- Table 4 -----------------------------------------------------------------------------------
+
+def _seq_len(run: pd.Series, spec: dict[str, Any]) -> int:
+    return int(spec["data"].get("seq_len") or spec["data"]["block"])
+
+
+@renderer("st-table4")
+def table4(ctx: Context) -> list[tuple[Path, str]]:
+    """Per sequence length: every width's peak memory and bits, and the widest model within the budget."""
+    runs = _finished(ctx.runs)
+    if runs.empty:
+        return []
+    budget = (ctx.manifest.reference.get("memory_budget_bytes") or {}).get(ctx.scale)
+    root = ctx.out_dir.parent
+    rows = []
+    for _, run in runs.iterrows():
+        spec = RunDir(root, ctx.manifest.name, run["run_id"]).spec()
+        peak = _num(run.get("peak_memory_bytes"))
+        rows.append({"seq_len": _seq_len(run, spec), "d_model": spec["model"]["d_model"],
+                     "layers": spec["model"]["layers"], "params": int(run["params"]),
+                     "peak memory (MiB)": peak / 2**20 if peak else None,
+                     "fits budget": bool(peak is not None and budget is not None and peak <= budget),
+                     "valid bits": _num(run.get("valid_bits")), "test bits": _num(run.get("test_bits")),
+                     "s/step": _num(run.get("seconds_per_step"))})
+    frame = pd.DataFrame(rows).sort_values(["seq_len", "params"])
+    chosen = []
+    for seq_len, group in frame.groupby("seq_len"):
+        fit = group[group["fits budget"]]
+        best = fit.iloc[-1] if not fit.empty else None
+        chosen.append({"seq_len": seq_len, "largest fitting params": best["params"] if best is not None else None,
+                       "its valid bits": best["valid bits"] if best is not None else None,
+                       "its peak memory (MiB)": best["peak memory (MiB)"] if best is not None else None})
+    chosen = pd.DataFrame(chosen)
+    paper = pd.DataFrame(ctx.manifest.reference.get("table4") or [])
+    shrinks = chosen["largest fitting params"].dropna()
+    verdict = ("the largest fitting model shrinks (or stays) as the length grows"
+               if len(shrinks) == len(chosen) and shrinks.is_monotonic_decreasing else
+               "the largest fitting model does NOT shrink monotonically with length (or some length has none)")
+    md = _write_table(ctx, "table4", frame, ctx.manifest.title, [
+        f"budget at this scale: {budget / 2**20:,.0f} MiB" if budget else "no budget for this scale",
+        "largest model within the budget per length: " + "; ".join(
+            f"{int(r['seq_len'])}: {_fmt(r['largest fitting params'])} params, valid bits "
+            f"{_fmt(r['its valid bits'])}" for _, r in chosen.iterrows()),
+        f"verdict ({ctx.scale}): {verdict}",
+        "paper (16 GB V100, classical music): " + ", ".join(
+            f"{int(r.seq_len)}: {r.params / 1e6:.0f}M params -> {r.bits}" for r in paper.itertuples()),
+        "peak memory on CPU = the process's peak resident set (runtime and data included)"])
+    write_atomic(ctx.figure_path("table4-largest", "csv"), chosen.to_csv(index=False))
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.6))
+    for d, group in frame.groupby("d_model"):
+        axes[0].plot(group["seq_len"], group["peak memory (MiB)"], "o-", label=f"d={d} ({_fmt(group['params'].iloc[0])} params)")
+        axes[1].plot(group["seq_len"], group["valid bits"], "o-", label=f"d={d}")
+    if budget:
+        axes[0].axhline(budget / 2**20, color="r", ls="--", lw=1, label="budget")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length (samples)")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("peak memory (MiB)")
+    axes[1].set_ylabel("valid bits per sample")
+    fig.suptitle(f"Table 4: length vs model size under a memory budget\n{ctx.label}", fontsize=9)
+    path = _save(fig, ctx.figure_path("table4"))
+    return [(path, f"Table 4 ({ctx.label}): peak memory and bits per length and width; {verdict}; "
+                   f"table: figures/{md.name}")]
+
+
+# -- Figure 2 ----------------------------------------------------------------------------------
+
+@renderer("st-fig2")
+def fig2(ctx: Context) -> list[tuple[Path, str]]:
+    """Attention of one query pixel in every layer and head of a dense image model, on the image grid."""
+    out = []
+    root = ctx.out_dir.parent
+    for _, run in _finished(ctx.runs).iterrows():
+        rd = RunDir(root, ctx.manifest.name, run["run_id"])
+        if not (rd.path / "analysis.npz").exists():
+            continue
+        arrays = rd.arrays("analysis.npz")
+        att, query = arrays["attention_query"], int(arrays["query_position"])
+        rows, cols, ch = (int(v) for v in arrays["shape"])
+        if rows == 0:
+            continue
+        layers, heads, _ = att.shape
+        image = arrays["sequence"][: rows * cols * ch].reshape(rows, cols, ch)
+        qpix = query // ch
+        plt = _pyplot()
+        fig, axes = plt.subplots(heads, layers + 1, figsize=(1.9 * (layers + 1), 2.0 * heads), squeeze=False)
+        for h in range(heads):
+            ax = axes[h, 0]
+            shown = image[..., 0] if ch == 1 else image
+            ax.imshow(shown, cmap="gray" if ch == 1 else None, vmin=0, vmax=255)
+            ax.plot(qpix % cols, qpix // cols, "r+", ms=9, mew=2)
+            ax.set_title("input (query +)" if h == 0 else "", fontsize=7)
+            ax.axis("off")
+            for layer in range(layers):
+                w = np.zeros(rows * cols * ch)
+                w[: query] = att[layer, h, 1: query + 1]  # input j holds element j - 1
+                grid = w.reshape(rows, cols, ch).sum(-1)
+                ax = axes[h, layer + 1]
+                ax.imshow(grid, cmap="magma", vmin=0)
+                ax.plot(qpix % cols, qpix // cols, "c+", ms=7, mew=1.5)
+                ax.set_title(f"layer {layer + 1}, head {h + 1}", fontsize=7)
+                ax.axis("off")
+        fig.suptitle(f"Figure 2: attention of one query pixel, dense model\n{ctx.label}", fontsize=9)
+        path = _save(fig, ctx.figure_path(f"fig2-{run['run_id']}"))
+        out.append((path, f"Figure 2 ({ctx.label}): where the query pixel (row {qpix // cols}, column "
+                          f"{qpix % cols}) attends in each layer and head of the dense model, first valid image"))
+    return out
+
+
+# -- Figure 3 ----------------------------------------------------------------------------------
+
+@renderer("st-fig3")
+def fig3(ctx: Context) -> list[tuple[Path, str]]:
+    """The patterns' halves, union and two-layer connectivity (n = 36, l = 6), as matrices and as the
+    paper's 6 x 6 view of one output."""
+    from repro.models import patterns as P
+
+    n, stride, c = 36, 6, 1
+    panels = P.figure3(n=n, stride=stride, c=c)
+    plt = _pyplot()
+    fig, axes = plt.subplots(3, 4, figsize=(9, 7))
+    for r, (pattern, mats) in enumerate(panels.items()):
+        names = [k for k in mats if k not in ("union", "connectivity")] + ["union", "connectivity"]
+        for col in range(4):
+            ax = axes[r, col]
+            ax.axis("off")
+            if col < len(names):
+                name = names[col]
+                ax.imshow(mats[name], cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
+                ax.set_title(f"{pattern}: {name}", fontsize=8)
+        axes[r, 0].axis("on")
+        axes[r, 0].set_ylabel("output i", fontsize=7)
+    fig.suptitle(f"Figure 3: attention matrices (row = output, column = input), n={n}, l={stride}, c={c}\n"
+                 f"{ctx.label}", fontsize=9)
+    path = _save(fig, ctx.figure_path("fig3-matrices"))
+    # the paper's top row: which inputs one output reaches, on a 6 x 6 grid
+    fig, axes = plt.subplots(3, 4, figsize=(7, 5.5))
+    side = int(math.isqrt(n))
+    query = 4 * side + 3  # row 4, column 3: the halves of strided and fixed differ there
+    for r, (pattern, mats) in enumerate(panels.items()):
+        names = [k for k in mats if k not in ("union", "connectivity")] + ["union", "connectivity"]
+        for col in range(4):
+            ax = axes[r, col]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if col >= len(names):
+                ax.axis("off")
+                continue
+            grid = mats[names[col]][query].reshape(side, side).astype(float)
+            grid[query // side, query % side] = 0.5  # the output itself
+            ax.imshow(grid, cmap="Blues", vmin=0, vmax=1)
+            ax.set_title(f"{pattern}: {names[col]}", fontsize=8)
+    fig.suptitle(f"Figure 3 (6 x 6 view): inputs reaching output {query} (row 4, column 3)\n{ctx.label}", fontsize=9)
+    path2 = _save(fig, ctx.figure_path("fig3-grid"))
+    valid = {p: bool(P.check_valid(p, n, stride, c, combine="interleaved")) for p in P.PATTERNS}
+    detail = ", ".join(f"{p}: {'every earlier input reached in 2 layers' if ok else 'NOT fully connected'}"
+                       for p, ok in valid.items())
+    return [(path, f"Figure 3 ({ctx.label}): halves, union and two-layer connectivity; {detail}"),
+            (path2, f"Figure 3, the paper's 6 x 6 view ({ctx.label}): inputs output {query} attends to "
+                    "(half-shaded: the output itself; later positions are never attended)")]
+
+
+# -- Figure 4 ----------------------------------------------------------------------------------
+
+@renderer("st-fig4")
+def fig4(ctx: Context) -> list[tuple[Path, str]]:
+    """Peak memory, seconds per step and bits with and without checkpointing."""
+    runs = _finished(ctx.runs)
+    if runs.empty:
+        return []
+    key = next(k for k in ctx.manifest.grid_for(ctx.scale) if _short(k) == "checkpointing")
+    rows = [{"checkpointing": bool(run[key]), "data": run.get("dataset"),
+             "peak memory (MiB)": _num(run.get("peak_memory_bytes")) / 2**20 if _num(run.get("peak_memory_bytes")) else None,
+             "s/step": _num(run.get("seconds_per_step")), "valid bits": _num(run.get("valid_bits")),
+             "params": run.get("params")} for _, run in runs.iterrows()]
+    frame = pd.DataFrame(rows).sort_values("checkpointing")
+    md = _write_table(ctx, "fig4", frame, ctx.manifest.title, [
+        "peak memory: torch.cuda.max_memory_allocated on GPU; the process's peak resident set on CPU "
+        "(each cell run in its own process)", "the paper gives no numbers for this figure (a diagram)"])
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(7, 3.2))
+    labels = ["off" if not v else "on" for v in frame["checkpointing"]]
+    axes[0].bar(labels, frame["peak memory (MiB)"])
+    axes[0].set_ylabel("peak memory (MiB)")
+    axes[0].set_xlabel("checkpointing")
+    axes[1].bar(labels, frame["s/step"], color="C1")
+    axes[1].set_ylabel("seconds per step")
+    axes[1].set_xlabel("checkpointing")
+    fig.suptitle(f"Figure 4: gradient checkpointing, memory and time\n{ctx.label}", fontsize=9)
+    path = _save(fig, ctx.figure_path("fig4"))
+    return [(path, f"Figure 4 ({ctx.label}): peak memory and step time with/without checkpointing; table: figures/{md.name}")]
+
+
+# -- Figure 5 ----------------------------------------------------------------------------------
+
+@renderer("st-fig5")
+def fig5(ctx: Context) -> list[tuple[Path, str]]:
+    """The newest sample grid under each run's samples/ (written by ``repro sample``)."""
+    out = []
+    for _, run in _finished(ctx.runs).iterrows():
+        rd = RunDir(ctx.out_dir.parent, ctx.manifest.name, run["run_id"])
+        found = sorted((rd.path / "samples").glob("*.png"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            continue
+        dest = ctx.figure_path(f"fig5-{run['run_id']}")
+        shutil.copyfile(found[-1], dest)
+        out.append((dest, f"Figure 5 ({ctx.label}): unconditional samples, temperature 1.0, from run "
+                          f"{run['run_id']} (samples/{found[-1].name})"))
+    return out
+
+
+# -- ablations ---------------------------------------------------------------------------------
+
+@renderer("st-ablation")
+def ablation(ctx: Context) -> list[tuple[Path, str]]:
+    """One grid axis (reference.ablation_key) against bits and seconds per step."""
+    runs = _finished(ctx.runs)
+    if runs.empty:
+        return []
+    key = ctx.manifest.reference.get("ablation_key") or next(iter(ctx.manifest.grid_for(ctx.scale)))
+    metric = _bits_metric(runs)
+    rows = []
+    for _, run in runs.iterrows():
+        ref = _reference_for(ctx, {key: run[key]})
+        rows.append({_short(key): run[key], "data": run.get("dataset"), f"our {metric}": _num(run.get(metric)),
+                     "our s/step": _num(run.get("seconds_per_step")),
+                     "keys/query": _num(run.get("attn_keys_per_query")), "params": run.get("params"),
+                     "paper": ref.get("label", ""), "paper bits": ref.get("test_bits")})
+    frame = pd.DataFrame(rows)
+    values = ctx.manifest.grid_for(ctx.scale).get(key, [])
+    frame["_order"] = frame[_short(key)].map({v: i for i, v in enumerate(values)})
+    frame = frame.sort_values("_order").drop(columns="_order")
+    rule = ctx.manifest.reference.get("rule")
+    md = _write_table(ctx, "ablation", frame, ctx.manifest.title,
+                      [f"our bits: {metric}", "an ablation the paper did not run: no paper values"]
+                      + ([f"paper's rule: {rule}"] if rule else []))
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    labels = [str(v) for v in frame[_short(key)]]
+    axes[0].bar(labels, frame[f"our {metric}"])
+    lo = np.nanmin(frame[f"our {metric}"].astype(float))
+    hi = np.nanmax(frame[f"our {metric}"].astype(float))
+    axes[0].set_ylim(lo - max(0.05, hi - lo), hi + 0.5 * max(0.05, hi - lo))
+    axes[0].set_ylabel(metric)
+    axes[0].set_xlabel(_short(key))
+    axes[1].bar(labels, frame["our s/step"], color="C1")
+    axes[1].set_ylabel("seconds per step")
+    axes[1].set_xlabel(_short(key))
+    fig.suptitle(f"{ctx.manifest.name}: {_short(key)} against bits and step time\n{ctx.label}", fontsize=9)
+    path = _save(fig, ctx.figure_path("ablation"))
+    return [(path, f"Ablation of {_short(key)} ({ctx.label}); table: figures/{md.name}")]
