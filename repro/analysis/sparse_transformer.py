@@ -68,6 +68,8 @@ def _fmt(value: Any, digits: int = 4) -> str:
     if isinstance(value, (int, np.integer)):
         return f"{int(value):,}"
     if isinstance(value, (float, np.floating)):
+        if float(value).is_integer() and abs(value) >= 1000:
+            return f"{int(value):,}"
         return f"{value:.{digits}g}" if abs(value) < 1e6 else f"{value:.3e}"
     return str(value)
 
@@ -81,10 +83,11 @@ def _markdown(frame: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body])
 
 
-def _write_table(ctx: Context, stem: str, frame: pd.DataFrame, title: str, notes: list[str] = ()) -> Path:
+def _write_table(ctx: Context, stem: str, frame: pd.DataFrame, title: str, notes: list[str] = (),
+                 label: str | None = None) -> Path:
     """The table as markdown (title, scale and data named, notes) and CSV; returns the markdown path."""
     md = ctx.figure_path(stem, "md")
-    lines = [f"# {title}", "", f"{ctx.label}", "", _markdown(frame), ""] + [f"- {n}" for n in notes]
+    lines = [f"# {title}", "", label or ctx.label, "", _markdown(frame), ""] + [f"- {n}" for n in notes]
     write_atomic(md, "\n".join(lines) + "\n")
     write_atomic(ctx.figure_path(stem, "csv"), frame.to_csv(index=False))
     return md
@@ -174,7 +177,8 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
                 "manifest": name})
     frame = pd.DataFrame(rows)
     stem = "table1"
-    md = _write_table(ctx, stem, frame, "Table 1: density modelling (bits per byte / per dim)", [
+    label = ctx.label if ctx.scale != "none" else "scale: every stored scale | data: stand-ins named per row"
+    md = _write_table(ctx, stem, frame, "Table 1: density modelling (bits per byte / per dim)", label=label, notes=[
         "our bits come from the stand-in datasets at the stated scale; tiny-scale numbers are NOT comparable "
         "to the paper's (different data, models 1000x smaller, minutes of CPU training)",
         "split: test unless the run scored only valid (tiny image runs)"])
@@ -188,7 +192,6 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
     ax.set_xticks(x, labels, fontsize=7)
     ax.set_ylabel("bits per byte / dim")
     ax.legend(fontsize=7)
-    label = ctx.label if ctx.scale != "none" else "scale: every stored scale | data: stand-ins named per bar"
     ax.set_title(f"Table 1: ours vs the paper\n{label}", fontsize=9)
     path = _save(fig, ctx.figure_path(stem))
     return [(path, f"Table 1, ours beside the paper's Sparse Transformer ({label}); table: figures/{md.name}")]
