@@ -25,6 +25,7 @@ from repro.spec import RunSpec, SpecError, build_run
 TOP_KEYS = {"name", "title", "paper", "renders", "description", "base", "grid", "scales", "reference",
             "claims", "notes"}
 SCALES = ("tiny", "small", "paper")
+VARIANT = "variant"  # the grid key whose values are named override mappings
 SHIPPED = Path(__file__).resolve().parent.parent / "experiments"
 
 
@@ -77,7 +78,10 @@ class Manifest:
             cell = dict(zip(grid, values))
             resolved = copy.deepcopy(config)
             for key, value in cell.items():
-                _set(resolved, key, value)
+                for k, v in (value.items() if key == VARIANT else [(key, value)]):
+                    if not (key == VARIANT and k == "name"):
+                        _set(resolved, k, v)
+            cell = {k: v["name"] if k == VARIANT else v for k, v in cell.items()}
             try:
                 runs.append(build_run(self.name, scale, cell, resolved))
             except SpecError as err:
@@ -139,6 +143,13 @@ def _check_grid(path: Path, where: str, grid: Any, base: dict, known: dict) -> N
     if not isinstance(grid, dict):
         raise ManifestError(f"{path}: {where}: expected a mapping of dotted keys to lists")
     for key, values in grid.items():
+        if key == VARIANT:
+            names = [v.get("name") if isinstance(v, dict) else None for v in values or [None]]
+            if not isinstance(values, list) or not all(isinstance(n, str) for n in names):
+                raise ManifestError(f"{path}: {where}.{key}: expected a list of mappings, each with a name")
+            if len(set(names)) != len(names):
+                raise ManifestError(f"{path}: {where}.{key}: variant names must be unique")
+            continue
         if key not in known and not _has(base, key):
             raise ManifestError(f"{path}: {where}.{key}: grid key is not set in base")
         if not isinstance(values, list) or not values:

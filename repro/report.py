@@ -80,7 +80,13 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         lines += [_markdown(frame), ""]
         figures = analysis.render_all(manifest, rows, scale, out_dir)
         for path, caption in figures:
-            lines += [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]
+            if path.suffix == ".md":  # a renderer's table: inlined
+                lines += [path.read_text().strip(), "", f"([{path.name}]({path.relative_to(out_dir)}), "
+                          f"[csv]({path.with_suffix('.csv').relative_to(out_dir)}))", ""]
+            elif path.suffix in (".png", ".svg", ".jpg", ".jpeg", ".gif"):
+                lines += [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]
+            else:
+                lines += [f"[{caption}]({path.relative_to(out_dir)})", ""]
         if manifest.claims:
             lines += [f"### Claims at scale `{scale}`", ""]
         for claim in manifest.claims:
