@@ -1,0 +1,494 @@
+"""Renderers of the Adaptive Span paper (Sukhbaatar et al. 2019): Tables 1-3, Figures 1-5, two ablations.
+
+Every renderer reads only the run store (``summary.json``, ``spec.yaml``, ``analysis.npz``) and the
+manifest's ``reference`` (the paper's numbers, copied into the manifest), and writes into
+``results/reports/``: figures as PNG + PDF under ``figures/`` (title: the scale and the dataset), tables as
+markdown + CSV under ``tables/`` with the paper's values beside ours. It returns the files with captions.
+
+FLOPs. ``summary.flops_per_token`` counts 2 FLOPs per multiply-accumulate and the relative-position term
+(``repro.flops``). The paper's tables count 1 per MAC and no position term; the tables and Figure 3 show
+ours in the paper's convention, derived from the summary alone:
+``(flops_per_token - 2 * sum(effective spans) * d_h) / 2``.
+
+The soft mask of Figure 2 is re-derived here in numpy (analysis never imports models):
+m_z(x) = min(max((R + z - x) / R, 0), 1) for distance x, span z and ramp R.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from repro.analysis import Context, renderer
+from repro.store import write_atomic
+
+Files = list[tuple[Path, str]]
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def soft_mask(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
+    """m_z(x) = min(max((R + z - x) / R, 0), 1) (the paper's soft mask, numpy)."""
+    return np.clip((ramp + z - np.asarray(x, dtype=float)) / ramp, 0.0, 1.0)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="paper")
+    return plt
+
+
+def _save(ctx: Context, fig, stem: str) -> Path:
+    path = ctx.figure_path(stem)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    fig.savefig(ctx.figure_path(stem, "pdf"))
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+def _title(ctx: Context, what: str) -> str:
+    return f"{what}\n{ctx.label}" + (" — NOT the paper's numbers" if ctx.scale != "paper" else "")
+
+
+def _finished(ctx: Context) -> pd.DataFrame:
+    runs = ctx.runs
+    if runs.empty or "status" not in runs:
+        return runs.iloc[0:0]
+    return runs[runs["status"] == "finished"]
+
+
+def _col(runs: pd.DataFrame, key: str) -> str | None:
+    """The run-table column of grid key ``key`` (exact or dotted suffix)."""
+    for c in runs.columns:
+        if c == key or str(c).endswith("." + key):
+            return c
+    return None
+
+
+def _spec(ctx: Context, run_id: str) -> dict[str, Any]:
+    try:
+        return ctx.run_dir(run_id).spec()
+    except FileNotFoundError:
+        return {}
+
+
+def _model(ctx: Context, run_id: str) -> dict[str, Any]:
+    return _spec(ctx, run_id).get("model") or {}
+
+
+def paper_flops(summary: dict[str, Any], model: dict[str, Any]) -> float | None:
+    """Our FLOPs per token in the paper's table convention (1 per MAC, no position term)."""
+    total, effs = summary.get("flops_per_token"), summary.get("effective_spans")
+    if total is None or not effs or not model.get("d_model") or not model.get("heads"):
+        return None
+    d_h = model["d_model"] / model["heads"]
+    return (float(total) - 2.0 * float(np.sum([np.sum(layer) for layer in effs])) * d_h) / 2.0
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        if abs(value) >= 1e5:
+            return _si(value)
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.0f}"
+    if isinstance(value, (int, np.integer)) and abs(value) >= 1e5:
+        return _si(float(value))
+    return str(value)
+
+
+def _si(value: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body])
+
+
+def _write_table(ctx: Context, stem: str, frame: pd.DataFrame, caption: str) -> Path:
+    """``tables/<manifest>-<stem>-<scale>.md`` (caption + table) and ``.csv``; returns the .md path."""
+    base = ctx.out_dir / "tables" / f"{ctx.manifest.name}-{stem}-{ctx.scale}"
+    write_atomic(base.with_suffix(".csv"), frame.to_csv(index=False))
+    write_atomic(base.with_suffix(".md"), f"{caption}\n\n{_markdown(frame)}\n")
+    return base.with_suffix(".md")
+
+
+def _paper_rows(ctx: Context, key: str) -> list[dict[str, Any]]:
+    return list((ctx.manifest.reference or {}).get(key) or [])
+
+
+def _label(row: pd.Series, keys: Iterable[str]) -> str:
+    return " ".join(f"{str(k).rsplit('.', 1)[-1]}={row[k]}" for k in keys if k in row) or str(row["run_id"])
+
+
+def _our_rows(ctx: Context, runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Our finished runs as table rows, in the paper's columns."""
+    keys = list(ctx.manifest.grid_for(ctx.scale))
+    out = []
+    for _, row in runs.iterrows():
+        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
+        model = _model(ctx, row["run_id"])
+        out.append({
+            "model": f"ours: {_label(row, keys)}",
+            "layers": model.get("layers"),
+            "S": (model.get("span") or {}).get("limit"),
+            "avg span": summary.get("avg_span"),
+            "params": summary.get("params"),
+            "FLOPs (paper conv.)": paper_flops(summary, model),
+            "dev bits": summary.get("valid_bits"),
+            "test bits": summary.get("test_bits"),
+            "source": f"this repo, scale {ctx.scale}, {summary.get('dataset', '?')}",
+        })
+    return out
+
+
+def _table_files(ctx: Context, stem: str, paper_key: str, what: str) -> Files:
+    """A paper table with our rows appended (paper rows first, as the paper prints them)."""
+    rows = []
+    for p in _paper_rows(ctx, paper_key):
+        rows.append({"model": p.get("model"), "layers": p.get("layers"), "S": p.get("S"),
+                     "avg span": p.get("avg_span"), "params": p.get("params"),
+                     "FLOPs (paper conv.)": p.get("flops"), "dev bits": p.get("dev_bpc"),
+                     "test bits": p.get("test_bpc"), "source": f"paper ({p.get('source', 'this paper')})"})
+    rows += _our_rows(ctx, _finished(ctx))
+    frame = pd.DataFrame(rows, columns=["model", "layers", "S", "avg span", "params", "FLOPs (paper conv.)",
+                                        "dev bits", "test bits", "source"])
+    caption = (f"{what} — the paper's rows (its datasets) beside ours ({ctx.label}). Scale {ctx.scale}: "
+               f"our absolute numbers are not comparable to the paper's.")
+    return [(_write_table(ctx, stem, frame, caption), caption)]
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+@renderer("as-table1")
+def table1(ctx: Context) -> Files:
+    """Table 1 (text8): T12 / Adaptive-Span small / large, plus the paper's prior-work rows."""
+    return _table_files(ctx, "table1", "table1", "Table 1 (text8): bits per character, spans, parameters, FLOPs")
+
+
+@renderer("as-table2")
+def table2(ctx: Context) -> Files:
+    """Table 2 (enwik8)."""
+    return _table_files(ctx, "table2", "table2", "Table 2 (enwik8): bits per byte, spans, parameters, FLOPs")
+
+
+@renderer("as-table3")
+def table3(ctx: Context) -> Files:
+    """Table 3: static (adaptive) vs dynamic span at S = 1024."""
+    return _table_files(ctx, "table3", "table3", "Table 3 (text8, S=1024): adaptive vs dynamic span")
+
+
+# -- figures -----------------------------------------------------------------------------------
+
+@renderer("as-fig1")
+def fig1(ctx: Context) -> Files:
+    """Figure 1: attention weight by distance of two heads of a fixed-span model (one local, one long).
+
+    The two heads are picked from every layer's heads by their mean attended distance
+    sum_x x a(x) / sum_x a(x): the smallest (local) and the largest (long)."""
+    files: Files = []
+    plt = _plt()
+    for _, row in _finished(ctx).iterrows():
+        path = ctx.run_dir(row["run_id"]).path / "analysis.npz"
+        if not path.exists():
+            continue
+        att = ctx.run_dir(row["run_id"]).arrays("analysis.npz")["attention_by_distance"]  # (L, H, S)
+        L, H, S = att.shape
+        x = np.arange(S)
+        a = np.nan_to_num(att)
+        mean_dist = (a * x).sum(-1) / np.maximum(a.sum(-1), 1e-12)
+        local = np.unravel_index(np.argmin(mean_dist), mean_dist.shape)
+        long = np.unravel_index(np.argmax(mean_dist), mean_dist.shape)
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=False)
+        for ax, (layer, head), name in zip(axes, (local, long), ("local head", "long-range head")):
+            ax.plot(x, att[layer, head], lw=1)
+            ax.set_title(f"{name}: layer {layer + 1}, head {head + 1} (mean distance {mean_dist[layer, head]:.0f})",
+                         fontsize=8)
+            ax.set_xlabel("distance t - r (tokens)")
+            ax.set_ylabel("mean attention weight")
+            ax.set_xlim(0, S)
+        fig.suptitle(_title(ctx, f"Figure 1: attention by distance, fixed span S={S}"), fontsize=9)
+        out = _save(ctx, fig, f"fig1-{row['run_id']}")
+        caption = (f"Figure 1 ({ctx.label}): mean attention weight against distance for two heads of the "
+                   f"fixed-span model (S={S}): the most local head (layer {local[0] + 1} head {local[1] + 1}, "
+                   f"mean distance {mean_dist[local]:.0f}) and the longest-range one (layer {long[0] + 1} head "
+                   f"{long[1] + 1}, mean distance {mean_dist[long]:.0f}). Paper: one head attends only to the "
+                   f"last few tokens, the other over the whole span.")
+        files.append((out, caption))
+    return files
+
+
+@renderer("as-fig2")
+def fig2(ctx: Context) -> Files:
+    """Figure 2: the soft mask m_z(x) (pure function), with the masks our stored runs learned if any."""
+    plt = _plt()
+    ref = (ctx.manifest.reference or {}).get("fig2") or {}
+    z, R = float(ref.get("z", 64)), float(ref.get("ramp", 32))
+    xmax = float(ref.get("x_max", z + 2 * R + 32))
+    x = np.linspace(0, xmax, 1000)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    ax = axes[0]
+    ax.plot(x, soft_mask(x, z, R), lw=2, color="k")
+    ax.axvline(z, ls=":", color="gray")
+    ax.axvline(z + R, ls=":", color="gray")
+    ax.annotate("z", (z, 0.5), xytext=(4, 0), textcoords="offset points")
+    ax.annotate("z + R", (z + R, 0.8), xytext=(4, 0), textcoords="offset points")
+    ax.set_xlabel("distance x = t - r")
+    ax.set_ylabel("m_z(x)")
+    ax.set_title(f"the soft mask, z={z:g}, R={R:g} (formula, no training)", fontsize=8)
+    ax = axes[1]
+    learned = 0
+    for _, row in _finished(ctx).iterrows():
+        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
+        model = _model(ctx, row["run_id"])
+        span = model.get("span") or {}
+        if span.get("kind") != "adaptive" or not summary.get("spans"):
+            continue
+        S, r = float(span.get("limit")), float(span.get("ramp", R))
+        zs = [zz for layer in summary["spans"] for zz in layer]
+        xs = np.linspace(0, min(S, max(zs) + 2 * r + 16), 1000)
+        for i, layer in enumerate(summary["spans"]):
+            for j, zz in enumerate(layer):
+                ax.plot(xs, soft_mask(xs, zz, r), lw=1, alpha=0.8, color=plt.cm.viridis(i / max(1, len(summary["spans"]) - 1)),
+                        label=f"layer {i + 1}" if j == 0 else None)
+                learned += 1
+        ax.set_title(f"masks learned by our heads (S={S:g}, R={r:g})", fontsize=8)
+        break
+    if learned:
+        ax.legend(fontsize=6)
+        ax.set_xlabel("distance x = t - r")
+        ax.set_ylabel("m_z(x)")
+    else:
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no stored run", ha="center")
+    fig.suptitle(_title(ctx, "Figure 2: the soft masking function m_z(x)"), fontsize=9)
+    out = _save(ctx, fig, "fig2")
+    caption = (f"Figure 2 ({ctx.label}): m_z(x) = min(max((R + z - x)/R, 0), 1): 1 up to distance z, a linear "
+               f"ramp of width R, 0 beyond z + R (left, the formula re-derived in numpy)"
+               + (f"; right: the {learned} masks our stored adaptive run learned." if learned else "."))
+    return [(out, caption)]
+
+
+def _by_kind_limit(ctx: Context) -> pd.DataFrame:
+    runs = _finished(ctx)
+    kind, limit = _col(runs, "span.kind"), _col(runs, "span.limit")
+    rows = []
+    for _, row in runs.iterrows():
+        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
+        model = _model(ctx, row["run_id"])
+        span = model.get("span") or {}
+        rows.append({"kind": row[kind] if kind else span.get("kind"),
+                     "S": int(row[limit] if limit else span.get("limit")),
+                     "dev bits": summary.get("valid_bits"), "test bits": summary.get("test_bits"),
+                     "avg span": summary.get("avg_span"),
+                     "FLOPs (paper conv.)": paper_flops(summary, model),
+                     "flops_per_token": summary.get("flops_per_token"),
+                     "seconds_per_step": summary.get("seconds_per_step")})
+    return pd.DataFrame(rows, columns=["kind", "S", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)",
+                                       "flops_per_token", "seconds_per_step"]).sort_values(["kind", "S"])
+
+
+@renderer("as-fig3")
+def fig3(ctx: Context) -> Files:
+    """Figure 3: dev bits, average span and FLOPs against S, fixed vs adaptive; paper's values dashed."""
+    plt = _plt()
+    ours = _by_kind_limit(ctx)
+    ref = (ctx.manifest.reference or {}).get("fig3") or {}
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    panels = [("dev bits", "dev_bits", "dev bits per character"), ("avg span", "avg_span", "average span (tokens)"),
+              ("FLOPs (paper conv.)", "flops", "FLOPs per token (paper convention)")]
+    colors = {"fixed": "C0", "adaptive": "C1"}
+    for ax, (col, ref_key, ylabel) in zip(axes, panels):
+        for kind, group in ours.groupby("kind"):
+            ax.plot(group["S"], group[col], "o-", color=colors.get(kind, "C2"), label=f"ours: {kind}")
+        twin = None
+        for kind, values in (ref.get(ref_key) or {}).items():
+            if not isinstance(values, dict):
+                continue
+            xs = sorted(int(k) for k in values)
+            target = ax
+            if ref_key == "dev_bits":  # the paper's bits are on another scale: a second axis
+                twin = twin or ax.twinx()
+                target = twin
+            target.plot(xs, [values[k] if k in values else values[str(k)] for k in xs], "s--",
+                        color=colors.get(kind, "C2"), alpha=0.5, label=f"paper (~): {kind}")
+        if ref_key == "avg_span":
+            xs = sorted(set(ours["S"]) | set(int(s) for s in ref.get("span_limits", [])))
+            ax.plot(xs, xs, ":", color="gray", lw=1, label="S (fixed span = S)")
+        ax.set_xscale("log", base=2)
+        if ref_key in ("avg_span", "flops"):
+            ax.set_yscale("log")
+        ax.set_xlabel("maximum span S")
+        ax.set_ylabel(ylabel)
+        handles, labels = ax.get_legend_handles_labels()
+        if twin is not None:
+            twin.set_ylabel("paper dev bpc (~, read off the plot)", fontsize=7)
+            h2, l2 = twin.get_legend_handles_labels()
+            handles, labels = handles + h2, labels + l2
+            twin.grid(False)
+        ax.legend(handles, labels, fontsize=6)
+    fig.suptitle(_title(ctx, "Figure 3: fixed vs adaptive span as S grows"), fontsize=9)
+    out = _save(ctx, fig, "fig3")
+    caption = (f"Figure 3 ({ctx.label}): dev bits, average span and FLOPs per token against the maximum span S, "
+               f"fixed (blue) vs adaptive (orange); dashed: the paper's values read off its plot (approximate; "
+               f"text8, 12-layer model; its bits on the right-hand axis).")
+    table = _write_table(ctx, "fig3", ours, f"Figure 3 data ({ctx.label})")
+    return [(out, caption), (table, f"Figure 3 data ({ctx.label})")]
+
+
+def layer_halves(spans: list[list[float]]) -> tuple[float, float]:
+    """Mean span of the lower and of the upper half of the layers (middle layer excluded when odd)."""
+    L = len(spans)
+    lower, upper = spans[: L // 2], spans[(L + 1) // 2:]
+    return float(np.mean(lower)), float(np.mean(upper))
+
+
+@renderer("as-fig4")
+def fig4(ctx: Context) -> Files:
+    """Figure 4: the adaptive span of every head, by layer (effective span min(S, z + R), log scale)."""
+    plt = _plt()
+    files: Files = []
+    for _, row in _finished(ctx).iterrows():
+        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
+        effs, zs = summary.get("effective_spans"), summary.get("spans")
+        if not effs:
+            continue
+        S = summary.get("span_limit")
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        rng = np.random.default_rng(0)
+        for i, layer in enumerate(effs):
+            ax.scatter(np.full(len(layer), i + 1) + rng.uniform(-0.15, 0.15, len(layer)), layer, s=22, alpha=0.8,
+                       color="C1")
+        ax.set_yscale("log")
+        ax.set_xlabel("layer")
+        ax.set_ylabel("span min(S, z + R) (tokens)")
+        ax.set_xticks(range(1, len(effs) + 1))
+        if S:
+            ax.axhline(S, ls=":", color="gray", lw=1)
+        fig.suptitle(_title(ctx, f"Figure 4: span of every head by layer (S={S})"), fontsize=9)
+        out = _save(ctx, fig, f"fig4-{row['run_id']}")
+        low, up = layer_halves(zs)
+        verdict = "holds" if low < up else "does not hold"
+        per_layer = ", ".join(f"L{i + 1}: {np.mean(layer):.0f}" for i, layer in enumerate(zs))
+        caption = (f"Figure 4 ({ctx.label}): span of each head by layer (S={S}). Mean z per layer: {per_layer}. "
+                   f"The paper's tendency 'higher layers have longer spans' {verdict} here: lower-half mean z "
+                   f"{low:.1f} vs upper-half {up:.1f} tokens (judged by this renderer; not a manifest claim).")
+        files.append((out, caption))
+    return files
+
+
+@renderer("as-fig5")
+def fig5(ctx: Context) -> Files:
+    """Figure 5: the dynamic span (mean over layers and heads) at each character of the paper's phrase."""
+    plt = _plt()
+    files: Files = []
+    for _, row in _finished(ctx).iterrows():
+        path = ctx.run_dir(row["run_id"]).path / "analysis.npz"
+        if not path.exists():
+            continue
+        arrays = ctx.run_dir(row["run_id"]).arrays("analysis.npz")
+        if "dynamic_spans" not in arrays:
+            continue
+        spans, text = arrays["dynamic_spans"], [str(c) for c in arrays["dynamic_spans_text"]]
+        fig, ax = plt.subplots(figsize=(10, 3.2))
+        ax.bar(range(len(spans)), spans, color="C1")
+        ax.set_xticks(range(len(spans)))
+        ax.set_xticklabels(["␣" if c == " " else c for c in text], fontsize=8)
+        ax.set_ylabel("average dynamic span z_t")
+        fig.suptitle(_title(ctx, "Figure 5: dynamic span per character"), fontsize=9)
+        out = _save(ctx, fig, f"fig5-{row['run_id']}")
+        starts = [i for i in range(len(text)) if text[i] != " " and (i == 0 or text[i - 1] == " ")]
+        inner = [i for i in range(len(text)) if text[i] != " " and i not in starts]
+        s_mean, i_mean = float(np.mean(spans[starts])), float(np.mean(spans[inner]))
+        caption = (f"Figure 5 ({ctx.label}): mean dynamic span over layers and heads at each character of "
+                   f"'{''.join(text)}' (read after a full span of the valid split). Word-initial characters: "
+                   f"{s_mean:.1f} tokens on average, other letters {i_mean:.1f}; the paper sees larger spans at "
+                   f"word starts — {'also' if s_mean > i_mean else 'not'} the case here.")
+        files.append((out, caption))
+    return files
+
+
+# -- ablations ---------------------------------------------------------------------------------
+
+@renderer("as-ablate-ramp")
+def ablate_ramp(ctx: Context) -> Files:
+    """The ramp width R against dev bits and average span (an ablation the paper did not run)."""
+    plt = _plt()
+    runs = _finished(ctx)
+    ramp = _col(runs, "span.ramp") or _col(runs, "ramp")
+    rows = []
+    for _, row in runs.iterrows():
+        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
+        rows.append({"R": int(row[ramp]) if ramp else None, "dev bits": summary.get("valid_bits"),
+                     "test bits": summary.get("test_bits"), "avg span": summary.get("avg_span"),
+                     "FLOPs (paper conv.)": paper_flops(summary, _model(ctx, row["run_id"]))})
+    frame = pd.DataFrame(rows, columns=["R", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)"]).sort_values("R")
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
+    axes[0].plot(frame["R"], frame["dev bits"], "o-")
+    axes[0].set_ylabel("dev bits")
+    axes[1].plot(frame["R"], frame["avg span"], "o-", color="C1")
+    axes[1].set_ylabel("average span (tokens)")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("ramp width R")
+        ref_r = (ctx.manifest.reference or {}).get("paper_ramp", 32)
+        ax.axvline(ref_r, ls=":", color="gray", lw=1)
+    fig.suptitle(_title(ctx, "Ablation: the soft mask's ramp width R (paper: R = 32)"), fontsize=9)
+    out = _save(ctx, fig, "ramp")
+    caption = f"Ablation of R ({ctx.label}): dev bits and average span against the ramp width; dotted: the paper's R."
+    table = _write_table(ctx, "ramp", frame, f"Ablation of R ({ctx.label}); the paper only used R = 32")
+    return [(out, caption), (table, f"Ablation of R, data ({ctx.label})")]
+
+
+@renderer("as-ablate-lambda")
+def ablate_lambda(ctx: Context) -> Files:
+    """The span penalty lambda x S: the accuracy / average-span frontier (an ablation the paper did not run)."""
+    plt = _plt()
+    runs = _finished(ctx)
+    lam, limit = _col(runs, "span.loss_coef") or _col(runs, "loss_coef"), _col(runs, "span.limit")
+    rows = []
+    for _, row in runs.iterrows():
+        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
+        model = _model(ctx, row["run_id"])
+        span = model.get("span") or {}
+        rows.append({"lambda": float(row[lam]) if lam else span.get("loss_coef"),
+                     "S": int(row[limit]) if limit else span.get("limit"),
+                     "dev bits": summary.get("valid_bits"), "test bits": summary.get("test_bits"),
+                     "avg span": summary.get("avg_span"), "FLOPs (paper conv.)": paper_flops(summary, model)})
+    frame = pd.DataFrame(rows, columns=["lambda", "S", "dev bits", "test bits", "avg span",
+                                        "FLOPs (paper conv.)"]).sort_values(["S", "lambda"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, (S, group) in enumerate(frame.groupby("S")):
+        group = group.sort_values("avg span")
+        ax.plot(group["avg span"], group["dev bits"], "o-", color=f"C{i}", label=f"S={S}")
+        for _, g in group.iterrows():
+            ax.annotate(f"λ={g['lambda']:.0e}", (g["avg span"], g["dev bits"]), fontsize=6,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("average span (tokens)")
+    ax.set_ylabel("dev bits")
+    ax.legend(fontsize=7)
+    fig.suptitle(_title(ctx, "Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
+    out = _save(ctx, fig, "lambda")
+    paper_lambda = (ctx.manifest.reference or {}).get("paper_lambda")
+    caption = (f"Ablation of λ ({ctx.label}): dev bits against average span for each λ and S"
+               + (f"; the paper used λ = {paper_lambda}." if paper_lambda else "."))
+    table = _write_table(ctx, "lambda", frame, f"Ablation of λ x S ({ctx.label})")
+    return [(out, caption), (table, f"Ablation of λ x S, data ({ctx.label})")]
