@@ -385,7 +385,11 @@ def fig4(ctx: Context) -> Files:
         fig.suptitle(_title(ctx, f"Figure 4: span of every head by layer (S={S})"), fontsize=9)
         out = _save(ctx, fig, f"fig4-{row['run_id']}")
         low, up = layer_halves(zs)
-        verdict = "holds" if low < up else "does not hold"
+        ramp = float((_model(ctx, row["run_id"]).get("span") or {}).get("ramp", 32))
+        if abs(up - low) < 0.25 * ramp:
+            verdict = f"cannot be told (the halves differ by under R/4 = {0.25 * ramp:g} tokens)"
+        else:
+            verdict = "holds" if low < up else "does not hold"
         per_layer = ", ".join(f"L{i + 1}: {np.mean(layer):.0f}" for i, layer in enumerate(zs))
         caption = (f"Figure 4 ({ctx.label}): span of each head by layer (S={S}). Mean z per layer: {per_layer}. "
                    f"The paper's tendency 'higher layers have longer spans' {verdict} here: lower-half mean z "

@@ -144,7 +144,7 @@ def test_figures(tmp_path, name, stems):
     assert "scale: tiny" in text
     assert all(r.verdict.status != "not evaluable" for r in results), [r.verdict for r in results]
     if name == "as-fig4":
-        assert "holds here" in text  # synthetic spans grow with depth
+        assert "holds here" in text  # synthetic spans grow with depth by more than R/4
     if name == "as-fig5":
         assert "Word-initial characters" in text
     if name == "as-fig3":
