@@ -21,7 +21,7 @@ from repro.errors import UserError
 from repro.evaluation import evaluate
 from repro.manifest import Manifest
 from repro.spec import RunSpec, build_run
-from repro.store import FAILED, FINISHED, RUNNING, RunDir
+from repro.store import FAILED, FINISHED, RUNNING, RunDir, finished_twin
 from repro.tracking import StoreLogger, wandb_logger
 from repro.training import AtomicCheckpoint, Diverged, LMDataModule, LMModule, StepTimer, peak_memory_bytes
 
@@ -29,7 +29,7 @@ from repro.training import AtomicCheckpoint, Diverged, LMDataModule, LMModule, S
 @dataclass
 class Outcome:
     spec: RunSpec
-    status: str  # finished | skipped | failed
+    status: str  # finished | skipped | reused | failed
     summary: dict
 
 
@@ -71,6 +71,10 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
     run = RunDir(root, spec.manifest, spec.run_id)
     if run.finished:
         return Outcome(spec, "skipped", run.summary())
+    twin = finished_twin(root, spec.manifest, spec.run_id)
+    if twin is not None:
+        echo(f"  same spec already finished under {twin.path.parent.name}: reused, not retrained")
+        return Outcome(spec, "reused", run.adopt(twin, spec.manifest, spec.cell))
     options = spec.data.options()
     train_data, vocab = datasets.open_split(spec.data.name, "train", **options)
     info = datasets.dataset_info(spec.data.name)

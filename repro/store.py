@@ -6,6 +6,7 @@ interrupted writer never sees half a file. ``table`` flattens the store into one
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import tempfile
@@ -23,16 +24,29 @@ def results_root(path: str | Path | None = None) -> Path:
     return Path(path or os.environ.get("REPRO_RESULTS") or "results")
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode())
+
+
+def finished_twin(root: Path, manifest: str, run_id: str) -> "RunDir | None":
+    """A finished run with this id stored under another manifest (same spec, same result)."""
+    for summary in sorted((root / "runs").glob(f"*/{run_id}/summary.json")):
+        other = RunDir(root, summary.parent.parent.name, run_id)
+        if other.path.parent.name != manifest and other.finished and "reused_from" not in other.summary():
+            return other
+    return None
 
 
 class RunDir:
@@ -73,15 +87,32 @@ class RunDir:
 
     def write_arrays(self, name: str, arrays: dict[str, Any]) -> None:
         """Numpy arrays of a run (e.g. attention statistics for a figure), written atomically."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".npz")
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, self.path / name)
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        write_bytes_atomic(self.path / name, buffer.getvalue())
 
     def arrays(self, name: str) -> dict[str, Any]:
         with np.load(self.path / name) as npz:
             return {k: npz[k] for k in npz.files}
+
+    def adopt(self, source: "RunDir", manifest: str, cell: dict[str, Any]) -> dict[str, Any]:
+        """Take over a finished run of the same spec stored under another manifest (the run id is the
+        spec's hash, so the result is the same): files copied, the checkpoint hard-linked when possible."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        for name in ("metrics.csv", "analysis.npz"):
+            if (source.path / name).exists():
+                write_bytes_atomic(self.path / name, (source.path / name).read_bytes())
+        if source.last_checkpoint is not None:
+            self.checkpoints.mkdir(exist_ok=True)
+            try:
+                os.link(source.last_checkpoint, self.checkpoints / "last.ckpt")
+            except OSError:
+                pass  # another filesystem: `repro sample` then needs the source run's checkpoint
+        self.write_spec({**source.spec(), "manifest": manifest, "cell": cell})
+        summary = {**source.summary(), "manifest": manifest, "cell": cell,
+                   "reused_from": source.path.parent.name}
+        self.write_summary(summary)
+        return summary
 
     @property
     def finished(self) -> bool:

@@ -61,6 +61,19 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
     assert len(text) == 2 and all(len(t.strip("\n")) == 12 for t in text)
 
 
+def test_a_spec_finished_under_another_manifest_is_reused_not_retrained(tmp_path, write_manifest, capsys):
+    first = write_manifest()
+    second = write_manifest(name="other.yaml", text=first.read_text().replace("name: t-tiny", "name: t-other"))
+    assert main(["run", str(first)]) == 0
+    assert main(["run", str(second)]) == 0
+    assert "reused, not retrained" in capsys.readouterr().out
+    _, spec = only_run(first)
+    a = RunDir(tmp_path / "results", "t-tiny", spec.run_id).summary()
+    b = RunDir(tmp_path / "results", "t-other", spec.run_id).summary()
+    assert b["reused_from"] == "t-tiny" and b["manifest"] == "t-other" and b["test_bits"] == a["test_bits"]
+    assert (tmp_path / "results" / "runs" / "t-other" / spec.run_id / "checkpoints" / "last.ckpt").exists()
+
+
 KILLER = textwrap.dedent("""\
     import os, signal, sys
     import lightning.pytorch as pl
