@@ -322,19 +322,20 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
     for seq_len, group in frame.groupby("seq_len"):
         fit = group[group["fits budget"]]
         best = fit.iloc[-1] if not fit.empty else None
-        chosen.append({"seq_len": seq_len, "largest fitting params": best["params"] if best is not None else None,
+        chosen.append({"seq_len": seq_len, "largest fitting d_model": best["d_model"] if best is not None else None,
+                       "largest fitting params": best["params"] if best is not None else None,
                        "its valid bits": best["valid bits"] if best is not None else None,
                        "its peak memory (MiB)": best["peak memory (MiB)"] if best is not None else None})
     chosen = pd.DataFrame(chosen)
     paper = pd.DataFrame(ctx.manifest.reference.get("table4") or [])
-    shrinks = chosen["largest fitting params"].dropna()
-    verdict = ("the largest fitting model shrinks (or stays) as the length grows"
+    shrinks = chosen["largest fitting d_model"].dropna()  # width: params also count position embeddings
+    verdict = ("the widest fitting model narrows (or stays) as the length grows"
                if len(shrinks) == len(chosen) and shrinks.is_monotonic_decreasing else
-               "the largest fitting model does NOT shrink monotonically with length (or some length has none)")
+               "the widest fitting model does NOT narrow monotonically with length (or some length has none)")
     md = _write_table(ctx, "table4", frame, ctx.manifest.title, [
         f"budget at this scale: {budget / 2**20:,.0f} MiB" if budget else "no budget for this scale",
         "largest model within the budget per length: " + "; ".join(
-            f"{int(r['seq_len'])}: {_fmt(r['largest fitting params'])} params, valid bits "
+            f"{int(r['seq_len'])}: d {_fmt(r['largest fitting d_model'])}, {_fmt(r['largest fitting params'])} params, valid bits "
             f"{_fmt(r['its valid bits'])}" for _, r in chosen.iterrows()),
         f"verdict ({ctx.scale}): {verdict}",
         "paper (16 GB V100, classical music): " + ", ".join(
