@@ -281,13 +281,15 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
     ax.plot(frame["fraction"], frame[f"our {metric}"], "o-", label=f"ours ({metric}, block {frame['block'].iloc[0]})")
     ax.set_xlabel("minimum context / block")
     ax.set_ylabel("our bits")
+    handles, names = ax.get_legend_handles_labels()
     if not paper.empty:
         ax2 = ax.twinx()
         ax2.plot(paper["min_context"] / 12288, paper["bits"], "s--", color="C1", label="paper (enwik8, right axis)")
         ax2.set_ylabel("paper bits per byte")
         ax2.grid(False)
-        ax2.legend(fontsize=7, loc="upper center")
-    ax.legend(fontsize=7, loc="upper right")
+        more = ax2.get_legend_handles_labels()
+        handles, names = handles + more[0], names + more[1]
+    ax.legend(handles, names, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     ax.set_title(f"Table 3: bits vs minimum evaluation context\n{ctx.label}", fontsize=9)
     path = _save(fig, ctx.figure_path("table3"))
     return [(path, f"Table 3 ({ctx.label}): bits against the minimum context at evaluation; table: figures/{md.name}")]
