@@ -43,6 +43,7 @@ class Claim:
     id: str
     text: str
     check: str
+    scales: list[str] | None = None  # judged only at these scales (None: every scale)
 
 
 @dataclass
@@ -161,13 +162,17 @@ def _claims(path: Path, items: Any) -> list[Claim]:
         raise ManifestError(f"{path}: claims: expected a list")
     out = []
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or set(item) - {"id", "text", "check"} or "check" not in item:
-            raise ManifestError(f"{path}: claims[{i}]: expected a mapping with id, text and check")
+        if not isinstance(item, dict) or set(item) - {"id", "text", "check", "scales"} or "check" not in item:
+            raise ManifestError(f"{path}: claims[{i}]: expected a mapping with id, text, check (and scales)")
+        scales = item.get("scales")
+        if scales is not None and not (isinstance(scales, list) and all(isinstance(x, str) for x in scales)):
+            raise ManifestError(f"{path}: claims[{i}].scales: expected a list of scale names")
         try:
             claims.parse(str(item["check"]))
         except claims.ClaimError as err:
             raise ManifestError(f"{path}: claims[{i}]: {err}") from None
-        out.append(Claim(id=str(item.get("id", i)), text=str(item.get("text", "")), check=str(item["check"])))
+        out.append(Claim(id=str(item.get("id", i)), text=str(item.get("text", "")), check=str(item["check"]),
+                         scales=scales))
     return out
 
 

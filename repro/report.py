@@ -87,9 +87,10 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
                 lines += [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]
             else:
                 lines += [f"[{caption}]({path.relative_to(out_dir)})", ""]
-        if manifest.claims:
+        judged = [c for c in manifest.claims if c.scales is None or scale in c.scales]
+        if judged:
             lines += [f"### Claims at scale `{scale}`", ""]
-        for claim in manifest.claims:
+        for claim in judged:
             verdict = claims.evaluate(claim.check, rows, keys)
             results.append(ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict))
             lines += [f"- **{claim.id}** — {claim.text} — **{verdict.status}** (`{claim.check}`: {verdict.detail})"]

@@ -29,7 +29,8 @@ def only_run(path: Path):
 
 
 def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
-    path = write_manifest(claims="claims:\n  - {id: learns, text: learns, check: 'test_bits[] < 4.75'}\n")
+    path = write_manifest(claims="claims:\n  - {id: learns, text: learns, check: 'test_bits[] < 4.75'}\n"
+                                 "  - {id: at-paper, text: x, check: 'test_bits[] < 1', scales: [paper]}\n")
     assert main(["run", str(path)]) == 0
     m, spec = only_run(path)
     run = RunDir(tmp_path / "results", m.name, spec.run_id)
@@ -52,6 +53,7 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
     report = (tmp_path / "results" / "reports" / "t-tiny.md").read_text()
     assert "Scale: tiny" in report and "dataset: file" in report
     assert "**learns** — learns — **" in report and "not evaluable" not in report
+    assert "at-paper" not in report  # judged at the paper scale only
     assert (tmp_path / "results" / "reports" / "t-tiny.csv").exists()
     assert (tmp_path / "results" / "reports" / "figures" / "t-tiny-curves-tiny.png").exists()
 
