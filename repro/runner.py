@@ -23,7 +23,7 @@ from repro.manifest import Manifest
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, RUNNING, RunDir, finished_twin
 from repro.tracking import StoreLogger, wandb_logger
-from repro.training import AtomicCheckpoint, Diverged, LMDataModule, LMModule, StepTimer, peak_memory_bytes
+from repro.training import AtomicCheckpoint, Diverged, LMDataModule, LMModule, TrainingMeter
 
 
 @dataclass
@@ -125,7 +125,7 @@ def _trainer(spec: RunSpec, run: RunDir, loggers: list, devices: int, callbacks:
     return pl.Trainer(
         accelerator="auto", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto",
         precision=spec.train.precision, max_steps=spec.train.steps, max_epochs=-1, logger=loggers,
-        callbacks=[AtomicCheckpoint(run.checkpoints, spec.train.checkpoint_every), StepTimer(), *callbacks],
+        callbacks=[AtomicCheckpoint(run.checkpoints, spec.train.checkpoint_every), TrainingMeter(), *callbacks],
         enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0, enable_model_summary=False,
         log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(),
         default_root_dir=str(run.path), use_distributed_sampler=False,
@@ -138,10 +138,11 @@ def _evaluate_and_analyse(spec: RunSpec, model: torch.nn.Module, trainer: pl.Tra
     (and at every swept context); stores the family's figure arrays (analysis.npz)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device)
-    seconds_per_step = trainer.callback_metrics.get(StepTimer.KEY)
-    final = {"seconds_per_step": float(seconds_per_step) if seconds_per_step is not None else None,
-             "peak_memory_bytes": peak_memory_bytes(device), "flops_per_token": float(model.flops_per_token()),
-             **model.stats()}
+    measured = {key: float(trainer.callback_metrics[key]) if key in trainer.callback_metrics else None
+                for key in (TrainingMeter.SECONDS, TrainingMeter.PEAK)}
+    if measured[TrainingMeter.PEAK] is not None:
+        measured[TrainingMeter.PEAK] = int(measured[TrainingMeter.PEAK])
+    final = {**measured, "flops_per_token": float(model.flops_per_token()), **model.stats()}
     splits = {name: datasets.open_split(spec.data.name, name, **spec.data.options())[0]
               for name in {*spec.eval.splits, "valid", *(["test"] if spec.eval.context_sweep else [])}}
     for name in spec.eval.splits:

@@ -194,17 +194,21 @@ class AtomicCheckpoint(pl.Callback):
         trainer.strategy.barrier()
 
 
-class StepTimer(pl.Callback):
-    """Median wall-clock seconds per training step (the first ``skip`` steps, warm-up, not counted).
+class TrainingMeter(pl.Callback):
+    """Median wall-clock seconds per training step (the first ``skip`` steps, warm-up, not counted) and
+    the peak memory of training, measured in the process that trains.
 
-    The result goes into ``trainer.callback_metrics[KEY]``, which Lightning carries back to the main
-    process under ``ddp_spawn``.
+    Results go into ``trainer.callback_metrics`` (``SECONDS`` and ``PEAK``), which Lightning carries
+    back to the main process under ``ddp_spawn``.
     """
 
-    KEY = "seconds_per_step"
+    SECONDS, PEAK = "seconds_per_step", "peak_memory_bytes"
 
     def __init__(self, skip: int = 3):
         self.skip, self.times, self._t0 = skip, [], 0.0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        reset_peak_memory(pl_module.device)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._t0 = time.perf_counter()
@@ -215,13 +219,29 @@ class StepTimer(pl.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         times = self.times[self.skip:] or self.times
         if times:
-            trainer.callback_metrics[self.KEY] = torch.tensor(float(np.median(times)))
+            trainer.callback_metrics[self.SECONDS] = torch.tensor(float(np.median(times)))
+        trainer.callback_metrics[self.PEAK] = torch.tensor(float(peak_memory_bytes(pl_module.device)))
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start a fresh peak: CUDA's allocator statistics, or the process's peak RSS on Linux (so runs that
+    share one process do not inherit an earlier run's peak)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    except OSError:
+        pass  # not Linux: the peak is the process's lifetime peak
 
 
 def peak_memory_bytes(device: torch.device) -> int:
-    """Peak accelerator memory allocated by torch on CUDA; on CPU the process's peak resident set size."""
+    """Peak memory since :func:`reset_peak_memory`: bytes allocated by torch on CUDA; on CPU the peak
+    resident set size of this process (model, optimizer, activations and the runtime together)."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
-    peak_kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                   resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # ddp_spawn workers are children
-    return int(peak_kib * 1024)
+    try:
+        status = Path("/proc/self/status").read_text()
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024
+    except (OSError, StopIteration):
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)

@@ -111,6 +111,15 @@ def test_sigkill_resume_matches_uninterrupted_run(tmp_path, write_manifest):
     assert steps.is_unique and list(steps) == list(RunDir(tmp_path / "straight", m.name, spec.run_id).metrics()["step"])
 
 
+def test_peak_memory_is_the_runs_own(tmp_path, write_manifest):
+    ballast = torch.ones(400_000_000, dtype=torch.float32)  # 1.6 GB resident before the run starts
+    ballast.add_(1)
+    del ballast
+    m, spec = only_run(write_manifest())
+    peak = runner.run_spec(spec, m, tmp_path / "results").summary["peak_memory_bytes"]
+    assert 0 < peak < 1_400_000_000
+
+
 class PoisonAt(pl.Callback):
     def __init__(self, step: int):
         self.step = step
