@@ -170,8 +170,8 @@ def cmd_run(args) -> int:
         if outcome.status == "failed":
             failed += 1
             continue
-        print(f"  {outcome.status}: valid {s.get('valid_bits', float('nan')):.4f} / test "
-              f"{s.get('test_bits', float('nan')):.4f} bits per {s.get('dataset_unit', 'symbol')} "
+        scores = " / ".join(f"{split} {s[f'{split}_bits']:.4f}" for split in spec.eval.splits if f"{split}_bits" in s)
+        print(f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
               f"on {s.get('dataset')}", flush=True)
     return 1 if failed else 0
 

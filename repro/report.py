@@ -10,6 +10,7 @@ suffixes, an empty match fits every run) and shows ``paper <metric>`` beside its
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,10 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         lines += [_markdown(frame), ""]
         figures = analysis.render_all(manifest, rows, scale, out_dir)
         for path, caption in figures:
-            if path.suffix == ".md":  # a renderer's table: inlined
-                lines += [path.read_text().strip(), "", f"([{path.name}]({path.relative_to(out_dir)}), "
+            if path.suffix == ".md":  # a renderer's table: inlined, its headings under this section's
+                table_md = re.sub(r"^(#+) ", lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ",
+                                  path.read_text().strip(), flags=re.M)
+                lines += [table_md, "", f"([{path.name}]({path.relative_to(out_dir)}), "
                           f"[csv]({path.with_suffix('.csv').relative_to(out_dir)}))", ""]
             elif path.suffix in (".png", ".svg", ".jpg", ".jpeg", ".gif"):
                 lines += [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]

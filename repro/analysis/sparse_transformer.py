@@ -194,7 +194,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
     ax.legend(fontsize=7)
     ax.set_title(f"Table 1: ours vs the paper\n{label}", fontsize=9)
     path = _save(fig, ctx.figure_path(stem))
-    return [(path, f"Table 1, ours beside the paper's Sparse Transformer ({label}); table: figures/{md.name}")]
+    return [(md, "table"), (path, f"Table 1, ours beside the paper's Sparse Transformer ({label})")]
 
 
 # -- Table 2 -----------------------------------------------------------------------------------
@@ -244,41 +244,36 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].legend(fontsize=7)
     fig.suptitle(f"{ctx.manifest.name}: patterns, bits and speed\n{ctx.label}", fontsize=9)
     path = _save(fig, ctx.figure_path("table2"))
-    return [(path, f"Table 2 ({ctx.label}): bits and training speed-up per pattern; table: figures/{md.name}")]
+    return [(md, "table"), (path, f"Table 2 ({ctx.label}): bits and training speed-up per pattern")]
 
 
 # -- Table 3 -----------------------------------------------------------------------------------
 
 @renderer("st-table3")
 def table3(ctx: Context) -> list[tuple[Path, str]]:
-    """Bits against the minimum evaluation context, ours and the paper's (as fractions of the block)."""
+    """Bits against the minimum evaluation context: ONE trained model whose test split was scored at
+    each context of ``eval.context_sweep`` (summary ``test_bits_ctx<N>``), beside the paper's values."""
     runs = _finished(ctx.runs)
     if runs.empty:
         return []
-    metric = _bits_metric(runs)
-    key = next(k for k in ctx.manifest.grid_for(ctx.scale) if _short(k) == "min_context")
-    rows = []
-    for _, run in runs.iterrows():
-        spec = RunDir(ctx.out_dir.parent, ctx.manifest.name, run["run_id"]).spec()
-        block = spec["data"]["block"]
-        ctxlen = int(run[key])
-        rows.append({"min_context": ctxlen, "block": block, "fraction": ctxlen / block,
-                     f"our {metric}": _num(run.get(metric)), "targets": run.get(f"{metric.split('_')[0]}_targets"),
-                     "final train bits": _last_train_bits(RunDir(ctx.out_dir.parent, ctx.manifest.name, run["run_id"])),
-                     "paper bits (at this min_context)": _reference_for(ctx, {key: run[key]}).get("test_bits")})
-    frame = pd.DataFrame(rows).sort_values("min_context")
+    run = runs.iloc[0]
+    summary = run["_summary"]
+    block = ctx.run_dir(run["run_id"]).spec()["data"]["block"]
+    sweep = sorted((int(k[len("test_bits_ctx"):]), v) for k, v in summary.items() if k.startswith("test_bits_ctx"))
+    if not sweep:
+        return []
+    frame = pd.DataFrame([{"min_context": c, "block": block, "fraction": c / block, "our test bits": bits}
+                          for c, bits in sweep])
     paper = pd.DataFrame(ctx.manifest.reference.get("table3") or [])
-    notes = [f"our bits: {metric}; every target of the split scored once with at least min_context tokens of "
-             "context inside its window",
-             "final train bits equal across rows = the cells trained the same model (the engine evaluates one "
-             "min_context per run, so each cell retrains it with the same spec and seed)"]
+    notes = [f"one model (run {run['run_id']}), its whole test split scored once per minimum context; every "
+             "scored target has at least min_context tokens of context inside its window"]
     if not paper.empty:
         notes.append("paper (enwik8, block 12,288): " + ", ".join(
             f"{int(r.min_context)} ({r.min_context / 12288:.3f}) -> {r.bits}" for r in paper.itertuples()))
     md = _write_table(ctx, "table3", frame, ctx.manifest.title, notes)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(frame["fraction"], frame[f"our {metric}"], "o-", label=f"ours ({metric}, block {frame['block'].iloc[0]})")
+    ax.plot(frame["fraction"], frame["our test bits"], "o-", label=f"ours (test bits, block {block})")
     ax.set_xlabel("minimum context / block")
     ax.set_ylabel("our bits")
     handles, names = ax.get_legend_handles_labels()
@@ -292,7 +287,8 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
     ax.legend(handles, names, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     ax.set_title(f"Table 3: bits vs minimum evaluation context\n{ctx.label}", fontsize=9)
     path = _save(fig, ctx.figure_path("table3"))
-    return [(path, f"Table 3 ({ctx.label}): bits against the minimum context at evaluation; table: figures/{md.name}")]
+    return [(md, "Table 3 table"),
+            (path, f"Table 3 ({ctx.label}): bits against the minimum context at evaluation")]
 
 
 # -- Table 4 -----------------------------------------------------------------------------------
@@ -359,8 +355,7 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].set_ylabel("valid bits per sample")
     fig.suptitle(f"Table 4: length vs model size under a memory budget\n{ctx.label}", fontsize=9)
     path = _save(fig, ctx.figure_path("table4"))
-    return [(path, f"Table 4 ({ctx.label}): peak memory and bits per length and width; {verdict}; "
-                   f"table: figures/{md.name}")]
+    return [(md, "table"), (path, f"Table 4 ({ctx.label}): peak memory and bits per length and width; {verdict}")]
 
 
 # -- Figure 2 ----------------------------------------------------------------------------------
@@ -488,7 +483,7 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].set_xlabel("checkpointing")
     fig.suptitle(f"Figure 4: gradient checkpointing, memory and time\n{ctx.label}", fontsize=9)
     path = _save(fig, ctx.figure_path("fig4"))
-    return [(path, f"Figure 4 ({ctx.label}): peak memory and step time with/without checkpointing; table: figures/{md.name}")]
+    return [(md, "table"), (path, f"Figure 4 ({ctx.label}): peak memory and step time with/without checkpointing")]
 
 
 # -- Figure 5 ----------------------------------------------------------------------------------
@@ -548,4 +543,4 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].set_xlabel(_short(key))
     fig.suptitle(f"{ctx.manifest.name}: {_short(key)} against bits and step time\n{ctx.label}", fontsize=9)
     path = _save(fig, ctx.figure_path("ablation"))
-    return [(path, f"Ablation of {_short(key)} ({ctx.label}); table: figures/{md.name}")]
+    return [(md, "table"), (path, f"Ablation of {_short(key)} ({ctx.label})")]
