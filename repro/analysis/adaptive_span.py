@@ -102,6 +102,8 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         if abs(value) >= 1e5:
             return _si(value)
+        if 0 < abs(value) < 1e-2:  # e.g. lambda
+            return f"{value:.1e}"
         return f"{value:.3f}" if abs(value) < 10 else f"{value:.0f}"
     if isinstance(value, (int, np.integer)) and abs(value) >= 1e5:
         return _si(float(value))
