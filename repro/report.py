@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from repro import analysis, claims
+from repro.analysis import markdown_table
 from repro.manifest import Manifest, discover, load
 from repro.store import table, write_atomic
 
@@ -78,7 +79,7 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         csv_frames.append(frame.assign(scale=scale))
         datasets = ", ".join(sorted(set(rows.get("dataset", pd.Series(dtype=str)).dropna().astype(str)))) or "?"
         lines += [f"## Scale `{scale}` — dataset: {datasets}", "", SCALE_NOTE.get(scale, f"**Scale: {scale}**"), ""]
-        lines += [_markdown(frame), ""]
+        lines += [markdown_table(frame), ""]
         figures = analysis.render_all(manifest, rows, scale, out_dir)
         for path, caption in figures:
             if path.suffix == ".md":  # a renderer's table: inlined, its headings under this section's
@@ -130,20 +131,6 @@ def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str]) -> pd.DataFr
 
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _markdown(frame: pd.DataFrame) -> str:
-    def fmt(value: Any) -> str:
-        if _missing(value):
-            return ""
-        if isinstance(value, float):
-            return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
-        return str(value)
-
-    header = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *body])
 
 
 def render_all(root: Path) -> Path:

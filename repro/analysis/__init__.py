@@ -7,13 +7,15 @@ its scale and dataset. Renderers never import models or train.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
-from repro.store import RunDir
+from repro.store import RunDir, write_atomic
 
 # Modules holding renderers; each registers its functions with @renderer on import.
 MODULES = ["repro.analysis.suite", "repro.analysis.sparse_transformer", "repro.analysis.adaptive_span"]
@@ -37,6 +39,26 @@ class Context:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
+    def save_figure(self, fig: Any, stem: str) -> Path:
+        """Save a matplotlib figure as PNG (shown in reports) and PDF; close it; return the PNG path."""
+        import matplotlib.pyplot as plt
+
+        path = self.figure_path(stem)
+        fig.tight_layout()
+        fig.savefig(path, dpi=130)
+        fig.savefig(self.figure_path(stem, "pdf"))
+        plt.close(fig)
+        return path
+
+    def write_table(self, stem: str, frame: pd.DataFrame, title: str, notes: Any = (), label: str | None = None) -> Path:
+        """``tables/<manifest>-<stem>-<scale>.md`` (title, scale and data named, table, notes) and ``.csv``;
+        returns the markdown path, which the report inlines."""
+        base = self.out_dir / "tables" / f"{self.manifest.name}-{stem}-{self.scale}"
+        lines = [f"# {title}", "", label or self.label, "", markdown_table(frame), ""] + [f"- {n}" for n in notes]
+        write_atomic(base.with_suffix(".csv"), frame.to_csv(index=False))
+        write_atomic(base.with_suffix(".md"), "\n".join(lines) + "\n")
+        return base.with_suffix(".md")
+
     @property
     def label(self) -> str:
         """What every figure states: scale and dataset(s)."""
@@ -44,6 +66,48 @@ class Context:
             return "analytic: no training, no data"
         data = ", ".join(sorted(set(self.runs.get("dataset", pd.Series(dtype=str)).dropna().astype(str))))
         return f"scale: {self.scale} | data: {data or '?'}"
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, with the suite's seaborn theme."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="paper")
+    return plt
+
+
+def format_value(value: Any, digits: int = 4) -> str:
+    """A table cell: blank for missing, thousands separators for counts, ``digits`` significant digits."""
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)):
+        if float(value).is_integer() and abs(value) >= 1000:
+            return f"{int(value):,}"
+        return f"{value:.{digits}g}" if abs(value) < 1e6 else f"{value:.3e}"
+    return str(value)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "(no rows)"
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(format_value(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    if runs.empty or "status" not in runs:
+        return runs.iloc[0:0]
+    return runs[runs["status"] == "finished"]
 
 
 def renderer(name: str) -> Callable[[Renderer], Renderer]:

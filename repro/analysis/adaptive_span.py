@@ -15,15 +15,13 @@ m_z(x) = min(max((R + z - x) / R, 0), 1) for distance x, span z and ramp R.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
-from repro.analysis import Context, renderer
-from repro.store import write_atomic
+from repro.analysis import Context, finished_runs, pyplot, renderer
 
 Files = list[tuple[Path, str]]
 
@@ -35,37 +33,14 @@ def soft_mask(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
     return np.clip((ramp + z - np.asarray(x, dtype=float)) / ramp, 0.0, 1.0)
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    sns.set_theme(style="whitegrid", context="paper")
-    return plt
 
 
-def _save(ctx: Context, fig, stem: str) -> Path:
-    path = ctx.figure_path(stem)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    fig.savefig(ctx.figure_path(stem, "pdf"))
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
 
 
 def _title(ctx: Context, what: str) -> str:
     return f"{what}\n{ctx.label}" + (" — NOT the paper's numbers" if ctx.scale != "paper" else "")
 
 
-def _finished(ctx: Context) -> pd.DataFrame:
-    runs = ctx.runs
-    if runs.empty or "status" not in runs:
-        return runs.iloc[0:0]
-    return runs[runs["status"] == "finished"]
 
 
 def _col(runs: pd.DataFrame, key: str) -> str | None:
@@ -96,40 +71,12 @@ def paper_flops(summary: dict[str, Any], model: dict[str, Any]) -> float | None:
     return (float(total) - 2.0 * float(np.sum([np.sum(layer) for layer in effs])) * d_h) / 2.0
 
 
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float):
-        if abs(value) >= 1e5:
-            return _si(value)
-        if 0 < abs(value) < 1e-2:  # e.g. lambda
-            return f"{value:.1e}"
-        return f"{value:.3f}" if abs(value) < 10 else f"{value:.0f}"
-    if isinstance(value, (int, np.integer)) and abs(value) >= 1e5:
-        return _si(float(value))
-    return str(value)
 
 
-def _si(value: float) -> str:
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g}{unit}"
-    return f"{value:.3g}"
 
 
-def _markdown(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *body])
 
 
-def _write_table(ctx: Context, stem: str, frame: pd.DataFrame, caption: str) -> Path:
-    """``tables/<manifest>-<stem>-<scale>.md`` (caption + table) and ``.csv``; returns the .md path."""
-    base = ctx.out_dir / "tables" / f"{ctx.manifest.name}-{stem}-{ctx.scale}"
-    write_atomic(base.with_suffix(".csv"), frame.to_csv(index=False))
-    write_atomic(base.with_suffix(".md"), f"{caption}\n\n{_markdown(frame)}\n")
-    return base.with_suffix(".md")
 
 
 def _paper_rows(ctx: Context, key: str) -> list[dict[str, Any]]:
@@ -169,12 +116,12 @@ def _table_files(ctx: Context, stem: str, paper_key: str, what: str) -> Files:
                      "avg span": p.get("avg_span"), "params": p.get("params"),
                      "FLOPs (paper conv.)": p.get("flops"), "dev bits": p.get("dev_bpc"),
                      "test bits": p.get("test_bpc"), "source": f"paper ({p.get('source', 'this paper')})"})
-    rows += _our_rows(ctx, _finished(ctx))
+    rows += _our_rows(ctx, finished_runs(ctx.runs))
     frame = pd.DataFrame(rows, columns=["model", "layers", "S", "avg span", "params", "FLOPs (paper conv.)",
                                         "dev bits", "test bits", "source"])
     caption = (f"{what} — the paper's rows (its datasets) beside ours ({ctx.label}). Scale {ctx.scale}: "
                f"our absolute numbers are not comparable to the paper's.")
-    return [(_write_table(ctx, stem, frame, caption), caption)]
+    return [(ctx.write_table(stem, frame, caption), caption)]
 
 
 # -- tables ------------------------------------------------------------------------------------
@@ -206,8 +153,8 @@ def fig1(ctx: Context) -> Files:
     The two heads are picked from every layer's heads by their mean attended distance
     sum_x x a(x) / sum_x a(x): the smallest (local) and the largest (long)."""
     files: Files = []
-    plt = _plt()
-    for _, row in _finished(ctx).iterrows():
+    plt = pyplot()
+    for _, row in finished_runs(ctx.runs).iterrows():
         path = ctx.run_dir(row["run_id"]).path / "analysis.npz"
         if not path.exists():
             continue
@@ -227,7 +174,7 @@ def fig1(ctx: Context) -> Files:
             ax.set_ylabel("mean attention weight")
             ax.set_xlim(0, S)
         fig.suptitle(_title(ctx, f"Figure 1: attention by distance, fixed span S={S}"), fontsize=9)
-        out = _save(ctx, fig, f"fig1-{row['run_id']}")
+        out = ctx.save_figure(fig, f"fig1-{row['run_id']}")
         caption = (f"Figure 1 ({ctx.label}): mean attention weight against distance for two heads of the "
                    f"fixed-span model (S={S}): the most local head (layer {local[0] + 1} head {local[1] + 1}, "
                    f"mean distance {mean_dist[local]:.0f}) and the longest-range one (layer {long[0] + 1} head "
@@ -240,7 +187,7 @@ def fig1(ctx: Context) -> Files:
 @renderer("as-fig2")
 def fig2(ctx: Context) -> Files:
     """Figure 2: the soft mask m_z(x) (pure function), with the masks our stored runs learned if any."""
-    plt = _plt()
+    plt = pyplot()
     ref = (ctx.manifest.reference or {}).get("fig2") or {}
     z, R = float(ref.get("z", 64)), float(ref.get("ramp", 32))
     xmax = float(ref.get("x_max", z + 2 * R + 32))
@@ -257,7 +204,7 @@ def fig2(ctx: Context) -> Files:
     ax.set_title(f"the soft mask, z={z:g}, R={R:g} (formula, no training)", fontsize=8)
     ax = axes[1]
     learned = 0
-    for _, row in _finished(ctx).iterrows():
+    for _, row in finished_runs(ctx.runs).iterrows():
         summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
         model = _model(ctx, row["run_id"])
         span = model.get("span") or {}
@@ -281,7 +228,7 @@ def fig2(ctx: Context) -> Files:
         ax.axis("off")
         ax.text(0.5, 0.5, "no stored run", ha="center")
     fig.suptitle(_title(ctx, "Figure 2: the soft masking function m_z(x)"), fontsize=9)
-    out = _save(ctx, fig, "fig2")
+    out = ctx.save_figure(fig, "fig2")
     caption = (f"Figure 2 ({ctx.label}): m_z(x) = min(max((R + z - x)/R, 0), 1): 1 up to distance z, a linear "
                f"ramp of width R, 0 beyond z + R (left, the formula re-derived in numpy)"
                + (f"; right: the {learned} masks our stored adaptive run learned." if learned else "."))
@@ -289,7 +236,7 @@ def fig2(ctx: Context) -> Files:
 
 
 def _by_kind_limit(ctx: Context) -> pd.DataFrame:
-    runs = _finished(ctx)
+    runs = finished_runs(ctx.runs)
     kind, limit = _col(runs, "span.kind"), _col(runs, "span.limit")
     rows = []
     for _, row in runs.iterrows():
@@ -310,7 +257,7 @@ def _by_kind_limit(ctx: Context) -> pd.DataFrame:
 @renderer("as-fig3")
 def fig3(ctx: Context) -> Files:
     """Figure 3: dev bits, average span and FLOPs against S, fixed vs adaptive; paper's values dashed."""
-    plt = _plt()
+    plt = pyplot()
     ours = _by_kind_limit(ctx)
     ref = (ctx.manifest.reference or {}).get("fig3") or {}
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
@@ -347,11 +294,11 @@ def fig3(ctx: Context) -> Files:
             twin.grid(False)
         ax.legend(handles, labels, fontsize=6)
     fig.suptitle(_title(ctx, "Figure 3: fixed vs adaptive span as S grows"), fontsize=9)
-    out = _save(ctx, fig, "fig3")
+    out = ctx.save_figure(fig, "fig3")
     caption = (f"Figure 3 ({ctx.label}): dev bits, average span and FLOPs per token against the maximum span S, "
                f"fixed (blue) vs adaptive (orange); dashed: the paper's values read off its plot (approximate; "
                f"text8, 12-layer model; its bits on the right-hand axis).")
-    table = _write_table(ctx, "fig3", ours, f"Figure 3 data ({ctx.label})")
+    table = ctx.write_table("fig3", ours, f"Figure 3 data ({ctx.label})")
     return [(out, caption), (table, f"Figure 3 data ({ctx.label})")]
 
 
@@ -365,9 +312,9 @@ def layer_halves(spans: list[list[float]]) -> tuple[float, float]:
 @renderer("as-fig4")
 def fig4(ctx: Context) -> Files:
     """Figure 4: the adaptive span of every head, by layer (effective span min(S, z + R), log scale)."""
-    plt = _plt()
+    plt = pyplot()
     files: Files = []
-    for _, row in _finished(ctx).iterrows():
+    for _, row in finished_runs(ctx.runs).iterrows():
         summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
         effs, zs = summary.get("effective_spans"), summary.get("spans")
         if not effs:
@@ -385,7 +332,7 @@ def fig4(ctx: Context) -> Files:
         if S:
             ax.axhline(S, ls=":", color="gray", lw=1)
         fig.suptitle(_title(ctx, f"Figure 4: span of every head by layer (S={S})"), fontsize=9)
-        out = _save(ctx, fig, f"fig4-{row['run_id']}")
+        out = ctx.save_figure(fig, f"fig4-{row['run_id']}")
         low, up = layer_halves(zs)
         ramp = float((_model(ctx, row["run_id"]).get("span") or {}).get("ramp", 32))
         if abs(up - low) < 0.25 * ramp:
@@ -403,9 +350,9 @@ def fig4(ctx: Context) -> Files:
 @renderer("as-fig5")
 def fig5(ctx: Context) -> Files:
     """Figure 5: the dynamic span (mean over layers and heads) at each character of the paper's phrase."""
-    plt = _plt()
+    plt = pyplot()
     files: Files = []
-    for _, row in _finished(ctx).iterrows():
+    for _, row in finished_runs(ctx.runs).iterrows():
         path = ctx.run_dir(row["run_id"]).path / "analysis.npz"
         if not path.exists():
             continue
@@ -419,7 +366,7 @@ def fig5(ctx: Context) -> Files:
         ax.set_xticklabels(["␣" if c == " " else c for c in text], fontsize=8)
         ax.set_ylabel("average dynamic span z_t")
         fig.suptitle(_title(ctx, "Figure 5: dynamic span per character"), fontsize=9)
-        out = _save(ctx, fig, f"fig5-{row['run_id']}")
+        out = ctx.save_figure(fig, f"fig5-{row['run_id']}")
         starts = [i for i in range(len(text)) if text[i] != " " and (i == 0 or text[i - 1] == " ")]
         inner = [i for i in range(len(text)) if text[i] != " " and i not in starts]
         s_mean, i_mean = float(np.mean(spans[starts])), float(np.mean(spans[inner]))
@@ -436,8 +383,8 @@ def fig5(ctx: Context) -> Files:
 @renderer("as-ablate-ramp")
 def ablate_ramp(ctx: Context) -> Files:
     """The ramp width R against dev bits and average span (an ablation the paper did not run)."""
-    plt = _plt()
-    runs = _finished(ctx)
+    plt = pyplot()
+    runs = finished_runs(ctx.runs)
     ramp = _col(runs, "span.ramp") or _col(runs, "ramp")
     rows = []
     for _, row in runs.iterrows():
@@ -457,17 +404,17 @@ def ablate_ramp(ctx: Context) -> Files:
         ref_r = (ctx.manifest.reference or {}).get("paper_ramp", 32)
         ax.axvline(ref_r, ls=":", color="gray", lw=1)
     fig.suptitle(_title(ctx, "Ablation: the soft mask's ramp width R (paper: R = 32)"), fontsize=9)
-    out = _save(ctx, fig, "ramp")
+    out = ctx.save_figure(fig, "ramp")
     caption = f"Ablation of R ({ctx.label}): dev bits and average span against the ramp width; dotted: the paper's R."
-    table = _write_table(ctx, "ramp", frame, f"Ablation of R ({ctx.label}); the paper only used R = 32")
+    table = ctx.write_table("ramp", frame, f"Ablation of R ({ctx.label}); the paper only used R = 32")
     return [(out, caption), (table, f"Ablation of R, data ({ctx.label})")]
 
 
 @renderer("as-ablate-lambda")
 def ablate_lambda(ctx: Context) -> Files:
     """The span penalty lambda x S: the accuracy / average-span frontier (an ablation the paper did not run)."""
-    plt = _plt()
-    runs = _finished(ctx)
+    plt = pyplot()
+    runs = finished_runs(ctx.runs)
     lam, limit = _col(runs, "span.loss_coef") or _col(runs, "loss_coef"), _col(runs, "span.limit")
     rows = []
     for _, row in runs.iterrows():
@@ -492,9 +439,9 @@ def ablate_lambda(ctx: Context) -> Files:
     ax.set_ylabel("dev bits")
     ax.legend(fontsize=7)
     fig.suptitle(_title(ctx, "Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
-    out = _save(ctx, fig, "lambda")
+    out = ctx.save_figure(fig, "lambda")
     paper_lambda = (ctx.manifest.reference or {}).get("paper_lambda")
     caption = (f"Ablation of λ ({ctx.label}): dev bits against average span for each λ and S"
                + (f"; the paper used λ = {paper_lambda}." if paper_lambda else "."))
-    table = _write_table(ctx, "lambda", frame, f"Ablation of λ x S ({ctx.label})")
+    table = ctx.write_table("lambda", frame, f"Ablation of λ x S ({ctx.label})")
     return [(out, caption), (table, f"Ablation of λ x S, data ({ctx.label})")]

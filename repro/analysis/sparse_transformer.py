@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.analysis import Context, renderer
+from repro.analysis import Context, finished_runs, format_value, pyplot, renderer
 from repro.store import RunDir, table, write_atomic
 
 TABLE1_PARTS = {  # the paper's dataset -> the manifest that trains its row
@@ -32,24 +32,8 @@ TABLE1_PARTS = {  # the paper's dataset -> the manifest that trains its row
 
 # -- helpers -----------------------------------------------------------------------------------
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    sns.set_theme(style="whitegrid", context="paper")
-    return plt
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
 
 
 def _num(value: Any) -> float | None:
@@ -60,43 +44,12 @@ def _num(value: Any) -> float | None:
     return None if math.isnan(out) else out
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return str(bool(value))
-    if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
-    if isinstance(value, (float, np.floating)):
-        if float(value).is_integer() and abs(value) >= 1000:
-            return f"{int(value):,}"
-        return f"{value:.{digits}g}" if abs(value) < 1e6 else f"{value:.3e}"
-    return str(value)
 
 
-def _markdown(frame: pd.DataFrame) -> str:
-    if frame.empty:
-        return "(no rows)"
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
 
 
-def _write_table(ctx: Context, stem: str, frame: pd.DataFrame, title: str, notes: list[str] = (),
-                 label: str | None = None) -> Path:
-    """The table as markdown (title, scale and data named, notes) and CSV; returns the markdown path."""
-    md = ctx.figure_path(stem, "md")
-    lines = [f"# {title}", "", label or ctx.label, "", _markdown(frame), ""] + [f"- {n}" for n in notes]
-    write_atomic(md, "\n".join(lines) + "\n")
-    write_atomic(ctx.figure_path(stem, "csv"), frame.to_csv(index=False))
-    return md
 
 
-def _finished(runs: pd.DataFrame) -> pd.DataFrame:
-    if runs.empty or "status" not in runs:
-        return runs.iloc[0:0]
-    return runs[runs["status"] == "finished"]
 
 
 def _bits_metric(runs: pd.DataFrame) -> str:
@@ -153,7 +106,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
         ours_paper = next((e for e in listed if "Sparse Transformer" in e.get("model", "")), {})
         baselines = [e for e in listed if "Sparse Transformer" not in e.get("model", "")]
         best = min(baselines, key=lambda e: e["bits"]) if baselines else None
-        stored = _finished(table(root, name))
+        stored = finished_runs(table(root, name))
         if ctx.scale != "none" and not stored.empty:
             stored = stored[stored["scale"] == ctx.scale]
         if stored.empty:
@@ -178,11 +131,11 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
     frame = pd.DataFrame(rows)
     stem = "table1"
     label = ctx.label if ctx.scale != "none" else "scale: every stored scale | data: stand-ins named per row"
-    md = _write_table(ctx, stem, frame, "Table 1: density modelling (bits per byte / per dim)", label=label, notes=[
+    md = ctx.write_table(stem, frame, "Table 1: density modelling (bits per byte / per dim)", label=label, notes=[
         "our bits come from the stand-in datasets at the stated scale; tiny-scale numbers are NOT comparable "
         "to the paper's (different data, models 1000x smaller, minutes of CPU training)",
         "split: test unless the run scored only valid (tiny image runs)"])
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     shown = frame.dropna(subset=["our bits"]) if "our bits" in frame else frame.iloc[0:0]
     labels = [f"{r['paper dataset']}\n({r['our data']}, {r['scale']})" for _, r in shown.iterrows()]
@@ -193,7 +146,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
     ax.set_ylabel("bits per byte / dim")
     ax.legend(fontsize=7)
     ax.set_title(f"Table 1: ours vs the paper\n{label}", fontsize=9)
-    path = _save(fig, ctx.figure_path(stem))
+    path = ctx.save_figure(fig, stem)
     return [(md, "table"), (path, f"Table 1, ours beside the paper's Sparse Transformer ({label})")]
 
 
@@ -202,7 +155,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
 @renderer("st-table2")
 def table2(ctx: Context) -> list[tuple[Path, str]]:
     """Dense vs strided vs fixed: bits and seconds per step from the same runs, beside the paper's."""
-    runs = _finished(ctx.runs)
+    runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
     metric = _bits_metric(runs)
@@ -222,11 +175,11 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
                      "params": run.get("params"), "keys/query": _num(run.get("attn_keys_per_query"))})
     order = {"dense": 0, "strided": 1, "fixed": 2}
     frame = pd.DataFrame(rows).sort_values("pattern", key=lambda s: s.map(order))
-    md = _write_table(ctx, "table2", frame, f"{ctx.manifest.title}", [
+    md = ctx.write_table("table2", frame, f"{ctx.manifest.title}", [
         f"our bits: {metric} (the whole split); s/step: median wall time of a training step after warm-up, "
         "on the scale's hardware (tiny: 2 CPU cores shared with another job)",
         "paper: 8 V100s, same batch size for every pattern"])
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
     x = np.arange(len(frame))
     axes[0].bar(x - 0.2, frame[f"our {metric}"], 0.4, label=f"ours ({metric})")
@@ -243,7 +196,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].set_ylabel("training speed-up vs dense")
     axes[1].legend(fontsize=7)
     fig.suptitle(f"{ctx.manifest.name}: patterns, bits and speed\n{ctx.label}", fontsize=9)
-    path = _save(fig, ctx.figure_path("table2"))
+    path = ctx.save_figure(fig, "table2")
     return [(md, "table"), (path, f"Table 2 ({ctx.label}): bits and training speed-up per pattern")]
 
 
@@ -253,7 +206,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
 def table3(ctx: Context) -> list[tuple[Path, str]]:
     """Bits against the minimum evaluation context: ONE trained model whose test split was scored at
     each context of ``eval.context_sweep`` (summary ``test_bits_ctx<N>``), beside the paper's values."""
-    runs = _finished(ctx.runs)
+    runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
     run = runs.iloc[0]
@@ -270,8 +223,8 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
     if not paper.empty:
         notes.append("paper (enwik8, block 12,288): " + ", ".join(
             f"{int(r.min_context)} ({r.min_context / 12288:.3f}) -> {r.bits}" for r in paper.itertuples()))
-    md = _write_table(ctx, "table3", frame, ctx.manifest.title, notes)
-    plt = _pyplot()
+    md = ctx.write_table("table3", frame, ctx.manifest.title, notes)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.plot(frame["fraction"], frame["our test bits"], "o-", label=f"ours (test bits, block {block})")
     ax.set_xlabel("minimum context / block")
@@ -286,7 +239,7 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
         handles, names = handles + more[0], names + more[1]
     ax.legend(handles, names, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     ax.set_title(f"Table 3: bits vs minimum evaluation context\n{ctx.label}", fontsize=9)
-    path = _save(fig, ctx.figure_path("table3"))
+    path = ctx.save_figure(fig, "table3")
     return [(md, "Table 3 table"),
             (path, f"Table 3 ({ctx.label}): bits against the minimum context at evaluation")]
 
@@ -300,7 +253,7 @@ def _seq_len(run: pd.Series, spec: dict[str, Any]) -> int:
 @renderer("st-table4")
 def table4(ctx: Context) -> list[tuple[Path, str]]:
     """Per sequence length: every width's peak memory and bits, and the widest model within the budget."""
-    runs = _finished(ctx.runs)
+    runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
     budget = (ctx.manifest.reference.get("memory_budget_bytes") or {}).get(ctx.scale)
@@ -330,20 +283,20 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
     verdict = ("the widest fitting model narrows (or stays) as the length grows"
                if len(shrinks) == len(chosen) and shrinks.is_monotonic_decreasing else
                "the widest fitting model does NOT narrow monotonically with length (or some length has none)")
-    md = _write_table(ctx, "table4", frame, ctx.manifest.title, [
+    md = ctx.write_table("table4", frame, ctx.manifest.title, [
         f"budget at this scale: {budget / 2**20:,.0f} MiB" if budget else "no budget for this scale",
         "largest model within the budget per length: " + "; ".join(
-            f"{int(r['seq_len'])}: d {_fmt(r['largest fitting d_model'])}, {_fmt(r['largest fitting params'])} params, valid bits "
-            f"{_fmt(r['its valid bits'])}" for _, r in chosen.iterrows()),
+            f"{int(r['seq_len'])}: d {format_value(r['largest fitting d_model'])}, {format_value(r['largest fitting params'])} params, valid bits "
+            f"{format_value(r['its valid bits'])}" for _, r in chosen.iterrows()),
         f"verdict ({ctx.scale}): {verdict}",
         "paper (16 GB V100, classical music): " + ", ".join(
             f"{int(r.seq_len)}: {r.params / 1e6:.0f}M params -> {r.bits}" for r in paper.itertuples()),
         "peak memory on CPU = the process's peak resident set (runtime and data included)"])
-    write_atomic(ctx.figure_path("table4-largest", "csv"), chosen.to_csv(index=False))
-    plt = _pyplot()
+    write_atomic(ctx.out_dir / "tables" / f"{ctx.manifest.name}-table4-largest-{ctx.scale}.csv", chosen.to_csv(index=False))
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.6))
     for d, group in frame.groupby("d_model"):
-        axes[0].plot(group["seq_len"], group["peak memory (MiB)"], "o-", label=f"d={d} ({_fmt(group['params'].iloc[0])} params)")
+        axes[0].plot(group["seq_len"], group["peak memory (MiB)"], "o-", label=f"d={d} ({format_value(group['params'].iloc[0])} params)")
         axes[1].plot(group["seq_len"], group["valid bits"], "o-", label=f"d={d}")
     if budget:
         axes[0].axhline(budget / 2**20, color="r", ls="--", lw=1, label="budget")
@@ -354,7 +307,7 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
     axes[0].set_ylabel("peak memory (MiB)")
     axes[1].set_ylabel("valid bits per sample")
     fig.suptitle(f"Table 4: length vs model size under a memory budget\n{ctx.label}", fontsize=9)
-    path = _save(fig, ctx.figure_path("table4"))
+    path = ctx.save_figure(fig, "table4")
     return [(md, "table"), (path, f"Table 4 ({ctx.label}): peak memory and bits per length and width; {verdict}")]
 
 
@@ -365,7 +318,7 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
     """Attention of one query pixel in every layer and head of a dense image model, on the image grid."""
     out = []
     root = ctx.out_dir.parent
-    for _, run in _finished(ctx.runs).iterrows():
+    for _, run in finished_runs(ctx.runs).iterrows():
         rd = RunDir(root, ctx.manifest.name, run["run_id"])
         if not (rd.path / "analysis.npz").exists():
             continue
@@ -377,7 +330,7 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
         layers, heads, _ = att.shape
         image = arrays["sequence"][: rows * cols * ch].reshape(rows, cols, ch)
         qpix = query // ch
-        plt = _pyplot()
+        plt = pyplot()
         fig, axes = plt.subplots(heads, layers + 1, figsize=(1.9 * (layers + 1), 2.0 * heads), squeeze=False)
         for h in range(heads):
             ax = axes[h, 0]
@@ -396,7 +349,7 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
                 ax.set_title(f"layer {layer + 1}, head {h + 1}", fontsize=7)
                 ax.axis("off")
         fig.suptitle(f"Figure 2: attention of one query pixel, dense model\n{ctx.label}", fontsize=9)
-        path = _save(fig, ctx.figure_path(f"fig2-{run['run_id']}"))
+        path = ctx.save_figure(fig, f"fig2-{run['run_id']}")
         out.append((path, f"Figure 2 ({ctx.label}): where the query pixel (row {qpix // cols}, column "
                           f"{qpix % cols}) attends in each layer and head of the dense model, first valid image"))
     return out
@@ -412,7 +365,7 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
 
     n, stride, c = 36, 6, 1
     panels = P.figure3(n=n, stride=stride, c=c)
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(3, 4, figsize=(9, 7))
     for r, (pattern, mats) in enumerate(panels.items()):
         names = [k for k in mats if k not in ("union", "connectivity")] + ["union", "connectivity"]
@@ -427,7 +380,7 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
         axes[r, 0].set_ylabel("output i", fontsize=7)
     fig.suptitle(f"Figure 3: attention matrices (row = output, column = input), n={n}, l={stride}, c={c}\n"
                  f"{ctx.label}", fontsize=9)
-    path = _save(fig, ctx.figure_path("fig3-matrices"))
+    path = ctx.save_figure(fig, "fig3-matrices")
     # the paper's top row: which inputs one output reaches, on a 6 x 6 grid
     fig, axes = plt.subplots(3, 4, figsize=(7, 5.5))
     side = int(math.isqrt(n))
@@ -446,7 +399,7 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
             ax.imshow(grid, cmap="Blues", vmin=0, vmax=1)
             ax.set_title(f"{pattern}: {names[col]}", fontsize=8)
     fig.suptitle(f"Figure 3 (6 x 6 view): inputs reaching output {query} (row 4, column 3)\n{ctx.label}", fontsize=9)
-    path2 = _save(fig, ctx.figure_path("fig3-grid"))
+    path2 = ctx.save_figure(fig, "fig3-grid")
     valid = {p: bool(P.check_valid(p, n, stride, c, combine="interleaved")) for p in P.PATTERNS}
     detail = ", ".join(f"{p}: {'every earlier input reached in 2 layers' if ok else 'NOT fully connected'}"
                        for p, ok in valid.items())
@@ -460,7 +413,7 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
 @renderer("st-fig4")
 def fig4(ctx: Context) -> list[tuple[Path, str]]:
     """Peak memory, seconds per step and bits with and without checkpointing."""
-    runs = _finished(ctx.runs)
+    runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
     key = next(k for k in ctx.manifest.grid_for(ctx.scale) if _short(k) == "checkpointing")
@@ -469,10 +422,10 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
              "s/step": _num(run.get("seconds_per_step")), "valid bits": _num(run.get("valid_bits")),
              "params": run.get("params")} for _, run in runs.iterrows()]
     frame = pd.DataFrame(rows).sort_values("checkpointing")
-    md = _write_table(ctx, "fig4", frame, ctx.manifest.title, [
+    md = ctx.write_table("fig4", frame, ctx.manifest.title, [
         "peak memory: torch.cuda.max_memory_allocated on GPU; the process's peak resident set on CPU "
         "(each cell run in its own process)", "the paper gives no numbers for this figure (a diagram)"])
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(7, 3.2))
     labels = ["off" if not v else "on" for v in frame["checkpointing"]]
     axes[0].bar(labels, frame["peak memory (MiB)"])
@@ -482,7 +435,7 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].set_ylabel("seconds per step")
     axes[1].set_xlabel("checkpointing")
     fig.suptitle(f"Figure 4: gradient checkpointing, memory and time\n{ctx.label}", fontsize=9)
-    path = _save(fig, ctx.figure_path("fig4"))
+    path = ctx.save_figure(fig, "fig4")
     return [(md, "table"), (path, f"Figure 4 ({ctx.label}): peak memory and step time with/without checkpointing")]
 
 
@@ -492,7 +445,7 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
 def fig5(ctx: Context) -> list[tuple[Path, str]]:
     """The newest sample grid under each run's samples/ (written by ``repro sample``)."""
     out = []
-    for _, run in _finished(ctx.runs).iterrows():
+    for _, run in finished_runs(ctx.runs).iterrows():
         rd = RunDir(ctx.out_dir.parent, ctx.manifest.name, run["run_id"])
         found = sorted((rd.path / "samples").glob("*.png"), key=lambda p: p.stat().st_mtime)
         if not found:
@@ -509,7 +462,7 @@ def fig5(ctx: Context) -> list[tuple[Path, str]]:
 @renderer("st-ablation")
 def ablation(ctx: Context) -> list[tuple[Path, str]]:
     """One grid axis (reference.ablation_key) against bits and seconds per step."""
-    runs = _finished(ctx.runs)
+    runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
     key = ctx.manifest.reference.get("ablation_key") or next(iter(ctx.manifest.grid_for(ctx.scale)))
@@ -526,10 +479,10 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     frame["_order"] = frame[_short(key)].map({v: i for i, v in enumerate(values)})
     frame = frame.sort_values("_order").drop(columns="_order")
     rule = ctx.manifest.reference.get("rule")
-    md = _write_table(ctx, "ablation", frame, ctx.manifest.title,
+    md = ctx.write_table("ablation", frame, ctx.manifest.title,
                       [f"our bits: {metric}", "an ablation the paper did not run: no paper values"]
                       + ([f"paper's rule: {rule}"] if rule else []))
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     labels = [str(v) for v in frame[_short(key)]]
     axes[0].bar(labels, frame[f"our {metric}"])
@@ -542,5 +495,5 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].set_ylabel("seconds per step")
     axes[1].set_xlabel(_short(key))
     fig.suptitle(f"{ctx.manifest.name}: {_short(key)} against bits and step time\n{ctx.label}", fontsize=9)
-    path = _save(fig, ctx.figure_path("ablation"))
+    path = ctx.save_figure(fig, "ablation")
     return [(md, "table"), (path, f"Ablation of {_short(key)} ({ctx.label})")]

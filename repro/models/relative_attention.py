@@ -19,7 +19,7 @@ import torch.nn.functional as F
 def band_from_keys(s: torch.Tensor, P: int) -> torch.Tensor:
     """(.., c, c + P) key layout -> (.., c, P + 1) band: ``out[a, b] = s[a, a + b]`` (a strided view)."""
     s = s.contiguous()
-    c, n = s.shape[-2], s.shape[-1]
+    n = s.shape[-1]
     return s.as_strided((*s.shape[:-1], P + 1), (*s.stride()[:-2], n + 1, 1), s.storage_offset())
 
 

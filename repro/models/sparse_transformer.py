@@ -23,7 +23,6 @@ from typing import Any, Literal, Optional
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from repro.models import patterns as P

@@ -52,9 +52,9 @@ def test_table2_puts_paper_beside_ours(tmp_path):
         _store_run(tmp_path, spec, valid_bits=bits + 0.01, test_bits=bits, seconds_per_step=sps)
     files = _render(tmp_path, "st-table2-enwik8")
     assert files and all(p.exists() for p, _ in files)
-    md = _read(tmp_path / "reports" / "figures" / "st-table2-enwik8-table2-tiny.md")
+    md = _read(tmp_path / "reports" / "tables" / "st-table2-enwik8-table2-tiny.md")
     assert "3.2" in md and "1.13" in md and "0.55" in md and "scale: tiny" in md and "wiki-lead" in md
-    csv = pd.read_csv(tmp_path / "reports" / "figures" / "st-table2-enwik8-table2-tiny.csv")
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table2-enwik8-table2-tiny.csv")
     assert list(csv["pattern"]) == ["dense", "strided", "fixed"]
     assert csv.loc[csv.pattern == "dense", "our speed-up vs dense"].item() == pytest.approx(1.0)
     # the report judges the claims on the same store
@@ -69,7 +69,7 @@ def test_table2_images_use_valid_bits(tmp_path):
     for spec, bits in zip(m.expand("tiny"), [4.1, 4.0, 4.2]):
         _store_run(tmp_path, spec, valid_bits=bits)
     _render(tmp_path, "st-table2-cifar10")
-    md = _read(tmp_path / "reports" / "figures" / "st-table2-cifar10-table2-tiny.md")
+    md = _read(tmp_path / "reports" / "tables" / "st-table2-cifar10-table2-tiny.md")
     assert "our valid_bits" in md and "2.8" in md and "fashion-mnist" in md
 
 
@@ -79,7 +79,7 @@ def test_table1_gathers_its_parts(tmp_path):
         _store_run(tmp_path, spec, **bits)
     files = _render(tmp_path, "st-table1", "none")
     assert [p.suffix for p, _ in files] == [".md", ".png"] and all(p.exists() for p, _ in files)
-    md = _read(tmp_path / "reports" / "figures" / "st-table1-table1-none.md")
+    md = _read(tmp_path / "reports" / "tables" / "st-table1-table1-none.md")
     assert "3.2" in md and "0.99" in md and "2.8" in md and "3.44" in md and "Transformer-XL" in md
     # a part renders the same table at its own scale
     files = _render(tmp_path, "st-table1-enwik8")
@@ -91,9 +91,9 @@ def test_table3_one_model_scored_at_each_min_context(tmp_path):
     sweep = dict(zip([64, 128, 192, 224], [3.30, 3.25, 3.22, 3.21]))
     _store_run(tmp_path, spec, test_bits=3.25, **{f"test_bits_ctx{c}": b for c, b in sweep.items()})
     _render(tmp_path, "st-table3")
-    csv = pd.read_csv(tmp_path / "reports" / "figures" / "st-table3-table3-tiny.csv")
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table3-table3-tiny.csv")
     assert list(csv["min_context"]) == [64, 128, 192, 224] and list(csv["our test bits"]) == list(sweep.values())
-    md = _read(tmp_path / "reports" / "figures" / "st-table3-table3-tiny.md")
+    md = _read(tmp_path / "reports" / "tables" / "st-table3-table3-tiny.md")
     assert "0.9908" in md and "3.21" in md
     _, results = render(resolve("st-table3"), tmp_path)
     assert [(r.id, r.verdict.status) for r in results] == [("context-helps", "reproduced")]  # tiny claim only
@@ -106,10 +106,10 @@ def test_table4_picks_the_largest_model_within_budget(tmp_path):
         peak = (600 + n * d / 2**10) * 2**20  # grows with length and width
         _store_run(tmp_path, spec, valid_bits=4.0 - d / 100, params=d * 1000, peak_memory_bytes=peak)
     _render(tmp_path, "st-table4")
-    largest = pd.read_csv(tmp_path / "reports" / "figures" / "st-table4-table4-largest-tiny.csv")
+    largest = pd.read_csv(tmp_path / "reports" / "tables" / "st-table4-table4-largest-tiny.csv")
     assert list(largest["seq_len"]) == [1024, 4096, 16384]
     assert list(largest["largest fitting params"].fillna(0)) == [96000, 96000, 0]  # 600 + 16*96 MiB > 1 GiB
-    md = _read(tmp_path / "reports" / "figures" / "st-table4-table4-tiny.md")
+    md = _read(tmp_path / "reports" / "tables" / "st-table4-table4-tiny.md")
     assert "152M" in md and "1,024 MiB" in md
 
 
@@ -154,5 +154,5 @@ def test_ablations(tmp_path, name, key):
         _store_run(tmp_path, spec, test_bits=3.0 + 0.01 * i, valid_bits=3.0)
     files = _render(tmp_path, name)
     assert files and files[0][0].exists()
-    csv = pd.read_csv(tmp_path / "reports" / "figures" / f"{name}-ablation-tiny.csv")
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / f"{name}-ablation-tiny.csv")
     assert key in csv.columns and len(csv) == len(resolve(name).expand("tiny"))
