@@ -281,6 +281,9 @@ class Model(nn.Module):
             "params": sum(p.numel() for p in self.parameters()),
             "flops_per_token": self.flops_per_token(),
         }
+        L = len(zs)  # mean z of the lower and of the upper half of the layers (Figure 4's depth trend)
+        out["span_lower_half"] = float(np.mean(zs[: L // 2])) if L > 1 else None
+        out["span_upper_half"] = float(np.mean(zs[(L + 1) // 2:])) if L > 1 else None
         if self.cfg.span.kind == "dynamic":
             out["dynamic_span_mean"] = float(np.mean([z for layer in zs for z in layer]))
         return out
