@@ -3,17 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.analysis import Context, renderer
+from repro.analysis import Context, pyplot, renderer
 
 
 @renderer("curves")
 def curves(ctx: Context) -> list[tuple[Path, str]]:
     """Training bits against step for every run (and the quick validation bits when logged)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for _, row in ctx.runs.iterrows():
         metrics = ctx.run_dir(row["run_id"]).metrics()
@@ -28,8 +24,5 @@ def curves(ctx: Context) -> list[tuple[Path, str]]:
     ax.set_ylabel("bits per symbol")
     ax.set_title(f"{ctx.manifest.name}: training curves\n{ctx.label}", fontsize=9)
     ax.legend(fontsize=7)
-    path = ctx.figure_path("curves")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = ctx.save_figure(fig, "curves")
     return [(path, f"Training curves ({ctx.label})")]
