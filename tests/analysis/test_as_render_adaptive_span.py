@@ -49,6 +49,7 @@ def _fake_store(root: Path, m: manifests.Manifest, scale: str = "tiny") -> list:
             "span_limit": S, "params": 300000 + i, "steps": spec.train.steps, "seconds_per_step": 0.1,
             "flops_per_token": flops_per_token(layers=L, d_model=c.d_model, d_ff=c.d_ff, heads=H,
                                                vocab_size=27, spans=effs),
+            **dict(zip(("span_lower_half", "span_upper_half"), layer_halves(zs))),
             **({"dynamic_span_mean": 20.0} if span.kind == "dynamic" else {}),
         })
         x = np.arange(S)
