@@ -77,8 +77,7 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         keys = cell_keys(manifest, scale)
         frame = _table(manifest, rows, keys)
         csv_frames.append(frame.assign(scale=scale))
-        datasets = ", ".join(sorted(set(rows.get("dataset", pd.Series(dtype=str)).dropna().astype(str)))) or "?"
-        lines += [f"## Scale `{scale}` — dataset: {datasets}", "", SCALE_NOTE.get(scale, f"**Scale: {scale}**"), ""]
+        lines += [f"## Scale `{scale}` — dataset: {analysis.datasets(rows)}", "", SCALE_NOTE.get(scale, f"**Scale: {scale}**"), ""]
         lines += [markdown_table(frame), ""]
         figures = analysis.render_all(manifest, rows, scale, out_dir)
         for path, caption in figures:

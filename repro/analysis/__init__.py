@@ -64,8 +64,7 @@ class Context:
         """What every figure states: scale and dataset(s)."""
         if self.scale == "none":
             return "analytic: no training, no data"
-        data = ", ".join(sorted(set(self.runs.get("dataset", pd.Series(dtype=str)).dropna().astype(str))))
-        return f"scale: {self.scale} | data: {data or '?'}"
+        return f"scale: {self.scale} | data: {datasets(self.runs)}"
 
 
 def pyplot():
@@ -102,6 +101,11 @@ def markdown_table(frame: pd.DataFrame) -> str:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join(format_value(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([head, rule, *body])
+
+
+def datasets(runs: pd.DataFrame) -> str:
+    """The datasets of these runs, for labels ("?" when none is recorded)."""
+    return ", ".join(sorted(set(runs.get("dataset", pd.Series(dtype=str)).dropna().astype(str)))) or "?"
 
 
 def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:

@@ -82,9 +82,6 @@ def _last_train_bits(run: RunDir) -> float | None:
     return float(values.iloc[-1]) if len(values) else None
 
 
-def _datasets(runs: pd.DataFrame) -> str:
-    return ", ".join(sorted(set(runs.get("dataset", pd.Series(dtype=str)).dropna().astype(str)))) or "?"
-
 
 # -- Table 1 -----------------------------------------------------------------------------------
 
