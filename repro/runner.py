@@ -78,9 +78,9 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
     options = spec.data.options()
     train_data, vocab = datasets.open_split(spec.data.name, "train", **options)
     info = datasets.dataset_info(spec.data.name)
-    valid_data, _ = datasets.open_split(spec.data.name, "valid", **options)
+    valid_data = datasets.open_split(spec.data.name, "valid", **options)[0] if spec.train.val_every else None
     pl.seed_everything(spec.train.seed, verbose=False)
-    module = LMModule(spec, vocab.size, info.shape, valid=valid_data if spec.train.val_every else None)
+    module = LMModule(spec, vocab.size, info.shape, valid=valid_data)
     run.write_spec({"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell,
                     "code_version": code_version(), **spec.resolved()})
     store_logger = StoreLogger(run)

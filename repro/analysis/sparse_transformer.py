@@ -64,9 +64,6 @@ def _short(key: str) -> str:
     return key.rsplit(".", 1)[-1]
 
 
-def _cell_value(row: pd.Series, key: str) -> Any:
-    return row[key] if key in row else None
-
 
 def _reference_for(ctx: Context, cell: dict[str, Any]) -> dict[str, Any]:
     from repro.report import reference_for
