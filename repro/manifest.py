@@ -135,6 +135,12 @@ def load(path: str | Path) -> Manifest:
         reference=data.get("reference") or {}, claims=_claims(path, data.get("claims") or []),
         description=str(data.get("description") or ""), notes=str(data.get("notes") or ""),
     )
+    from repro.analysis import registry  # here, not at import: renderer modules import pandas/numpy
+
+    unknown_renders = sorted(set(manifest.renders) - set(registry()))
+    if unknown_renders:
+        raise ManifestError(f"{path}: renders: unknown renderer {unknown_renders[0]!r}; "
+                            f"known: {', '.join(sorted(registry()))}")
     for scale in manifest.scale_names():
         manifest.expand(scale)
     return manifest

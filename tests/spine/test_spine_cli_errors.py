@@ -33,6 +33,7 @@ def test_unknown_manifest_suggests_the_closest(capsys, tmp_path):
     (lambda t: t.replace("steps: 30", "steps: lots"), "train.steps: expected an integer, got str 'lots'"),
     (lambda t: t.replace("heads: 2", "heads: 2, hedas: 3"), "model.hedas: unknown key"),
     (lambda t: t + "grid:\n  model.dropout: [0.1, 0.2]\n", "grid.model.dropout: grid key is not set in base"),
+    (lambda t: t.replace("renders: [curves]", "renders: [curvez]"), "renders: unknown renderer 'curvez'"),
     (lambda t: t + "claims:\n  - {id: x, text: y, check: 'valid_bits[ < 2'}\n", "claims[0]"),
 ])
 def test_manifest_errors(capsys, tmp_path, write_manifest, mutate, expected):
