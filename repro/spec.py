@@ -51,6 +51,8 @@ class TrainSpec:
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     clip: float = 0.0  # 0 = no clipping
+    # global_norm: all gradients together (any optimiser); per_tensor: Adagrad only, the official
+    # adaptive-span semantics (the clip scales each tensor's learning rate, see repro.optim)
     clip_mode: Literal["per_tensor", "global_norm"] = "global_norm"
     batch_size: int = 8
     steps: int = 1000
@@ -190,10 +192,15 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
     name = model.pop("family", None)
     if name not in FAMILIES:
         raise SpecError("model.family", f"expected one of {', '.join(sorted(FAMILIES))}, got {name!r}")
+    train = build(TrainSpec, config.get("train") or {}, "train")
+    if train.clip_mode == "per_tensor" and train.clip > 0 and train.optimizer != "adagrad":
+        raise SpecError("train.clip_mode", f"per_tensor clipping is the official adaptive-span Adagrad's "
+                        f"(it scales each tensor's learning rate); with optimizer {train.optimizer!r} use "
+                        f"global_norm")
     return RunSpec(
         manifest=manifest, scale=scale, cell=dict(cell), family=name,
         data=build(DataSpec, config.get("data") or {}, "data"),
         model=build(family(name).Config, model, "model"),
-        train=build(TrainSpec, config.get("train") or {}, "train"),
+        train=train,
         eval=build(EvalSpec, config.get("eval") or {}, "eval"),
     )

@@ -1,8 +1,9 @@
 """Lightning pieces shared by every model family: the LightningModule, the DataModule, callbacks.
 
-The module owns the optimisation recipe (Adagrad/Adam, warm-up, constant/cosine, the lr/10 final
-phase, per-tensor or global-norm clipping), the recurrent state carried between training blocks,
-divergence detection and everything a checkpoint needs for an exact resume (RNG states, the state).
+The module owns the optimisation recipe (Adagrad with the official per-tensor clipping, Adam(W) with
+global-norm clipping, warm-up, constant/cosine, the lr/10 final phase), the recurrent state carried
+between training blocks, divergence detection and everything a checkpoint needs for an exact resume
+(RNG states, the state).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from repro.data.batching import SequenceBatches, StreamBatches
 from repro.evaluation import evaluate
 from repro.models import family
 from repro.models.base import detach_state
+from repro.optim import AdagradClip
 from repro.spec import RunSpec, TrainSpec
 
 LN2 = math.log(2.0)
@@ -99,8 +101,9 @@ class LMModule(pl.LightningModule):
     def configure_optimizers(self):
         train = self.spec.train
         params = [p for p in self.parameters() if p.requires_grad]
-        if train.optimizer == "adagrad":
-            opt = torch.optim.Adagrad(params, lr=train.lr, weight_decay=train.weight_decay)
+        if train.optimizer == "adagrad":  # the per-tensor clip lives in the optimiser (repro.optim)
+            clip = train.clip if train.clip_mode == "per_tensor" else 0.0
+            opt = AdagradClip(params, lr=train.lr, clip=clip, weight_decay=train.weight_decay)
         else:
             cls = torch.optim.Adam if train.optimizer == "adam" else torch.optim.AdamW
             opt = cls(params, lr=train.lr, betas=tuple(train.betas), weight_decay=train.weight_decay)
@@ -108,17 +111,12 @@ class LMModule(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        """Global-norm clipping of all gradients together, after the backward pass (and after unscaling
+        under 16-mixed) and before the optimiser step. Per-tensor clipping is the optimiser's own
+        (:class:`repro.optim.AdagradClip`)."""
         train = self.spec.train
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
-        if train.clip <= 0 or not grads:
-            return
-        if train.clip_mode == "global_norm":
+        if train.clip > 0 and train.clip_mode == "global_norm":
             torch.nn.utils.clip_grad_norm_(self.parameters(), train.clip)
-            return
-        # Per tensor (the adaptive-span recipe): each gradient's own norm is capped at `clip`.
-        norms = torch._foreach_norm(grads)
-        scales = [torch.clamp(train.clip / (n + 1e-6), max=1.0) for n in norms]
-        torch._foreach_mul_(grads, scales)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["repro_rng"] = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
