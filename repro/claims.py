@@ -7,9 +7,15 @@ A check is an arithmetic/boolean expression over *selections*::
 
 ``metric[key=value, ...]`` picks the runs whose grid cell matches every filter (a key matches a cell key
 equal to it or ending in ``.key``) and yields their ``metric`` (a ``summary.json`` key), indexed by the
-grid keys the filters left free. Two selections compare cell by cell on that index, so the second line
-holds when adaptive beats fixed at every span limit. A selection of one run is a number. Functions:
-mean, min, max, abs, all, any. The claim is reproduced when the expression is true everywhere.
+grid keys the filters left free, in grid order. Two selections compare cell by cell on that index, so the
+second line holds when adaptive beats fixed at every span limit; a cell with two runs is an error, never
+paired by position. A selection of one run is a number. Functions: mean, min, max, abs, all, any, and
+first/last (the value at the first/last cell in grid order, e.g. the smallest and largest S).
+
+A claim may carry preconditions (``requires``), checks in the same language that must hold for the claim
+to say anything (the spans moved, the baseline uses its context, the model learned the data). The claim
+is reproduced when its expression is true everywhere; when a precondition does not hold it is *not
+evaluable*, with the failed precondition and its numbers.
 """
 from __future__ import annotations
 
@@ -26,7 +32,8 @@ from repro.errors import UserError
 _SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^\[\]]*)\]")
 _FUNCTIONS = {"mean": lambda s: _as_series(s).mean(), "min": lambda s: _as_series(s).min(),
               "max": lambda s: _as_series(s).max(), "abs": abs,
-              "all": lambda s: bool(_as_series(s).all()), "any": lambda s: bool(_as_series(s).any())}
+              "all": lambda s: bool(_as_series(s).all()), "any": lambda s: bool(_as_series(s).any()),
+              "first": lambda s: _as_series(s).iloc[0], "last": lambda s: _as_series(s).iloc[-1]}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
@@ -76,8 +83,18 @@ def parse(check: str) -> tuple[ast.Expression, list[tuple[str, dict[str, str]]]]
     return tree, selections
 
 
-def evaluate(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
-    """Judge ``check`` over ``runs`` (one row per run: ``status``, the cell keys, the summary metrics)."""
+def evaluate(check: str, runs: pd.DataFrame, cell_keys: list[str], requires: list[str] = ()) -> Verdict:
+    """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
+    metrics), after its preconditions ``requires``."""
+    for precondition in requires:
+        verdict = _judge(precondition, runs, cell_keys)
+        if verdict.status != "reproduced":
+            why = "does not hold" if verdict.status == "not reproduced" else "cannot be checked"
+            return Verdict("not evaluable", f"precondition `{precondition}` {why}: {verdict.detail}")
+    return _judge(check, runs, cell_keys)
+
+
+def _judge(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
     tree, selections = parse(check)
     try:
         values = {f"_s{i}": _select(runs, cell_keys, metric, filters)
@@ -89,6 +106,17 @@ def evaluate(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
                       for i, (m, f) in enumerate(selections))
     holds = bool(_as_series(result).all()) if isinstance(result, pd.Series) else bool(result)
     return Verdict("reproduced" if holds else "not reproduced", shown)
+
+
+def filter_keys(check: str, cell_keys: list[str]) -> list[tuple[str, str, str | None]]:
+    """``(key, value, grid key)`` for every filter of ``check``; the grid key is None unless the key names
+    exactly one of ``cell_keys`` (what ``repro validate`` refuses)."""
+    out = []
+    for _, filters in parse(check)[1]:
+        for key, value in filters.items():
+            matches = [c for c in cell_keys if c == key or c.endswith("." + key)]
+            out.append((key, value, matches[0] if len(matches) == 1 else None))
+    return out
 
 
 def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[str, str]) -> Any:
@@ -110,7 +138,11 @@ def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict
     free = [c for c in cell_keys if c not in used]
     if len(rows) == 1:
         return float(rows[metric].iloc[0])
-    index = rows[free].astype(str).agg(",".join, axis=1) if free else None
+    if not free:
+        raise NotEvaluable(f"{len(rows)} runs share the cell of {metric}[{filters}]")
+    index = rows[free].astype(str).agg(",".join, axis=1)
+    if not index.is_unique:
+        raise NotEvaluable(f"several runs share a cell of {metric}[{filters}]: {sorted(index[index.duplicated()])}")
     return pd.Series(rows[metric].astype(float).values, index=index)
 
 

@@ -63,6 +63,14 @@ def evaluate(model: torch.nn.Module, data: np.ndarray, spec: RunSpec, device: to
             "min_context": context}
 
 
+def unigram_bits(train: np.ndarray, data: np.ndarray, vocab_size: int) -> float:
+    """Bits per symbol of ``data`` under the training split's unigram distribution (add-one smoothed):
+    the level a model reaches by learning symbol frequencies alone (claims' "it learned the data")."""
+    counts = np.bincount(np.asarray(train).ravel(), minlength=vocab_size)[:vocab_size] + 1.0
+    log_p = np.log2(counts / counts.sum())
+    return float(-log_p[np.asarray(data).ravel()].mean())
+
+
 def _progress(enabled: bool, data: np.ndarray):
     if not enabled:
         return None

@@ -18,7 +18,7 @@ import torch
 
 from repro import data as datasets
 from repro.errors import UserError
-from repro.evaluation import evaluate
+from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, RUNNING, RunDir, finished_twin
@@ -113,7 +113,7 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
         return Outcome(spec, "failed", summary)
     train_seconds = round(time.perf_counter() - started, 2)
     final = {"train_seconds": train_seconds, "steps": spec.train.steps,
-             **_evaluate_and_analyse(spec, module.model, trainer, run, vocab)}
+             **_evaluate_and_analyse(spec, module.model, trainer, run, vocab, train_data)}
     summary = run.update_summary(status=FINISHED, **final)
     if wb is not None:
         wb.experiment.summary.update({k: v for k, v in final.items() if isinstance(v, (int, float))})
@@ -133,9 +133,10 @@ def _trainer(spec: RunSpec, run: RunDir, loggers: list, devices: int, callbacks:
 
 
 def _evaluate_and_analyse(spec: RunSpec, model: torch.nn.Module, trainer: pl.Trainer, run: RunDir,
-                          vocab) -> dict:
+                          vocab, train_data) -> dict:
     """Summary numbers of a trained model: speed, memory, FLOPs, its statistics, bits on every split
-    (and at every swept context); stores the family's figure arrays (analysis.npz)."""
+    (and at every swept context), the unigram level of the valid split; stores the family's figure
+    arrays (analysis.npz)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device)
     measured = {key: float(trainer.callback_metrics[key]) if key in trainer.callback_metrics else None
@@ -145,6 +146,7 @@ def _evaluate_and_analyse(spec: RunSpec, model: torch.nn.Module, trainer: pl.Tra
     final = {**measured, "flops_per_token": float(model.flops_per_token()), **model.stats()}
     splits = {name: datasets.open_split(spec.data.name, name, **spec.data.options())[0]
               for name in {*spec.eval.splits, "valid", *(["test"] if spec.eval.context_sweep else [])}}
+    final["unigram_bits"] = unigram_bits(train_data, splits["valid"], vocab.size)
     for name in spec.eval.splits:
         result = evaluate(model, splits[name], spec, device, vocab.size, progress=True)
         final.update({f"{name}_bits": result["bits"], f"{name}_targets": result["targets"],

@@ -278,6 +278,7 @@ class Model(nn.Module):
         flat = [e for layer in effs for e in layer]
         out = {
             "avg_span": sum(flat) / len(flat),
+            "span_max": max(z for layer in zs for z in layer),  # the longest z of any head (tokens)
             "spans": zs,
             "effective_spans": effs,
             "span_limit": self.cfg.span.limit,
