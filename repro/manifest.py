@@ -23,7 +23,8 @@ from repro.errors import UserError
 from repro.spec import RunSpec, SpecError, build_run
 
 TOP_KEYS = {"name", "title", "paper", "renders", "description", "base", "grid", "scales", "reference",
-            "claims", "notes"}
+            "requires", "claims", "parts", "notes"}
+CLAIM_KEYS = {"id", "text", "check", "scales", "requires"}
 SCALES = ("tiny", "small", "paper")
 VARIANT = "variant"  # the grid key whose values are named override mappings
 SHIPPED = Path(__file__).resolve().parent.parent / "experiments"
@@ -44,6 +45,7 @@ class Claim:
     text: str
     check: str
     scales: list[str] | None = None  # judged only at these scales (None: every scale)
+    requires: list[str] = field(default_factory=list)  # preconditions (the manifest's, then the claim's)
 
 
 @dataclass
@@ -58,6 +60,7 @@ class Manifest:
     renders: list[str] = field(default_factory=list)
     reference: dict[str, Any] = field(default_factory=dict)
     claims: list[Claim] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)  # manifests whose runs this one's renderers gather
     description: str = ""
     notes: str = ""
 
@@ -132,7 +135,9 @@ def load(path: str | Path) -> Manifest:
     manifest = Manifest(
         name=data["name"], title=data["title"], paper=data["paper"], path=path, base=data.get("base"),
         grid=grid, scales=scales, renders=_str_list(path, "renders", data.get("renders") or []),
-        reference=data.get("reference") or {}, claims=_claims(path, data.get("claims") or []),
+        reference=data.get("reference") or {},
+        claims=_claims(path, data.get("claims") or [], _str_list(path, "requires", data.get("requires") or [])),
+        parts=_str_list(path, "parts", data.get("parts") or []),
         description=str(data.get("description") or ""), notes=str(data.get("notes") or ""),
     )
     from repro.analysis import registry  # here, not at import: renderer modules import pandas/numpy
@@ -143,7 +148,74 @@ def load(path: str | Path) -> Manifest:
                             f"known: {', '.join(sorted(registry()))}")
     for scale in manifest.scale_names():
         manifest.expand(scale)
+    _check_reference(manifest)
+    _check_claim_cells(manifest)
     return manifest
+
+
+def _check_reference(manifest: Manifest) -> None:
+    """``reference``: ``runs`` (rows of paper values matched to grid cells) plus the keys the manifest's
+    renderers declare, each of its declared type."""
+    from repro.analysis import reference_keys
+
+    where = f"{manifest.path}: reference"
+    declared = reference_keys(manifest.renders)
+    for key, value in manifest.reference.items():
+        if key == "runs":
+            _check_reference_runs(manifest, value)
+        elif key not in declared:
+            allowed = ", ".join(sorted({"runs", *declared}))
+            raise ManifestError(f"{where}.{key}: unknown key; the renderers {manifest.renders} read: {allowed}")
+        elif not isinstance(value, declared[key]):
+            raise ManifestError(f"{where}.{key}: expected {_type_name(declared[key])}, got {_show(value)}")
+
+
+def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
+    where = f"{manifest.path}: reference.runs"
+    if not isinstance(entries, list):
+        raise ManifestError(f"{where}: expected a list of {{match, label, <metric>: value}} entries")
+    keys = {k for s in manifest.scale_names() for k in manifest.grid_for(s)}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("match", {}), dict):
+            raise ManifestError(f"{where}[{i}]: expected a mapping with a `match` mapping")
+        for key in entry.get("match", {}):
+            if not any(k == key or k.endswith("." + key) for k in keys):
+                raise ManifestError(f"{where}[{i}].match.{key}: names no grid key; grid keys: "
+                                    f"{', '.join(sorted(keys)) or 'none'}")
+        if not isinstance(entry.get("label", ""), str):
+            raise ManifestError(f"{where}[{i}].label: expected a string, got {_show(entry['label'])}")
+        for key, value in entry.items():
+            if key not in ("match", "label") and value is not None and (
+                    isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ManifestError(f"{where}[{i}].{key}: expected a number (the paper's value) or null, "
+                                    f"got {_show(value)}")
+
+
+def _check_claim_cells(manifest: Manifest) -> None:
+    """Every filter of a claim (and of its preconditions) names one grid key, with a value of that key's
+    grid, at every scale the claim is judged at: a typo is refused here, not judged 'not evaluable'."""
+    for i, claim in enumerate(manifest.claims):
+        scales = [s for s in manifest.scale_names() if claim.scales is None or s in claim.scales]
+        for check in [*claim.requires, claim.check]:
+            for scale in scales:
+                grid = manifest.grid_for(scale)
+                for key, value, full in claims.filter_keys(check, list(grid)):
+                    where = f"{manifest.path}: claims[{i}] ({claim.id}), scale {scale}"
+                    if full is None:
+                        raise ManifestError(f"{where}: filter {key}={value} names no single grid key; grid keys: "
+                                            f"{', '.join(grid) or 'none'}")
+                    values = [v["name"] if full == VARIANT else v for v in grid[full]]
+                    if value not in {str(v) for v in values}:
+                        raise ManifestError(f"{where}: {key}={value} is not in the grid; {full} takes: "
+                                            f"{', '.join(map(str, values))} (limit the claim with `scales:`)")
+
+
+def _type_name(tp: type | tuple) -> str:
+    return " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
+
+
+def _show(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"[:80]
 
 
 def _check_grid(path: Path, where: str, grid: Any, base: dict, known: dict) -> None:
@@ -163,23 +235,34 @@ def _check_grid(path: Path, where: str, grid: Any, base: dict, known: dict) -> N
             raise ManifestError(f"{path}: {where}.{key}: expected a non-empty list of values")
 
 
-def _claims(path: Path, items: Any) -> list[Claim]:
+def _claims(path: Path, items: Any, requires: list[str]) -> list[Claim]:
+    """The claims, each with the manifest-wide preconditions ``requires`` before its own."""
     if not isinstance(items, list):
         raise ManifestError(f"{path}: claims: expected a list")
+    for j, check in enumerate(requires):
+        _parse(path, f"requires[{j}]", check)
     out = []
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or set(item) - {"id", "text", "check", "scales"} or "check" not in item:
-            raise ManifestError(f"{path}: claims[{i}]: expected a mapping with id, text, check (and scales)")
+        if not isinstance(item, dict) or set(item) - CLAIM_KEYS or "check" not in item:
+            raise ManifestError(f"{path}: claims[{i}]: expected a mapping with id, text, check "
+                                f"(and scales, requires)")
         scales = item.get("scales")
         if scales is not None and not (isinstance(scales, list) and all(isinstance(x, str) for x in scales)):
             raise ManifestError(f"{path}: claims[{i}].scales: expected a list of scale names")
-        try:
-            claims.parse(str(item["check"]))
-        except claims.ClaimError as err:
-            raise ManifestError(f"{path}: claims[{i}]: {err}") from None
+        own = _str_list(path, f"claims[{i}].requires", item.get("requires") or [])
+        for j, check in enumerate(own):
+            _parse(path, f"claims[{i}].requires[{j}]", check)
+        _parse(path, f"claims[{i}]", str(item["check"]))
         out.append(Claim(id=str(item.get("id", i)), text=str(item.get("text", "")), check=str(item["check"]),
-                         scales=scales))
+                         scales=scales, requires=[*requires, *own]))
     return out
+
+
+def _parse(path: Path, where: str, check: str) -> None:
+    try:
+        claims.parse(check)
+    except claims.ClaimError as err:
+        raise ManifestError(f"{path}: {where}: {err}") from None
 
 
 def _str_list(path: Path, key: str, value: Any) -> list[str]:

@@ -3,6 +3,11 @@
 ``results/reports/<manifest>.md`` (+ ``.csv``) per manifest and ``results/REPORT.md`` over all of them.
 Reads only the run store (and the manifest for the paper's reference values and claims).
 
+Like with like: at each scale a report uses only the runs of the manifest's *current* resolution (the
+run ids ``repro run NAME --scale S`` would train), one per grid cell, in grid order. Other stored runs
+(``--max-steps``, a spec from an older manifest) are listed apart, labelled, and never enter a table,
+figure or claim.
+
 Reference values meet runs through ``reference.runs``: a list of ``{match: {key: value}, label, <metric>:
 value}``; a run takes the first entry whose ``match`` its grid cell satisfies (keys may be dotted
 suffixes, an empty match fits every run) and shows ``paper <metric>`` beside its own ``<metric>``.
@@ -18,8 +23,8 @@ from typing import Any
 import pandas as pd
 
 from repro import analysis, claims
-from repro.analysis import markdown_table
-from repro.manifest import Manifest, discover, load
+from repro.analysis import Context, markdown_table, reference_for
+from repro.manifest import Manifest, ManifestError, discover, load, resolve
 from repro.store import table, write_atomic
 
 COLUMNS = ["status", "dataset", "valid_bits", "test_bits", "params", "flops_per_token", "avg_span",
@@ -48,12 +53,40 @@ def cell_keys(manifest: Manifest, scale: str) -> list[str]:
     return list(manifest.grid_for(scale))
 
 
-def reference_for(manifest: Manifest, cell: dict[str, Any]) -> dict[str, Any]:
-    for entry in manifest.reference.get("runs") or []:
-        match = entry.get("match") or {}
-        if all(any(str(v) == str(cell[c]) for c in cell if c == k or c.endswith("." + k)) for k, v in match.items()):
-            return {k: v for k, v in entry.items() if k != "match"}
-    return {}
+def split_current(manifest: Manifest, scale: str, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the runs of the manifest's current resolution at ``scale`` in grid order, the other stored runs
+    at that scale)."""
+    rows = runs[runs["scale"] == scale] if not runs.empty else runs
+    order = {spec.run_id: i for i, spec in enumerate(manifest.expand(scale))}
+    current = rows["run_id"].isin(list(order)) if not rows.empty else pd.Series(dtype=bool)
+    ordered = rows[current]
+    ordered = ordered.iloc[ordered["run_id"].map(order).argsort()] if not ordered.empty else ordered
+    return ordered.reset_index(drop=True), rows[~current]
+
+
+def current_runs(manifest: Manifest, root: Path) -> pd.DataFrame:
+    """The tidy table of a manifest's current runs at every stored scale."""
+    runs = table(root, manifest.name)
+    frames = [split_current(manifest, s, runs)[0] for s in manifest.scale_names()] if not runs.empty else []
+    return pd.concat(frames, ignore_index=True) if frames else runs
+
+
+def context(manifest: Manifest, root: Path, scale: str) -> Context:
+    """What a manifest's renderers get at ``scale`` (``none``: a manifest that trains nothing)."""
+    runs = table(root, manifest.name)
+    rows = split_current(manifest, scale, runs)[0] if scale != "none" and not runs.empty else runs.iloc[0:0]
+    return Context(manifest, rows, scale, root, _parts(manifest, root))
+
+
+def _parts(manifest: Manifest, root: Path) -> dict[str, tuple[Manifest, pd.DataFrame]]:
+    out = {}
+    for name in manifest.parts:
+        try:
+            part = resolve(name)
+        except ManifestError as err:
+            raise ManifestError(f"{manifest.path}: parts: {err}") from None
+        out[name] = (part, current_runs(part, root))
+    return out
 
 
 def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
@@ -65,36 +98,35 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     if manifest.description:
         lines += [manifest.description.strip(), ""]
     results: list[ClaimResult] = []
-    if manifest.base is None:  # trains nothing: the renderers draw from the manifest alone
-        lines += ["This artefact needs no training.", ""]
-        for path, caption in analysis.render_all(manifest, runs, "none", out_dir):
-            lines += [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]
+    if manifest.base is None:  # trains nothing: the renderers draw from the manifest (and its parts)
+        lines += ["This artefact needs no training." if not manifest.parts else
+                  f"Gathered from the stored runs of {', '.join(f'`{p}`' for p in manifest.parts)}.", ""]
+        for path, caption in analysis.render_all(context(manifest, root, "none")):
+            lines += _embed(path, caption, out_dir)
     elif runs.empty:
         lines += ["No stored runs yet: `repro run " + manifest.name + " --scale tiny`.", ""]
     csv_frames = []
     for scale in [s for s in manifest.scale_names() if not runs.empty and s in set(runs["scale"])]:
-        rows = runs[runs["scale"] == scale]
+        rows, others = split_current(manifest, scale, runs)
         keys = cell_keys(manifest, scale)
         frame = _table(manifest, rows, keys)
         csv_frames.append(frame.assign(scale=scale))
         lines += [f"## Scale `{scale}` — dataset: {analysis.datasets(rows)}", "", SCALE_NOTE.get(scale, f"**Scale: {scale}**"), ""]
-        lines += [markdown_table(frame), ""]
-        figures = analysis.render_all(manifest, rows, scale, out_dir)
+        lines += [markdown_table(frame) if not rows.empty else
+                  f"No run of the current resolution is stored: `repro run {manifest.name} --scale {scale}`.", ""]
+        if not others.empty:
+            lines += [f"Other stored runs at this scale ({len(others)}), **not used** in the tables, figures or "
+                      "claims above: their spec differs from the manifest's current resolution (a `--max-steps` "
+                      "run, or a spec from an older version of the manifest or code).", "",
+                      markdown_table(_table(manifest, others, keys).assign(run_id=list(others["run_id"]))), ""]
+        figures = analysis.render_all(Context(manifest, rows, scale, root)) if not rows.empty else []
         for path, caption in figures:
-            if path.suffix == ".md":  # a renderer's table: inlined, its headings under this section's
-                table_md = re.sub(r"^(#+) ", lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ",
-                                  path.read_text().strip(), flags=re.M)
-                lines += [table_md, "", f"([{path.name}]({path.relative_to(out_dir)}), "
-                          f"[csv]({path.with_suffix('.csv').relative_to(out_dir)}))", ""]
-            elif path.suffix in (".png", ".svg", ".jpg", ".jpeg", ".gif"):
-                lines += [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]
-            else:
-                lines += [f"[{caption}]({path.relative_to(out_dir)})", ""]
+            lines += _embed(path, caption, out_dir)
         judged = [c for c in manifest.claims if c.scales is None or scale in c.scales]
         if judged:
             lines += [f"### Claims at scale `{scale}`", ""]
         for claim in judged:
-            verdict = claims.evaluate(claim.check, rows, keys)
+            verdict = claims.evaluate(claim.check, rows, keys, claim.requires)
             results.append(ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict))
             lines += [f"- **{claim.id}** — {claim.text} — **{verdict.status}** (`{claim.check}`: {verdict.detail})"]
         lines.append("")
@@ -105,6 +137,19 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     if csv_frames:
         write_atomic(out_dir / f"{manifest.name}.csv", pd.concat(csv_frames).to_csv(index=False))
     return path, results
+
+
+def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
+    """Report lines for a renderer's file: a table inlined (its headings under the section's), a figure
+    embedded, anything else linked."""
+    if path.suffix == ".md":
+        table_md = re.sub(r"^(#+) ", lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ",
+                          path.read_text().strip(), flags=re.M)
+        return [table_md, "", f"([{path.name}]({path.relative_to(out_dir)}), "
+                f"[csv]({path.with_suffix('.csv').relative_to(out_dir)}))", ""]
+    if path.suffix in (".png", ".svg", ".jpg", ".jpeg", ".gif"):
+        return [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]
+    return [f"[{caption}]({path.relative_to(out_dir)})", ""]
 
 
 def short_names(keys: list[str]) -> dict[str, str]:

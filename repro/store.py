@@ -147,8 +147,13 @@ class RunDir:
             write_atomic(self.metrics_path, old[old["step"] <= after_step].to_csv(index=False))
 
 
+SECTIONS = ("data", "model", "train", "eval")
+
+
 def table(root: Path, manifest: str | None = None) -> pd.DataFrame:
-    """One row per stored run: manifest, run_id, scale, the grid cell's keys, then the summary's scalars."""
+    """The tidy table of the store: one row per stored run with manifest, run_id, scale, the grid cell's
+    keys, the resolved spec flattened into dotted columns (``model.span.limit``), then every key of
+    the summary (lists such as per-head spans included)."""
     rows = []
     base = root / "runs"
     dirs = sorted((base / manifest).glob("*/spec.yaml")) if manifest else sorted(base.glob("*/*/spec.yaml"))
@@ -158,7 +163,16 @@ def table(root: Path, manifest: str | None = None) -> pd.DataFrame:
         summary = run.summary()
         row = {"manifest": run.path.parent.name, "run_id": run.run_id, "scale": spec.get("scale"),
                **(spec.get("cell") or {}), "status": summary.get("status", "pending")}
-        row.update({k: v for k, v in summary.items() if k not in row and not isinstance(v, (dict, list))})
-        row["_summary"] = summary
+        for section in SECTIONS:
+            row.update(_flatten(spec.get(section) or {}, section))
+        row.update({k: v for k, v in summary.items() if k not in row and not isinstance(v, dict)})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _flatten(tree: dict[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}.{key}"
+        out.update(_flatten(value, name) if isinstance(value, dict) else {name: value})
+    return out

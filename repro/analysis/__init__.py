@@ -1,14 +1,17 @@
 """Renderers: one function per paper table/figure, reading only stored runs, writing files.
 
-A renderer is registered under the name a manifest lists in ``renders`` and is called once per
-scale with a :class:`Context`; it returns the files it wrote with their captions. Every figure names
-its scale and dataset. Renderers never import models or train.
+A renderer is registered under the name a manifest lists in ``renders``, with the ``reference`` keys
+(and their types) it reads from the manifest, and is called once per scale with a :class:`Context`:
+a tidy table of the runs (one row per run of the manifest's current resolution, in grid order; the
+resolved spec flattened into dotted columns such as ``model.span.limit``; the summary's keys as
+columns), the results root, and the tables of the manifest's ``parts``. It returns the files it wrote
+with their captions. Every figure names its scale and dataset. Renderers never import models or train.
 """
 from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,17 +25,29 @@ MODULES = ["repro.analysis.suite", "repro.analysis.sparse_transformer", "repro.a
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
 _REGISTRY: dict[str, Renderer] = {}
+_REFERENCE: dict[str, dict[str, type | tuple[type, ...]]] = {}  # renderer -> reference keys it reads
 
 
 @dataclass
 class Context:
     manifest: Any  # repro.manifest.Manifest
-    runs: pd.DataFrame  # the store's rows of this manifest at this scale
+    runs: pd.DataFrame  # tidy: this manifest's current runs at this scale (see the module docstring)
     scale: str
-    out_dir: Path  # results/reports
+    root: Path  # the results root
+    parts: dict[str, pd.DataFrame] = field(default_factory=dict)  # manifest.parts -> their tidy tables
 
-    def run_dir(self, run_id: str) -> RunDir:
-        return RunDir(self.out_dir.parent, self.manifest.name, run_id)
+    @property
+    def out_dir(self) -> Path:
+        return self.root / "reports"
+
+    def run_dir(self, run_id: str, manifest: str | None = None) -> RunDir:
+        return RunDir(self.root, manifest or self.manifest.name, run_id)
+
+    def reference(self, key: str, default: Any = None) -> Any:
+        return self.manifest.reference.get(key, default)
+
+    def reference_for(self, cell: dict[str, Any]) -> dict[str, Any]:
+        return reference_for(self.manifest, cell)
 
     def figure_path(self, stem: str, suffix: str = "png") -> Path:
         path = self.out_dir / "figures" / f"{self.manifest.name}-{stem}-{self.scale}.{suffix}"
@@ -65,6 +80,16 @@ class Context:
         if self.scale == "none":
             return "analytic: no training, no data"
         return f"scale: {self.scale} | data: {datasets(self.runs)}"
+
+
+def reference_for(manifest: Any, cell: dict[str, Any]) -> dict[str, Any]:
+    """The paper's values for a grid cell: the first ``reference.runs`` entry whose ``match`` the cell
+    satisfies (keys may be dotted suffixes; an empty match fits every run), without ``match``."""
+    for entry in manifest.reference.get("runs") or []:
+        match = entry.get("match") or {}
+        if all(any(str(v) == str(cell[c]) for c in cell if c == k or c.endswith("." + k)) for k, v in match.items()):
+            return {k: v for k, v in entry.items() if k != "match"}
+    return {}
 
 
 def pyplot():
@@ -114,9 +139,11 @@ def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] == "finished"]
 
 
-def renderer(name: str) -> Callable[[Renderer], Renderer]:
+def renderer(name: str, reference: dict[str, type | tuple[type, ...]] | None = None) -> Callable[[Renderer], Renderer]:
+    """Register a renderer; ``reference``: the manifest's reference keys it reads, with their types."""
     def register(fn: Renderer) -> Renderer:
         _REGISTRY[name] = fn
+        _REFERENCE[name] = dict(reference or {})
         return fn
 
     return register
@@ -128,9 +155,15 @@ def registry() -> dict[str, Renderer]:
     return _REGISTRY
 
 
-def render_all(manifest: Any, runs: pd.DataFrame, scale: str, out_dir: Path) -> list[tuple[Path, str]]:
+def reference_keys(names: list[str]) -> dict[str, type | tuple[type, ...]]:
+    """The reference keys the named renderers read, with their types."""
+    registry()
+    return {key: tp for name in names for key, tp in _REFERENCE.get(name, {}).items()}
+
+
+def render_all(ctx: Context) -> list[tuple[Path, str]]:
     known = registry()
     files: list[tuple[Path, str]] = []
-    for name in manifest.renders:
-        files += known[name](Context(manifest, runs, scale, out_dir))
+    for name in ctx.manifest.renders:
+        files += known[name](ctx)
     return files

@@ -1,7 +1,7 @@
 """Renderers of the Adaptive Span paper (Sukhbaatar et al. 2019): Tables 1-3, Figures 1-5, two ablations.
 
-Every renderer reads only the run store (``summary.json``, ``spec.yaml``, ``analysis.npz``) and the
-manifest's ``reference`` (the paper's numbers, copied into the manifest), and writes into
+Every renderer reads only its context's tidy run table (summary keys and the resolved spec as dotted
+columns, e.g. ``model.span.limit``), the runs' ``analysis.npz`` and the manifest's ``reference`` (the paper's numbers, copied into the manifest), and writes into
 ``results/reports/``: figures as PNG + PDF under ``figures/`` (title: the scale and the dataset), tables as
 markdown + CSV under ``tables/`` with the paper's values beside ours. It returns the files with captions.
 
@@ -33,54 +33,21 @@ def soft_mask(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
     return np.clip((ramp + z - np.asarray(x, dtype=float)) / ramp, 0.0, 1.0)
 
 
-
-
-
-
 def _title(ctx: Context, what: str) -> str:
     return f"{what}\n{ctx.label}" + (" — NOT the paper's numbers" if ctx.scale != "paper" else "")
 
 
-
-
-def _col(runs: pd.DataFrame, key: str) -> str | None:
-    """The run-table column of grid key ``key`` (exact or dotted suffix)."""
-    for c in runs.columns:
-        if c == key or str(c).endswith("." + key):
-            return c
-    return None
-
-
-def _spec(ctx: Context, run_id: str) -> dict[str, Any]:
-    try:
-        return ctx.run_dir(run_id).spec()
-    except FileNotFoundError:
-        return {}
-
-
-def _model(ctx: Context, run_id: str) -> dict[str, Any]:
-    return _spec(ctx, run_id).get("model") or {}
-
-
-def paper_flops(summary: dict[str, Any], model: dict[str, Any]) -> float | None:
-    """Our FLOPs per token in the paper's table convention (1 per MAC, no position term)."""
-    total, effs = summary.get("flops_per_token"), summary.get("effective_spans")
-    if total is None or not effs or not model.get("d_model") or not model.get("heads"):
+def paper_flops(run: pd.Series) -> float | None:
+    """A run's FLOPs per token in the paper's table convention (1 per MAC, no position term)."""
+    total, effs = run.get("flops_per_token"), run.get("effective_spans")
+    if total is None or not isinstance(effs, list) or not effs:
         return None
-    d_h = model["d_model"] / model["heads"]
+    d_h = run["model.d_model"] / run["model.heads"]
     return (float(total) - 2.0 * float(np.sum([np.sum(layer) for layer in effs])) * d_h) / 2.0
 
 
-
-
-
-
-
-
-
-
 def _paper_rows(ctx: Context, key: str) -> list[dict[str, Any]]:
-    return list((ctx.manifest.reference or {}).get(key) or [])
+    return list(ctx.reference(key) or [])
 
 
 def _label(row: pd.Series, keys: Iterable[str]) -> str:
@@ -92,18 +59,16 @@ def _our_rows(ctx: Context, runs: pd.DataFrame) -> list[dict[str, Any]]:
     keys = list(ctx.manifest.grid_for(ctx.scale))
     out = []
     for _, row in runs.iterrows():
-        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
-        model = _model(ctx, row["run_id"])
         out.append({
             "model": f"ours: {_label(row, keys)}",
-            "layers": model.get("layers"),
-            "S": (model.get("span") or {}).get("limit"),
-            "avg span": summary.get("avg_span"),
-            "params": summary.get("params"),
-            "FLOPs (paper conv.)": paper_flops(summary, model),
-            "dev bits": summary.get("valid_bits"),
-            "test bits": summary.get("test_bits"),
-            "source": f"this repo, scale {ctx.scale}, {summary.get('dataset', '?')}",
+            "layers": row["model.layers"],
+            "S": row["model.span.limit"],
+            "avg span": row.get("avg_span"),
+            "params": row.get("params"),
+            "FLOPs (paper conv.)": paper_flops(row),
+            "dev bits": row.get("valid_bits"),
+            "test bits": row.get("test_bits"),
+            "source": f"this repo, scale {ctx.scale}, {row.get('dataset', '?')}",
         })
     return out
 
@@ -126,19 +91,19 @@ def _table_files(ctx: Context, stem: str, paper_key: str, what: str) -> Files:
 
 # -- tables ------------------------------------------------------------------------------------
 
-@renderer("as-table1")
+@renderer("as-table1", reference={"table1": list})
 def table1(ctx: Context) -> Files:
     """Table 1 (text8): T12 / Adaptive-Span small / large, plus the paper's prior-work rows."""
     return _table_files(ctx, "table1", "table1", "Table 1 (text8): bits per character, spans, parameters, FLOPs")
 
 
-@renderer("as-table2")
+@renderer("as-table2", reference={"table2": list})
 def table2(ctx: Context) -> Files:
     """Table 2 (enwik8)."""
     return _table_files(ctx, "table2", "table2", "Table 2 (enwik8): bits per byte, spans, parameters, FLOPs")
 
 
-@renderer("as-table3")
+@renderer("as-table3", reference={"table3": list})
 def table3(ctx: Context) -> Files:
     """Table 3: static (adaptive) vs dynamic span at S = 1024."""
     return _table_files(ctx, "table3", "table3", "Table 3 (text8, S=1024): adaptive vs dynamic span")
@@ -184,11 +149,11 @@ def fig1(ctx: Context) -> Files:
     return files
 
 
-@renderer("as-fig2")
+@renderer("as-fig2", reference={"fig2": dict})
 def fig2(ctx: Context) -> Files:
     """Figure 2: the soft mask m_z(x) (pure function), with the masks our stored runs learned if any."""
     plt = pyplot()
-    ref = (ctx.manifest.reference or {}).get("fig2") or {}
+    ref = ctx.reference("fig2", {})
     z, R = float(ref.get("z", 64)), float(ref.get("ramp", 32))
     xmax = float(ref.get("x_max", z + 2 * R + 32))
     x = np.linspace(0, xmax, 1000)
@@ -205,17 +170,15 @@ def fig2(ctx: Context) -> Files:
     ax = axes[1]
     learned = 0
     for _, row in finished_runs(ctx.runs).iterrows():
-        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
-        model = _model(ctx, row["run_id"])
-        span = model.get("span") or {}
-        if span.get("kind") != "adaptive" or not summary.get("spans"):
+        spans = row.get("spans")
+        if row["model.span.kind"] != "adaptive" or not isinstance(spans, list):
             continue
-        S, r = float(span.get("limit")), float(span.get("ramp", R))
-        zs = [zz for layer in summary["spans"] for zz in layer]
+        S, r = float(row["model.span.limit"]), float(row["model.span.ramp"])
+        zs = [zz for layer in spans for zz in layer]
         xs = np.linspace(0, min(S, max(zs) + 2 * r + 16), 1000)
-        for i, layer in enumerate(summary["spans"]):
+        for i, layer in enumerate(spans):
             for j, zz in enumerate(layer):
-                ax.plot(xs, soft_mask(xs, zz, r), lw=1, alpha=0.8, color=plt.cm.viridis(i / max(1, len(summary["spans"]) - 1)),
+                ax.plot(xs, soft_mask(xs, zz, r), lw=1, alpha=0.8, color=plt.cm.viridis(i / max(1, len(spans) - 1)),
                         label=f"layer {i + 1}" if j == 0 else None)
                 learned += 1
         ax.set_title(f"masks learned by our heads (S={S:g}, R={r:g})", fontsize=8)
@@ -236,30 +199,23 @@ def fig2(ctx: Context) -> Files:
 
 
 def _by_kind_limit(ctx: Context) -> pd.DataFrame:
-    runs = finished_runs(ctx.runs)
-    kind, limit = _col(runs, "span.kind"), _col(runs, "span.limit")
     rows = []
-    for _, row in runs.iterrows():
-        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
-        model = _model(ctx, row["run_id"])
-        span = model.get("span") or {}
-        rows.append({"kind": row[kind] if kind else span.get("kind"),
-                     "S": int(row[limit] if limit else span.get("limit")),
-                     "dev bits": summary.get("valid_bits"), "test bits": summary.get("test_bits"),
-                     "avg span": summary.get("avg_span"),
-                     "FLOPs (paper conv.)": paper_flops(summary, model),
-                     "flops_per_token": summary.get("flops_per_token"),
-                     "seconds_per_step": summary.get("seconds_per_step")})
+    for _, row in finished_runs(ctx.runs).iterrows():
+        rows.append({"kind": row["model.span.kind"], "S": int(row["model.span.limit"]),
+                     "dev bits": row.get("valid_bits"), "test bits": row.get("test_bits"),
+                     "avg span": row.get("avg_span"), "FLOPs (paper conv.)": paper_flops(row),
+                     "flops_per_token": row.get("flops_per_token"),
+                     "seconds_per_step": row.get("seconds_per_step")})
     return pd.DataFrame(rows, columns=["kind", "S", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)",
                                        "flops_per_token", "seconds_per_step"]).sort_values(["kind", "S"])
 
 
-@renderer("as-fig3")
+@renderer("as-fig3", reference={"fig3": dict})
 def fig3(ctx: Context) -> Files:
     """Figure 3: dev bits, average span and FLOPs against S, fixed vs adaptive; paper's values dashed."""
     plt = pyplot()
     ours = _by_kind_limit(ctx)
-    ref = (ctx.manifest.reference or {}).get("fig3") or {}
+    ref = ctx.reference("fig3", {})
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     panels = [("dev bits", "dev_bits", "dev bits per character"), ("avg span", "avg_span", "average span (tokens)"),
               ("FLOPs (paper conv.)", "flops", "FLOPs per token (paper convention)")]
@@ -315,11 +271,10 @@ def fig4(ctx: Context) -> Files:
     plt = pyplot()
     files: Files = []
     for _, row in finished_runs(ctx.runs).iterrows():
-        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
-        effs, zs = summary.get("effective_spans"), summary.get("spans")
-        if not effs:
+        effs, zs = row.get("effective_spans"), row.get("spans")
+        if not isinstance(effs, list) or not effs:
             continue
-        S = summary.get("span_limit")
+        S = row["model.span.limit"]
         fig, ax = plt.subplots(figsize=(6, 3.8))
         rng = np.random.default_rng(0)
         for i, layer in enumerate(effs):
@@ -334,7 +289,7 @@ def fig4(ctx: Context) -> Files:
         fig.suptitle(_title(ctx, f"Figure 4: span of every head by layer (S={S})"), fontsize=9)
         out = ctx.save_figure(fig, f"fig4-{row['run_id']}")
         low, up = layer_halves(zs)
-        ramp = float((_model(ctx, row["run_id"]).get("span") or {}).get("ramp", 32))
+        ramp = float(row["model.span.ramp"])
         if abs(up - low) < 0.25 * ramp:
             verdict = f"cannot be told (the halves differ by under R/4 = {0.25 * ramp:g} tokens)"
         else:
@@ -380,18 +335,15 @@ def fig5(ctx: Context) -> Files:
 
 # -- ablations ---------------------------------------------------------------------------------
 
-@renderer("as-ablate-ramp")
+@renderer("as-ablate-ramp", reference={"paper_ramp": int})
 def ablate_ramp(ctx: Context) -> Files:
     """The ramp width R against dev bits and average span (an ablation the paper did not run)."""
     plt = pyplot()
-    runs = finished_runs(ctx.runs)
-    ramp = _col(runs, "span.ramp") or _col(runs, "ramp")
     rows = []
-    for _, row in runs.iterrows():
-        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
-        rows.append({"R": int(row[ramp]) if ramp else None, "dev bits": summary.get("valid_bits"),
-                     "test bits": summary.get("test_bits"), "avg span": summary.get("avg_span"),
-                     "FLOPs (paper conv.)": paper_flops(summary, _model(ctx, row["run_id"]))})
+    for _, row in finished_runs(ctx.runs).iterrows():
+        rows.append({"R": int(row["model.span.ramp"]), "dev bits": row.get("valid_bits"),
+                     "test bits": row.get("test_bits"), "avg span": row.get("avg_span"),
+                     "FLOPs (paper conv.)": paper_flops(row)})
     frame = pd.DataFrame(rows, columns=["R", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)"]).sort_values("R")
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
     axes[0].plot(frame["R"], frame["dev bits"], "o-")
@@ -401,7 +353,7 @@ def ablate_ramp(ctx: Context) -> Files:
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("ramp width R")
-        ref_r = (ctx.manifest.reference or {}).get("paper_ramp", 32)
+        ref_r = ctx.reference("paper_ramp", 32)
         ax.axvline(ref_r, ls=":", color="gray", lw=1)
     fig.suptitle(_title(ctx, "Ablation: the soft mask's ramp width R (paper: R = 32)"), fontsize=9)
     out = ctx.save_figure(fig, "ramp")
@@ -410,21 +362,15 @@ def ablate_ramp(ctx: Context) -> Files:
     return [(out, caption), (table, f"Ablation of R, data ({ctx.label})")]
 
 
-@renderer("as-ablate-lambda")
+@renderer("as-ablate-lambda", reference={"paper_lambda": str})
 def ablate_lambda(ctx: Context) -> Files:
     """The span penalty lambda x S: the accuracy / average-span frontier (an ablation the paper did not run)."""
     plt = pyplot()
-    runs = finished_runs(ctx.runs)
-    lam, limit = _col(runs, "span.loss_coef") or _col(runs, "loss_coef"), _col(runs, "span.limit")
     rows = []
-    for _, row in runs.iterrows():
-        summary = row.get("_summary") or ctx.run_dir(row["run_id"]).summary()
-        model = _model(ctx, row["run_id"])
-        span = model.get("span") or {}
-        rows.append({"lambda": float(row[lam]) if lam else span.get("loss_coef"),
-                     "S": int(row[limit]) if limit else span.get("limit"),
-                     "dev bits": summary.get("valid_bits"), "test bits": summary.get("test_bits"),
-                     "avg span": summary.get("avg_span"), "FLOPs (paper conv.)": paper_flops(summary, model)})
+    for _, row in finished_runs(ctx.runs).iterrows():
+        rows.append({"lambda": float(row["model.span.loss_coef"]), "S": int(row["model.span.limit"]),
+                     "dev bits": row.get("valid_bits"), "test bits": row.get("test_bits"),
+                     "avg span": row.get("avg_span"), "FLOPs (paper conv.)": paper_flops(row)})
     frame = pd.DataFrame(rows, columns=["lambda", "S", "dev bits", "test bits", "avg span",
                                         "FLOPs (paper conv.)"]).sort_values(["S", "lambda"])
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -440,7 +386,7 @@ def ablate_lambda(ctx: Context) -> Files:
     ax.legend(fontsize=7)
     fig.suptitle(_title(ctx, "Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
     out = ctx.save_figure(fig, "lambda")
-    paper_lambda = (ctx.manifest.reference or {}).get("paper_lambda")
+    paper_lambda = ctx.reference("paper_lambda")
     caption = (f"Ablation of λ ({ctx.label}): dev bits against average span for each λ and S"
                + (f"; the paper used λ = {paper_lambda}." if paper_lambda else "."))
     table = ctx.write_table("lambda", frame, f"Ablation of λ x S ({ctx.label})")

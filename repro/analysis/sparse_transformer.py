@@ -1,7 +1,7 @@
 """Renderers of the Sparse Transformer paper (Child et al. 2019; arXiv 1904.10509).
 
-Each renderer reads only the run store (summary.json, spec.yaml, metrics.csv, analysis.npz, samples/)
-and the manifest's ``reference`` section (the paper's numbers), and writes into results/reports/figures:
+Each renderer reads only its context's tidy run table (summary keys and the resolved spec as dotted
+columns), the runs' files (metrics.csv, analysis.npz, samples/) and the manifest's ``reference`` section (the paper's numbers), and writes into results/reports/figures:
 a PNG per artefact (returned, so the report embeds it) and, for tables, a markdown and a CSV file
 beside it (named in the caption) with the paper's values beside ours, the scale and the datasets.
 
@@ -20,20 +20,10 @@ import numpy as np
 import pandas as pd
 
 from repro.analysis import Context, finished_runs, format_value, pyplot, renderer
-from repro.store import RunDir, table, write_atomic
-
-TABLE1_PARTS = {  # the paper's dataset -> the manifest that trains its row
-    "CIFAR-10": "st-table1-cifar10",
-    "enwik8": "st-table1-enwik8",
-    "ImageNet 64x64": "st-table1-imagenet64",
-    "Classical music 12 kHz (65,536)": "st-table1-audio",
-}
+from repro.store import write_atomic
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-
 
 
 def _num(value: Any) -> float | None:
@@ -42,14 +32,6 @@ def _num(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if math.isnan(out) else out
-
-
-
-
-
-
-
-
 
 
 def _bits_metric(runs: pd.DataFrame) -> str:
@@ -64,43 +46,22 @@ def _short(key: str) -> str:
     return key.rsplit(".", 1)[-1]
 
 
-
-def _reference_for(ctx: Context, cell: dict[str, Any]) -> dict[str, Any]:
-    from repro.report import reference_for
-
-    return reference_for(ctx.manifest, cell)
-
-
-def _last_train_bits(run: RunDir) -> float | None:
-    metrics = run.metrics()
-    if metrics.empty or "train/bits" not in metrics:
-        return None
-    values = metrics["train/bits"].dropna()
-    return float(values.iloc[-1]) if len(values) else None
-
-
-
 # -- Table 1 -----------------------------------------------------------------------------------
 
-@renderer("st-table1")
+@renderer("st-table1", reference={"dataset": str, "table1": list})
 def table1(ctx: Context) -> list[tuple[Path, str]]:
-    """Table 1 from the four per-dataset manifests: ours beside the paper's Sparse Transformer and the
-    best baseline of each dataset. Called from a part (one scale) or from st-table1 (scale "none":
-    every stored scale)."""
-    from repro.manifest import ManifestError, resolve
-
-    root = ctx.out_dir.parent
+    """Table 1 from the per-dataset manifests (st-table1's ``parts``): ours beside the paper's Sparse
+    Transformer and the best baseline of each dataset. Called from a part (its own row, one scale) or
+    from st-table1 (scale "none": every part at every stored scale)."""
+    parts = ctx.parts or {ctx.manifest.name: (ctx.manifest, ctx.runs)}
     rows = []
-    for paper_dataset, name in TABLE1_PARTS.items():
-        try:
-            part = resolve(name)
-        except ManifestError:
-            continue
+    for name, (part, part_runs) in parts.items():
+        paper_dataset = part.reference.get("dataset", name)
         listed = part.reference.get("table1") or []
         ours_paper = next((e for e in listed if "Sparse Transformer" in e.get("model", "")), {})
         baselines = [e for e in listed if "Sparse Transformer" not in e.get("model", "")]
         best = min(baselines, key=lambda e: e["bits"]) if baselines else None
-        stored = finished_runs(table(root, name))
+        stored = finished_runs(part_runs)
         if ctx.scale != "none" and not stored.empty:
             stored = stored[stored["scale"] == ctx.scale]
         if stored.empty:
@@ -111,12 +72,11 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
                          "manifest": name})
             continue
         for _, run in stored.iterrows():
-            spec = RunDir(root, name, run["run_id"]).spec()
-            m = spec.get("model", {})
             metric = _bits_metric(pd.DataFrame([run]))
             rows.append({
                 "paper dataset": paper_dataset, "scale": run["scale"], "our data": run.get("dataset"),
-                "our model": f"{m.get('pattern')} {m.get('layers')}L d{m.get('d_model')} l={m.get('stride')}",
+                "our model": f"{run['model.pattern']} {run['model.layers']}L d{run['model.d_model']} "
+                             f"l={run['model.stride']}",
                 "params": int(run["params"]) if _num(run.get("params")) is not None else None,
                 "our bits": _num(run.get(metric)), "split": metric.split("_")[0],
                 "paper bits": ours_paper.get("bits"), "paper model": ours_paper.get("model", ""),
@@ -156,10 +116,10 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     key = next(k for k in ctx.manifest.grid_for(ctx.scale) if _short(k) == "pattern")
     dense = runs[runs[key] == "dense"]
     dense_sps = _num(dense["seconds_per_step"].iloc[0]) if not dense.empty else None
-    ref_dense = _reference_for(ctx, {key: "dense"}).get("seconds_per_step")
+    ref_dense = ctx.reference_for({key: "dense"}).get("seconds_per_step")
     rows = []
     for _, run in runs.iterrows():
-        ref = _reference_for(ctx, {key: run[key]})
+        ref = ctx.reference_for({key: run[key]})
         sps = _num(run.get("seconds_per_step"))
         rows.append({"pattern": run[key], "data": run.get("dataset"), f"our {metric}": _num(run.get(metric)),
                      "our s/step": sps, "our speed-up vs dense": (dense_sps / sps) if dense_sps and sps else None,
@@ -196,7 +156,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Table 3 -----------------------------------------------------------------------------------
 
-@renderer("st-table3")
+@renderer("st-table3", reference={"table3": list})
 def table3(ctx: Context) -> list[tuple[Path, str]]:
     """Bits against the minimum evaluation context: ONE trained model whose test split was scored at
     each context of ``eval.context_sweep`` (summary ``test_bits_ctx<N>``), beside the paper's values."""
@@ -204,14 +164,14 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
     if runs.empty:
         return []
     run = runs.iloc[0]
-    summary = run["_summary"]
-    block = ctx.run_dir(run["run_id"]).spec()["data"]["block"]
-    sweep = sorted((int(k[len("test_bits_ctx"):]), v) for k, v in summary.items() if k.startswith("test_bits_ctx"))
+    block = run["data.block"]
+    sweep = sorted((int(k[len("test_bits_ctx"):]), v) for k, v in run.items()
+                   if k.startswith("test_bits_ctx") and _num(v) is not None)
     if not sweep:
         return []
     frame = pd.DataFrame([{"min_context": c, "block": block, "fraction": c / block, "our test bits": bits}
                           for c, bits in sweep])
-    paper = pd.DataFrame(ctx.manifest.reference.get("table3") or [])
+    paper = pd.DataFrame(ctx.reference("table3") or [])
     notes = [f"one model (run {run['run_id']}), its whole test split scored once per minimum context; every "
              "scored target has at least min_context tokens of context inside its window"]
     if not paper.empty:
@@ -240,24 +200,22 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Table 4 -----------------------------------------------------------------------------------
 
-def _seq_len(run: pd.Series, spec: dict[str, Any]) -> int:
-    return int(spec["data"].get("seq_len") or spec["data"]["block"])
+def _seq_len(run: pd.Series) -> int:
+    return int(_num(run.get("data.seq_len")) or run["data.block"])
 
 
-@renderer("st-table4")
+@renderer("st-table4", reference={"memory_budget_bytes": dict, "table4": list})
 def table4(ctx: Context) -> list[tuple[Path, str]]:
     """Per sequence length: every width's peak memory and bits, and the widest model within the budget."""
     runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
-    budget = (ctx.manifest.reference.get("memory_budget_bytes") or {}).get(ctx.scale)
-    root = ctx.out_dir.parent
+    budget = ctx.reference("memory_budget_bytes", {}).get(ctx.scale)
     rows = []
     for _, run in runs.iterrows():
-        spec = RunDir(root, ctx.manifest.name, run["run_id"]).spec()
         peak = _num(run.get("peak_memory_bytes"))
-        rows.append({"seq_len": _seq_len(run, spec), "d_model": spec["model"]["d_model"],
-                     "layers": spec["model"]["layers"], "params": int(run["params"]),
+        rows.append({"seq_len": _seq_len(run), "d_model": run["model.d_model"],
+                     "layers": run["model.layers"], "params": int(run["params"]),
                      "peak memory (MiB)": peak / 2**20 if peak else None,
                      "fits budget": bool(peak is not None and budget is not None and peak <= budget),
                      "valid bits": _num(run.get("valid_bits")), "test bits": _num(run.get("test_bits")),
@@ -272,7 +230,7 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
                        "its valid bits": best["valid bits"] if best is not None else None,
                        "its peak memory (MiB)": best["peak memory (MiB)"] if best is not None else None})
     chosen = pd.DataFrame(chosen)
-    paper = pd.DataFrame(ctx.manifest.reference.get("table4") or [])
+    paper = pd.DataFrame(ctx.reference("table4") or [])
     shrinks = chosen["largest fitting d_model"].dropna()  # width: params also count position embeddings
     verdict = ("the widest fitting model narrows (or stays) as the length grows"
                if len(shrinks) == len(chosen) and shrinks.is_monotonic_decreasing else
@@ -307,13 +265,12 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 2 ----------------------------------------------------------------------------------
 
-@renderer("st-fig2")
+@renderer("st-fig2", reference={"figure2": str})  # the paper's caption
 def fig2(ctx: Context) -> list[tuple[Path, str]]:
     """Attention of one query pixel in every layer and head of a dense image model, on the image grid."""
     out = []
-    root = ctx.out_dir.parent
     for _, run in finished_runs(ctx.runs).iterrows():
-        rd = RunDir(root, ctx.manifest.name, run["run_id"])
+        rd = ctx.run_dir(run["run_id"])
         if not (rd.path / "analysis.npz").exists():
             continue
         arrays = rd.arrays("analysis.npz")
@@ -351,7 +308,7 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 3 ----------------------------------------------------------------------------------
 
-@renderer("st-fig3")
+@renderer("st-fig3", reference={"figure3": str})  # the paper's caption
 def fig3(ctx: Context) -> list[tuple[Path, str]]:
     """The patterns' halves, union and two-layer connectivity (n = 36, l = 6), as matrices and as the
     paper's 6 x 6 view of one output."""
@@ -404,7 +361,7 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 4 ----------------------------------------------------------------------------------
 
-@renderer("st-fig4")
+@renderer("st-fig4", reference={"figure4": str})  # the paper's caption
 def fig4(ctx: Context) -> list[tuple[Path, str]]:
     """Peak memory, seconds per step and bits with and without checkpointing."""
     runs = finished_runs(ctx.runs)
@@ -435,12 +392,12 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 5 ----------------------------------------------------------------------------------
 
-@renderer("st-fig5")
+@renderer("st-fig5", reference={"figure5": str})  # the paper's caption
 def fig5(ctx: Context) -> list[tuple[Path, str]]:
     """The newest sample grid under each run's samples/ (written by ``repro sample``)."""
     out = []
     for _, run in finished_runs(ctx.runs).iterrows():
-        rd = RunDir(ctx.out_dir.parent, ctx.manifest.name, run["run_id"])
+        rd = ctx.run_dir(run["run_id"])
         found = sorted((rd.path / "samples").glob("*.png"), key=lambda p: p.stat().st_mtime)
         if not found:
             continue
@@ -453,17 +410,17 @@ def fig5(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- ablations ---------------------------------------------------------------------------------
 
-@renderer("st-ablation")
+@renderer("st-ablation", reference={"ablation_key": str, "rule": str})
 def ablation(ctx: Context) -> list[tuple[Path, str]]:
     """One grid axis (reference.ablation_key) against bits and seconds per step."""
     runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
-    key = ctx.manifest.reference.get("ablation_key") or next(iter(ctx.manifest.grid_for(ctx.scale)))
+    key = ctx.reference("ablation_key") or next(iter(ctx.manifest.grid_for(ctx.scale)))
     metric = _bits_metric(runs)
     rows = []
     for _, run in runs.iterrows():
-        ref = _reference_for(ctx, {key: run[key]})
+        ref = ctx.reference_for({key: run[key]})
         rows.append({_short(key): run[key], "data": run.get("dataset"), f"our {metric}": _num(run.get(metric)),
                      "our s/step": _num(run.get("seconds_per_step")),
                      "keys/query": _num(run.get("attn_keys_per_query")), "params": run.get("params"),
@@ -472,7 +429,7 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     values = ctx.manifest.grid_for(ctx.scale).get(key, [])
     frame["_order"] = frame[_short(key)].map({v: i for i, v in enumerate(values)})
     frame = frame.sort_values("_order").drop(columns="_order")
-    rule = ctx.manifest.reference.get("rule")
+    rule = ctx.reference("rule")
     md = ctx.write_table("ablation", frame, ctx.manifest.title,
                       [f"our bits: {metric}", "an ablation the paper did not run: no paper values"]
                       + ([f"paper's rule: {rule}"] if rule else []))

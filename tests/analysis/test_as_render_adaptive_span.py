@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from repro import cli, manifest as manifests, report
@@ -104,8 +105,9 @@ def test_soft_mask_and_helpers():
     assert layer_halves([[1, 1], [2, 2], [9, 9]]) == (1.0, 9.0)
     spans = [[40.0, 100.0], [32.0, 300.0]]
     kw = dict(layers=2, d_model=64, d_ff=256, heads=2, vocab_size=27, spans=spans)
-    summary = {"flops_per_token": flops_per_token(**kw), "effective_spans": spans}
-    assert paper_flops(summary, {"d_model": 64, "heads": 2}) == pytest.approx(paper_table_flops(**kw))
+    run = pd.Series({"flops_per_token": flops_per_token(**kw), "effective_spans": spans, "model.d_model": 64,
+                     "model.heads": 2})
+    assert paper_flops(run) == pytest.approx(paper_table_flops(**kw))
 
 
 @pytest.mark.parametrize("name", ["as-table1", "as-table2", "as-table3"])

@@ -9,7 +9,7 @@ import pytest
 
 from repro import analysis
 from repro.manifest import resolve
-from repro.report import render
+from repro.report import context, render
 from repro.store import RunDir, table
 
 ST = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "experiments" / "sparse_transformer").glob("*.yaml"))
@@ -27,10 +27,7 @@ def _store_run(root: Path, spec, **summary) -> RunDir:
 
 
 def _render(root: Path, name: str, scale: str = "tiny"):
-    manifest = resolve(name)
-    runs = table(root, name)
-    rows = runs[runs["scale"] == scale] if not runs.empty else runs
-    return analysis.render_all(manifest, rows, scale, root / "reports")
+    return analysis.render_all(context(resolve(name), root, scale))
 
 
 def _read(path: Path) -> str:
