@@ -78,6 +78,7 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
     options = spec.data.options()
     train_data, vocab = datasets.open_split(spec.data.name, "train", **options)
     info = datasets.dataset_info(spec.data.name)
+    source_version, verified = datasets.provenance(spec.data.name, **options)
     valid_data = datasets.open_split(spec.data.name, "valid", **options)[0] if spec.train.val_every else None
     pl.seed_everything(spec.train.seed, verbose=False)
     module = LMModule(spec, vocab.size, info.shape, valid=valid_data)
@@ -88,7 +89,8 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
     params = sum(p.numel() for p in module.model.parameters())
     summary = run.update_summary(
         status=RUNNING, manifest=spec.manifest, run_id=spec.run_id, scale=spec.scale, cell=spec.cell,
-        family=spec.family, dataset=spec.data.name, dataset_unit=vocab.unit, train_tokens=int(train_data.size),
+        family=spec.family, dataset=spec.data.name, dataset_version=source_version, dataset_verified=verified,
+        dataset_unit=vocab.unit, train_tokens=int(train_data.size),
         params=params, wandb_run_id=wb.experiment.id if wb is not None else None)
     resume = run.last_checkpoint
     if resume is not None:

@@ -129,8 +129,19 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def datasets(runs: pd.DataFrame) -> str:
-    """The datasets of these runs, for labels ("?" when none is recorded)."""
-    return ", ".join(sorted(set(runs.get("dataset", pd.Series(dtype=str)).dropna().astype(str)))) or "?"
+    """The datasets of these runs, for labels ("?" when none is recorded).
+
+    Each names its source version where one is recorded (a Debian package's, e.g. "linux-doc 6.1.192-3")
+    and says "unverified" when its sources did not match the pins.
+    """
+    labels = set()
+    for _, run in runs.iterrows() if "dataset" in runs else ():
+        if pd.isna(run["dataset"]):
+            continue
+        version, verified = run.get("dataset_version"), run.get("dataset_verified")
+        label = str(run["dataset"]) + (f" {version}" if isinstance(version, str) else "")
+        labels.add(label + (" (unverified)" if isinstance(verified, (bool, np.bool_)) and not verified else ""))
+    return ", ".join(sorted(labels)) or "?"
 
 
 def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:

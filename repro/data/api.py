@@ -1,7 +1,9 @@
 """The data layer's operations: prepare a dataset, open a split, verify what is stored."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,10 +53,11 @@ def prepare_command(name: str, root=None, **options) -> str:
 
 
 def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **options) -> Path:
-    """Prepare ``name`` from ``src`` (or its download / Debian files) into the data root; returns its directory.
+    """Prepare ``name`` from ``src`` (or its download / Debian package) into the data root; returns its directory.
 
     The splits are written into a temporary directory renamed into place at the end, so a failure
     leaves no partial dataset behind, and a previously prepared copy stays intact until replaced.
+    A Debian package is fetched and unpacked into a temporary directory too (:func:`debian.fetch`).
     """
     ds = catalog.get(name)
     if name == "file":
@@ -65,20 +68,49 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
         target = dataset_dir(name, root)
         if src is None and ds.needs_from:
             raise DataError(f"{name} has no public download; pass --from {ds.needs_from}")
-        if src is None and ds.debian:
-            src = debian.ensure_installed(ds.debian, ds.default_src)
     if src is not None:
         src = Path(src).expanduser()
         if not src.exists():
             raise DataError(f"{src}: no such file or directory")
     started = time.time()
-    with building(target) as tmp:
-        job = Job(src, tmp, data_root(root) / "downloads", allow_unverified, options)
+    with contextlib.ExitStack() as stack:
+        fetched, releases = None, ds.debian.releases if ds.debian else ()
+        if src is None and ds.debian is not None:
+            data_root(root).mkdir(parents=True, exist_ok=True)
+            work = stack.enter_context(tempfile.TemporaryDirectory(prefix=".debian-", dir=data_root(root)))
+            fetched = debian.fetch(ds.debian, Path(work), allow_unverified)
+            src, releases = fetched.path, (fetched.release,) if fetched.release else ()
+        job = Job(src, stack.enter_context(building(target)), data_root(root) / "downloads", allow_unverified,
+                  options, unverified=list(fetched.unverified) if fetched else [], releases=releases)
         meta = ds.prepare(job)
+        if ds.debian is not None:
+            meta["source"].update(_debian_source(ds.debian, fetched, job))
         meta.update(name=name, verified=not job.unverified, unverified=job.unverified,
                     prepared_at=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 2))
-        write_meta(tmp, meta)
+        write_meta(job.out, meta)
     return target
+
+
+def _debian_source(package: debian.Package, fetched: debian.Fetched | None, job: Job) -> dict:
+    """Package and version of a Debian-sourced dataset: the one fetched, or for ``--from`` the newest
+    release whose content the files matched (None when they matched none)."""
+    if fetched is not None:
+        return {"debian": package.name, "version": fetched.version}
+    version = job.releases[0].version if job.releases and not job.unverified else None
+    return {"debian": package.name, "version": version, "dir": str(job.src)}
+
+
+def provenance(name: str, root=None, **options) -> tuple[str | None, bool]:
+    """A prepared dataset's source version (Debian-sourced datasets; else None) and whether it was verified."""
+    meta = read_meta(dataset_dir(name, root, **options))
+    if meta is None:
+        raise _missing(name, root, options)
+    return meta["source"].get("version"), bool(meta.get("verified"))
+
+
+def _missing(name: str, root, options: dict) -> DatasetMissing:
+    return DatasetMissing(f"dataset {name!r} is not prepared in {data_root(root)}; "
+                          f"run `{prepare_command(name, root, **options)}`")
 
 
 def is_prepared(name: str, root=None, **options) -> bool:
@@ -104,8 +136,7 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
         prepare("file", root=root, **{k: v for k, v in options.items() if k in ("path", "kind")})
         meta = read_meta(directory)
     if meta is None:
-        raise DatasetMissing(f"dataset {name!r} is not prepared in {data_root(root)}; "
-                             f"run `{prepare_command(name, root, **options)}`")
+        raise _missing(name, root, options)
     array, vocab = load_array(directory, split), Vocab.from_json(meta["vocab"])
     if "vocab" in options:
         array, vocab = views.byte_vocab_view(directory, meta, split, array, options["vocab"])
@@ -129,8 +160,7 @@ def verify(name: str, root=None, **options) -> list[str]:
     directory = dataset_dir(name, root, **options)
     meta = read_meta(directory)
     if meta is None:
-        raise DatasetMissing(f"dataset {name!r} is not prepared in {data_root(root)}; "
-                             f"run `{prepare_command(name, root, **options)}`")
+        raise _missing(name, root, options)
     problems = []
     for split in SPLITS:
         path, want = directory / f"{split}.npy", meta["splits"][split]["sha256"]

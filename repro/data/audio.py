@@ -18,6 +18,7 @@ import soundfile
 from scipy.signal import resample_poly
 
 from repro.data import vocab as vocabs
+from repro.data.debian import Package, Release
 from repro.data.errors import DataError
 from repro.data.fetch import Pin
 from repro.data.job import Job
@@ -70,21 +71,24 @@ def prepare_audio(job: Job) -> dict:
     return save_audio(job, audio_files(job.src), {"dir": str(job.src)})
 
 
-MOH_PACKAGE = "asterisk-moh-opsound-wav"
-MOH_DIR = Path("/usr/share/asterisk/moh")
-MOH_FILES = {  # Debian asterisk-moh-opsound-wav 2.03: 8 kHz mono 16-bit PCM, 1,106.8 s in all
-    "macroform-cold_day.wav": Pin(3_908_426, "716048b9913498c5416ed2df0d28b562b5c8017c07a030e19bb119b96d905b92"),
-    "macroform-robot_dity.wav": Pin(3_019_752, "018064be59d8830d495c948231aefa286369eaff9a289a112af09acf94b57445"),
-    "macroform-the_simplicity.wav": Pin(4_464_220, "ce642e2f083a9d2df94b252476f6a339c93a59882838fce5d4dd6afbdcf2cef9"),
-    "manolo_camp-morning_coffee.wav": Pin(1_169_586, "43540271262ebb37f5a760dea62686cc30dc379d85757a83f79b8bc0dce8bedb"),
-    "reno_project-system.wav": Pin(5_147_816, "6eab497384d54844e064125625ae6e147973de6a4b1e58fad87cf5aa095fbf92"),
-}
+MOH = Package("asterisk-moh-opsound-wav", "usr/share/asterisk/moh", (
+    Release("2.03-1.1", Pin(13_969_212, "8f9d808a729d305c2d3343993f21ca5e6829e411682618dc8ea7aa8bc24a566c"), {
+        # 8 kHz mono 16-bit PCM, 1,106.8 s in all
+        "macroform-cold_day.wav": Pin(3_908_426, "716048b9913498c5416ed2df0d28b562b5c8017c07a030e19bb119b96d905b92"),
+        "macroform-robot_dity.wav": Pin(3_019_752, "018064be59d8830d495c948231aefa286369eaff9a289a112af09acf94b57445"),
+        "macroform-the_simplicity.wav": Pin(4_464_220,
+                                            "ce642e2f083a9d2df94b252476f6a339c93a59882838fce5d4dd6afbdcf2cef9"),
+        "manolo_camp-morning_coffee.wav": Pin(1_169_586,
+                                              "43540271262ebb37f5a760dea62686cc30dc379d85757a83f79b8bc0dce8bedb"),
+        "reno_project-system.wav": Pin(5_147_816, "6eab497384d54844e064125625ae6e147973de6a4b1e58fad87cf5aa095fbf92")}),
+))
+MOH_FILES = tuple(MOH.releases[0].content)
 
 
 def prepare_moh_audio(job: Job) -> dict:
     files = [job.src / name for name in MOH_FILES]
     for path in files:
         if not path.exists():
-            raise DataError(f"{path}: missing (is {MOH_PACKAGE} installed?)")
-        job.check_file(path, MOH_FILES[path.name])
-    return save_audio(job, files, {"debian": MOH_PACKAGE, "dir": str(job.src)})
+            raise DataError(f"{path}: missing (not the {MOH.name} files?)")
+        job.check_release(path.name, str(path), path)
+    return save_audio(job, files, {})

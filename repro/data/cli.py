@@ -38,6 +38,12 @@ def _file_options(args) -> dict:
     return {"path": args.src, "kind": args.kind} if args.name == "file" else {}
 
 
+def _package(meta: dict) -> str | None:
+    """"NAME VERSION" of the Debian package a prepared dataset came from; None if not from one."""
+    src = meta["source"]
+    return f"{src['debian']} {src.get('version') or '(unknown version)'}" if "debian" in src else None
+
+
 def print_table(rows: list[list[str]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
@@ -61,7 +67,8 @@ def cmd_prepare(args) -> int:
     target = api.prepare(args.name, src=args.src, root=args.root, allow_unverified=args.allow_unverified, **options)
     meta = store.read_meta(target)
     sizes = ", ".join(f"{s} {'x'.join(map(str, meta['splits'][s]['shape']))}" for s in store.SPLITS)
-    print(f"prepared {args.name} in {time.time() - started:.1f} s -> {target} ({sizes})")
+    origin = f" from Debian {_package(meta)}" if _package(meta) else ""
+    print(f"prepared {args.name}{origin} in {time.time() - started:.1f} s -> {target} ({sizes})")
     if meta["unverified"]:
         print(f"warning: not verified: {', '.join(meta['unverified'])}")
     return 0
@@ -87,6 +94,8 @@ def cmd_info(args) -> int:
         rows.append(["prepared", f"yes, {meta['prepared_at']} in {directory}" if meta else
                      f"no: {api.prepare_command(args.name, args.root, **_file_options(args))}"])
         if meta:
+            if _package(meta):
+                rows.append(["package", f"Debian {_package(meta)}"])
             rows.append(["verified", "yes" if meta["verified"] else f"no: {', '.join(meta['unverified'])}"])
             rows += [[s, f"{' x '.join(map(str, meta['splits'][s]['shape']))} {meta['splits'][s]['dtype']}"]
                      for s in store.SPLITS]

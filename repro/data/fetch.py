@@ -39,19 +39,28 @@ def digest_file(path: Path, algo: str = "sha256") -> str:
     return h.hexdigest()
 
 
+def matches(size: int, digest: str, pin: Pin) -> bool:
+    return (pin.size is None or size == pin.size) and digest == pin.digest
+
+
+def refuse_unless(problem: str, allow_unverified: bool) -> None:
+    """Raise ChecksumMismatch for ``problem`` unless unverified sources are allowed."""
+    if not allow_unverified:
+        raise ChecksumMismatch(f"{problem} (refusing; pass --allow-unverified to use it anyway)")
+
+
 def check(what: str, size: int, digest: str, pin: Pin, allow_unverified: bool) -> bool:
     """True if (size, digest) match the pin; a mismatch raises, or returns False when allowed.
 
     The error names both values so the user can tell a corrupt copy from a different release.
     """
-    if (pin.size is None or size == pin.size) and digest == pin.digest:
+    if matches(size, digest, pin):
         return True
     problem = f"{what}: {pin.algo} {digest}, expected {pin.digest}"
     if pin.size is not None and size != pin.size:
         problem += f"; size {size:,} bytes, expected {pin.size:,}"
-    if allow_unverified:
-        return False
-    raise ChecksumMismatch(f"{problem} (refusing; pass --allow-unverified to use it anyway)")
+    refuse_unless(problem, allow_unverified)
+    return False
 
 
 def check_file(path: Path, pin: Pin, allow_unverified: bool) -> bool:

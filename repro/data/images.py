@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.data import archives, vocab as vocabs
+from repro.data.debian import Package, Release
 from repro.data.errors import DataError
 from repro.data.fetch import Pin
 from repro.data.job import Job
@@ -156,12 +157,16 @@ def prepare_imagenet64(job: Job) -> dict:
 
 # --- Fashion-MNIST (Debian dataset-fashion-mnist) ---------------------------------------------------
 
-FASHION_PACKAGE = "dataset-fashion-mnist"
-FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
-FASHION_FILES = {  # decompressed idx file -> size, sha256 (md5: f4a8712d7a061bf5bd6d2ca38dc4d50a, 8181f5470baa50b63fa0f6fddb340f0a)
-    "train-images-idx3-ubyte": Pin(47_040_016, "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"),
-    "t10k-images-idx3-ubyte": Pin(7_840_016, "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"),
-}
+FASHION_FILES = ("train-images-idx3-ubyte", "t10k-images-idx3-ubyte")  # pinned decompressed
+FASHION = Package("dataset-fashion-mnist", "usr/share/datasets/fashion-mnist", (
+    Release("0.0~git20200523.55506a9-1",
+            Pin(30_900_652, "39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0"), {
+                # md5: f4a8712d7a061bf5bd6d2ca38dc4d50a, 8181f5470baa50b63fa0f6fddb340f0a
+                "train-images-idx3-ubyte": Pin(47_040_016,
+                                               "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"),
+                "t10k-images-idx3-ubyte": Pin(7_840_016,
+                                              "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b")}),
+))
 FASHION_VALID = 5_000
 
 
@@ -179,14 +184,14 @@ def read_fashion(job: Job, name: str) -> np.ndarray:
     if path is None:
         raise DataError(f"{job.src}: {name}[.gz] not found")
     raw = archives.gunzip_or_read(path)
-    job.check_bytes(f"{path} (decompressed)", raw, FASHION_FILES[name])
+    job.check_release(name, f"{path} (decompressed)", raw)
     return idx_images(str(path), raw)
 
 
 def prepare_fashion_mnist(job: Job) -> dict:
-    train = read_fashion(job, "train-images-idx3-ubyte")
+    train = read_fashion(job, FASHION_FILES[0])
     valid = holdout(len(train), FASHION_VALID)
     splits = {"train": save_array(job.out, "train", train[~valid]),
               "valid": save_array(job.out, "valid", train[valid]),
-              "test": save_array(job.out, "test", read_fashion(job, "t10k-images-idx3-ubyte"))}
-    return image_meta(256, splits, {"debian": FASHION_PACKAGE, "dir": str(job.src)})
+              "test": save_array(job.out, "test", read_fashion(job, FASHION_FILES[1]))}
+    return image_meta(256, splits, {})

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.data import archives, vocab as vocabs
+from repro.data.debian import Package, Release
 from repro.data.errors import DataError
 from repro.data.fetch import Pin
 from repro.data.job import Job
@@ -136,10 +137,23 @@ def prepare_wiki_lead8(job: Job) -> dict:
 
 # --- linux-doc: the kernel's reStructuredText manuals from Debian -----------------------------------
 
-LINUX_DOC_PACKAGE = "linux-doc-6.1"
-LINUX_DOC_DIR = Path("/usr/share/doc/linux-doc-6.1/Documentation")
-LINUX_DOC_PIN = Pin(21_372_077, "fd862a8c4d16c7d9577d5f5b4d5172c2077a767b495c8ab0b1037729bec6338e")  # 6.1.192-3, 2,841 files
-
+_RST_192 = Pin(21_372_077, "fd862a8c4d16c7d9577d5f5b4d5172c2077a767b495c8ab0b1037729bec6338e")  # 2,841 files
+LINUX_DOC = Package("linux-doc-6.1", "usr/share/doc/linux-doc-6.1/Documentation", (  # "rst": the joined text
+    Release("6.1.192-3", Pin(37_346_428, "f18dfe28dcab7bdbf9185be16b9521f5841277a6a96c374a6683a648d5d5fa4f"),
+            {"rst": _RST_192}),
+    Release("6.1.192-2", Pin(37_342_932, "d1d1b5a602f0d439ecc39e713e044bf2df30d839fb4bf8a7b859ba3273c47993"),
+            {"rst": _RST_192}),
+    Release("6.1.192-1", Pin(37_344_004, "932387cac09c8ba0193be6b94c008ce6c337e8a4800b7e74d58dffa14e984deb"),
+            {"rst": _RST_192}),
+    Release("6.1.190-1", Pin(37_317_476, "714b66157900e7131b722ff00ebb439be22270bd7dc8209aec3fdcb2af0a5ddb"),
+            {"rst": Pin(21_392_208, "1a94a40ea47696f694dfe7feffff951ca8e513eeb239d8cbf739d24763559c16")}),
+    Release("6.1.187-1", Pin(37_268_624, "422585e8a7c1d6551e7b5c59b02c8b4096aef8a5fb4349f24a6f2003ee484265"),
+            {"rst": Pin(21_388_970, "9c77fa9904aa2ed8d0c01e698081e48081972c8cc68e2006d021b1aa43650bab")}),
+    Release("6.1.176-1", Pin(37_222_656, "0d843674607703b9ef8c1db5e715c38ed52ff23574feabfe0d961d552126859f"),
+            {"rst": Pin(21_389_106, "571f70e24840aac28c34f34cdd415f6f37b924c15534a96347ac7b33434e96a0")}),
+    Release("6.1.170-3", Pin(37_191_620, "8a0e80e4f14407d0d96058b9eec7afa4ae57e6408d3f4e2bed35462d14b99342"),
+            {"rst": Pin(21_384_538, "733ea291493b64350376e0808ac9caf9f54f2a387e94bfe7936439ad3f31fb4b")}),
+))
 
 def linux_doc_text(root: Path) -> tuple[bytes, int]:
     """English .rst manuals (``translations/`` excluded), in sorted path order, each ending in a newline."""
@@ -157,9 +171,8 @@ def linux_doc_text(root: Path) -> tuple[bytes, int]:
 
 def prepare_linux_doc(job: Job) -> dict:
     data, count = linux_doc_text(job.src)
-    job.check_bytes(f"{job.src} (.rst files joined)", data, LINUX_DOC_PIN)
-    return save_stream(job, byte_ids(data), vocabs.raw_bytes(),
-                       {"debian": LINUX_DOC_PACKAGE, "dir": str(job.src), "files": count})
+    job.check_release("rst", f"{job.src} (.rst files joined)", data)
+    return save_stream(job, byte_ids(data), vocabs.raw_bytes(), {"files": count})
 
 
 # --- file: any local file a manifest names ----------------------------------------------------------

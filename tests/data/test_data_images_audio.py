@@ -8,7 +8,7 @@ import pytest
 import soundfile
 
 import repro.data as data
-from repro.data import audio, debian, images
+from repro.data import audio, images
 from repro.data.errors import ChecksumMismatch, DataError
 
 
@@ -100,7 +100,7 @@ def test_imagenet64_streams_batches_in_numeric_order(root, tmp_path, monkeypatch
         data.prepare("imagenet64")
 
 
-def test_fashion_mnist_from_a_debian_like_tree(root, tmp_path, monkeypatch, pin):
+def test_fashion_mnist_from_a_debian_like_tree(root, tmp_path, monkeypatch, releases):
     def idx(n):
         imgs = (np.arange(n * 784) % 256).astype(np.uint8)
         return np.array([2051, n, 28, 28], dtype=">u4").tobytes() + imgs.tobytes()
@@ -109,8 +109,7 @@ def test_fashion_mnist_from_a_debian_like_tree(root, tmp_path, monkeypatch, pin)
     train_raw, test_raw = idx(20), idx(5)
     (tree / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(train_raw))
     (tree / "t10k-images-idx3-ubyte").write_bytes(test_raw)
-    monkeypatch.setattr(images, "FASHION_FILES", {"train-images-idx3-ubyte": pin(train_raw),
-                                                  "t10k-images-idx3-ubyte": pin(test_raw)})
+    releases("fashion-mnist", {"1.0-1": {"train-images-idx3-ubyte": train_raw, "t10k-images-idx3-ubyte": test_raw}})
     monkeypatch.setattr(images, "FASHION_VALID", 4)
     data.prepare("fashion-mnist", src=tree)
     shapes = [data.open_split("fashion-mnist", s)[0].shape for s in ("train", "valid", "test")]
@@ -120,13 +119,6 @@ def test_fashion_mnist_from_a_debian_like_tree(root, tmp_path, monkeypatch, pin)
         data.prepare("fashion-mnist", src=tree)
     with pytest.raises(DataError, match="not an IDX image file"):
         data.prepare("fashion-mnist", src=tree, allow_unverified=True)
-
-
-def test_missing_debian_package_says_the_command(tmp_path, monkeypatch):
-    monkeypatch.setattr(debian.os, "geteuid", lambda: 1000)
-    with pytest.raises(DataError, match="sudo apt-get install dataset-fashion-mnist"):
-        debian.ensure_installed("dataset-fashion-mnist", tmp_path / "absent")
-    assert debian.ensure_installed("x", tmp_path) == tmp_path
 
 
 def tone(seconds: float, rate: int, channels: int) -> np.ndarray:
@@ -174,13 +166,17 @@ def test_corrupt_audio_file_is_named(root, music):
     assert not (root / "audio").exists()
 
 
-def test_moh_audio_checks_each_file(root, tmp_path, monkeypatch, pin):
+def test_moh_audio_checks_each_file(root, tmp_path, releases):
     d = tmp_path / "moh"
     d.mkdir()
-    soundfile.write(d / "x.wav", tone(1.0, 8_000, 1), 8_000, subtype="PCM_16")
-    monkeypatch.setattr(audio, "MOH_FILES", {"x.wav": pin((d / "x.wav").read_bytes())})
+    for i, name in enumerate(audio.MOH_FILES):
+        soundfile.write(d / name, tone(0.1 * (i + 1), 8_000, 1), 8_000, subtype="PCM_16")
+    releases("moh-audio", {"1.0-1": {name: (d / name).read_bytes() for name in audio.MOH_FILES}})
     data.prepare("moh-audio", src=d)
     assert data.open_split("moh-audio", "valid", seq_len=600)[0].shape == (1, 600)
-    monkeypatch.setattr(audio, "MOH_FILES", {"x.wav": pin(b"other")})
-    with pytest.raises(ChecksumMismatch):
+    (d / audio.MOH_FILES[2]).write_bytes((d / audio.MOH_FILES[1]).read_bytes())
+    with pytest.raises(ChecksumMismatch, match=audio.MOH_FILES[2]):
+        data.prepare("moh-audio", src=d)
+    (d / audio.MOH_FILES[2]).unlink()
+    with pytest.raises(DataError, match=f"{audio.MOH_FILES[2]}: missing"):
         data.prepare("moh-audio", src=d)

@@ -150,7 +150,7 @@ def test_as205_refused_on_a_char_corpus(root, wiki_wheel):
         data.open_split("wiki-lead", "train", vocab="words")
 
 
-def test_linux_doc_reads_english_rst_only(root, tmp_path, monkeypatch, pin):
+def test_linux_doc_reads_english_rst_only(root, tmp_path, releases):
     import gzip
     docs = tmp_path / "Documentation"
     (docs / "b").mkdir(parents=True)
@@ -161,7 +161,7 @@ def test_linux_doc_reads_english_rst_only(root, tmp_path, monkeypatch, pin):
     (docs / "translations" / "zh_CN" / "a.rst").write_bytes("内核".encode())
     joined, count = text.linux_doc_text(docs)
     assert count == 2 and joined.startswith(b"=====\nTitle") and joined.endswith(b"--------------\n")
-    monkeypatch.setattr(text, "LINUX_DOC_PIN", pin(joined))
+    releases("linux-doc", {"1.0-1": {"rst": joined}})
     data.prepare("linux-doc", src=docs)
     parts = [data.open_split("linux-doc", s)[0] for s in ("train", "valid", "test")]
     assert np.concatenate(parts).tobytes() == joined

@@ -37,6 +37,7 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
     summary = run.summary()
     assert REQUIRED <= set(summary) and summary["status"] == "finished"
     assert summary["dataset"] == "file" and summary["scale"] == "tiny" and summary["steps"] == 30
+    assert summary["dataset_version"] is None and summary["dataset_verified"] is True
     test_split, _ = open_split("file", "test", path=str(tmp_path / "corpus.txt"), kind="text8")
     assert summary["test_targets"] == len(test_split) - 1  # the whole split: every token after the first
     assert 0 < summary["test_bits"] < math.log2(27) + 1
