@@ -29,7 +29,7 @@ import pandas as pd
 
 from repro.errors import UserError
 
-_SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^\[\]]*)\]")
+_SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\[([^\[\]]*)\]")
 _FUNCTIONS = {"mean": lambda s: _as_series(s).mean(), "min": lambda s: _as_series(s).min(),
               "max": lambda s: _as_series(s).max(), "abs": abs,
               "all": lambda s: bool(_as_series(s).all()), "any": lambda s: bool(_as_series(s).any()),

@@ -38,7 +38,7 @@ def _fake_store(root: Path, m: manifests.Manifest, scale: str = "tiny") -> list:
             zs = [[float(S)] * H for _ in range(L)]
             effs = zs
         else:  # lower layers short, upper layers longer
-            zs = [[float(min(S, 4 * layer * (h + 1))) for h in range(H)] for layer in range(L)]
+            zs = [[float(min(S, R * layer * (h + 1) / 2)) for h in range(H)] for layer in range(L)]
             effs = [[min(S, z + R) for z in layer] for layer in zs]
         flat = [e for layer in effs for e in layer]
         run = RunDir(root, m.name, spec.run_id)
@@ -47,7 +47,7 @@ def _fake_store(root: Path, m: manifests.Manifest, scale: str = "tiny") -> list:
         run.write_summary({
             "status": "finished", "dataset": spec.data.name, "scale": scale, "valid_bits": 2.5 - 0.01 * i,
             "test_bits": 2.52 - 0.01 * i, "avg_span": sum(flat) / len(flat), "spans": zs, "effective_spans": effs,
-            "span_limit": S, "params": 300000 + i, "steps": spec.train.steps, "seconds_per_step": 0.1,
+            "span_limit": S, "span_max": max(max(layer) for layer in zs), "unigram_bits": 4.1, "params": 300000 + i, "steps": spec.train.steps, "seconds_per_step": 0.1,
             "flops_per_token": flops_per_token(layers=L, d_model=c.d_model, d_ff=c.d_ff, heads=H,
                                                vocab_size=27, spans=effs),
             **dict(zip(("span_lower_half", "span_upper_half"), layer_halves(zs))),

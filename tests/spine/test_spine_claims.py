@@ -35,3 +35,46 @@ def test_missing_or_unfinished_runs_are_not_evaluable():
 def test_bad_checks_are_refused(check):
     with pytest.raises(claims.ClaimError):
         claims.parse(check)
+
+
+# A store where the paper's claims hold trivially: the adaptive spans never left their initial z = 0
+# (span_max < R) and the fixed baseline gets worse with more context (under-trained).
+TRIVIAL = pd.DataFrame([
+    {"model.span.kind": k, "model.span.limit": s, "model.span.ramp": 32, "status": "finished", "valid_bits": b,
+     "avg_span": a, "span_max": z, "unigram_bits": 4.1}
+    for k, s, b, a, z in [("fixed", 64, 2.49, 64, 64), ("fixed", 512, 2.89, 512, 512),
+                          ("adaptive", 64, 2.40, 32.5, 0.4), ("adaptive", 512, 2.41, 32.6, 0.6)]
+])
+MOVED = "span_max[kind=adaptive] >= model.span.ramp[kind=adaptive]"
+USES_CONTEXT = "last(valid_bits[kind=fixed]) <= first(valid_bits[kind=fixed])"
+ADAPTIVE_WINS = "valid_bits[kind=adaptive] <= valid_bits[kind=fixed]"
+
+
+def test_a_claim_that_holds_only_trivially_is_not_evaluable():
+    assert claims.evaluate(ADAPTIVE_WINS, TRIVIAL, KEYS).status == "reproduced"  # without preconditions
+    verdict = claims.evaluate(ADAPTIVE_WINS, TRIVIAL, KEYS, [MOVED, USES_CONTEXT])
+    assert verdict.status == "not evaluable"
+    assert MOVED in verdict.detail and "does not hold" in verdict.detail and "0.6" in verdict.detail
+    moved = TRIVIAL.assign(span_max=[64, 512, 40.0, 90.0])
+    verdict = claims.evaluate(ADAPTIVE_WINS, moved, KEYS, [MOVED, USES_CONTEXT])
+    assert verdict.status == "not evaluable" and USES_CONTEXT in verdict.detail and "2.89" in verdict.detail
+    trained = moved.assign(valid_bits=[2.49, 2.30, 2.40, 2.28])
+    assert claims.evaluate(ADAPTIVE_WINS, trained, KEYS, [MOVED, USES_CONTEXT]).status == "reproduced"
+    assert claims.evaluate("valid_bits[kind=adaptive] < 2", trained, KEYS, [MOVED]).status == "not reproduced"
+
+
+def test_a_precondition_that_cannot_be_checked_makes_the_claim_not_evaluable():
+    verdict = claims.evaluate(ADAPTIVE_WINS, TRIVIAL.drop(columns="unigram_bits"), KEYS,
+                              ["max(valid_bits[]) < 0.8 * min(unigram_bits[])"])
+    assert verdict.status == "not evaluable" and "cannot be checked" in verdict.detail
+
+
+def test_first_and_last_follow_grid_order():
+    assert claims.evaluate("first(avg_span[kind=fixed]) < last(avg_span[kind=fixed])", TRIVIAL, KEYS).status == \
+        "reproduced"
+
+
+def test_two_runs_in_one_cell_are_never_paired_by_position():
+    doubled = pd.concat([TRIVIAL, TRIVIAL.iloc[[1]].assign(valid_bits=2.0)], ignore_index=True)
+    verdict = claims.evaluate(ADAPTIVE_WINS, doubled, KEYS)
+    assert verdict.status == "not evaluable" and "share a cell" in verdict.detail

@@ -35,6 +35,17 @@ def test_unknown_manifest_suggests_the_closest(capsys, tmp_path):
     (lambda t: t + "grid:\n  model.dropout: [0.1, 0.2]\n", "grid.model.dropout: grid key is not set in base"),
     (lambda t: t.replace("renders: [curves]", "renders: [curvez]"), "renders: unknown renderer 'curvez'"),
     (lambda t: t + "claims:\n  - {id: x, text: y, check: 'valid_bits[ < 2'}\n", "claims[0]"),
+    (lambda t: t + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[strid=16] < 2'}\n",
+     "filter strid=16 names no single grid key; grid keys: model.stride"),
+    (lambda t: t + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[stride=12] < 2'}\n",
+     "stride=12 is not in the grid; model.stride takes: 8, 16"),
+    (lambda t: t + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[] < 2',"
+               " requires: ['span_max[strides=8] > 1']}\n", "filter strides=8 names no single grid key"),
+    (lambda t: t + "requires: ['valid_bits[] <']\nclaims: []\n", "requires[0]"),
+    (lambda t: t + "reference:\n  tabel1: []\n", "reference.tabel1: unknown key; the renderers ['curves'] read: runs"),
+    (lambda t: t + "reference:\n  runs: [{match: {colour: red}, label: x}]\n", "reference.runs[0].match.colour: names no grid key"),
+    (lambda t: t + "reference:\n  runs: [{match: {}, label: x, test_bits: 'one'}]\n",
+     "reference.runs[0].test_bits: expected a number (the paper's value) or null, got str 'one'"),
 ])
 def test_manifest_errors(capsys, tmp_path, write_manifest, mutate, expected):
     path = write_manifest(mutate(tiny_manifest(tmp_path / "corpus.txt")))
