@@ -121,7 +121,7 @@ def cmd_show(args) -> int:
     m = manifests.resolve(args.name)
     specs = m.expand(args.scale)
     keys = list(m.grid_for(args.scale))
-    rows = [(s.run_id, *(str(s.cell[k]) for k in keys), s.data.name, str(s.data.block), s.family,
+    rows = [(s.run_id, *(str(s.cell[k]) for k in keys), s.data.label, str(s.data.block), s.family,
              str(s.train.steps), str(s.train.batch_size)) for s in specs]
     print(f"{m.name}: {m.title} [scale {args.scale}]")
     _print_table(("run_id", *keys, "data", "block", "family", "steps", "batch"), rows)
@@ -154,7 +154,8 @@ def cmd_run(args) -> int:
     mode = resolve_mode(args.no_wandb)
     failed = 0
     for i, spec in enumerate(specs, 1):
-        print(f"[{i}/{len(specs)}] {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale})", flush=True)
+        print(f"[{i}/{len(specs)}] {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, "
+              f"data {spec.data.label})", flush=True)
         outcome = runner.run_spec(spec, m, root, devices=args.devices, wandb_mode=mode)
         s = outcome.summary
         if outcome.status == "failed":

@@ -9,7 +9,10 @@ trains nothing: its renderers draw from the manifest alone (e.g. a mask function
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
+import functools
+import hashlib
 import itertools
 import os
 from dataclasses import dataclass, field
@@ -87,11 +90,25 @@ class Manifest:
                         _set(resolved, k, v)
             cell = {k: v["name"] if k == VARIANT else v for k, v in cell.items()}
             try:
-                runs.append(build_run(self.name, scale, cell, resolved))
+                run = build_run(self.name, scale, cell, resolved)
             except SpecError as err:
                 where = f" (grid cell {cell})" if cell else ""
                 raise ManifestError(f"{self.path}: {err}{where}") from None
+            runs.append(self._pin_file(run) if run.data.name == "file" else run)
         return runs
+
+    def _pin_file(self, run: RunSpec) -> RunSpec:
+        """A `file` corpus: its path resolved against this manifest's folder and its sha256 recorded."""
+        if not run.data.path:
+            raise ManifestError(f"{self.path}: data.path: a `file` dataset needs the corpus's path")
+        path = (self.path.parent / Path(run.data.path).expanduser()).resolve()
+        try:
+            digest = _sha256(path)
+        except OSError as err:
+            raise ManifestError(f"{self.path}: data.path: {path}: {err.strerror or err}") from None
+        if run.data.sha256 not in (None, digest):  # the manifest pins the content: it changed
+            raise ManifestError(f"{self.path}: data.sha256: {path} has sha256 {digest}, expected {run.data.sha256}")
+        return dataclasses.replace(run, data=dataclasses.replace(run.data, path=str(path), sha256=digest))
 
     def scale_names(self) -> list[str]:
         return [s for s in SCALES if s == "paper" or s in self.scales] + \
@@ -269,6 +286,23 @@ def _str_list(path: Path, key: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ManifestError(f"{path}: {key}: expected a list of strings")
     return value
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    """A file's sha256, hashed once per (path, size, mtime): a manifest expands at every scale."""
+    st = path.stat()
+    if not path.is_file():
+        raise IsADirectoryError(21, "not a regular file")
+    return _sha256_of(path, st.st_size, st.st_mtime_ns)
 
 
 def _merge(base: dict, over: dict) -> dict:

@@ -89,7 +89,7 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
     params = sum(p.numel() for p in module.model.parameters())
     summary = run.update_summary(
         status=RUNNING, manifest=spec.manifest, run_id=spec.run_id, scale=spec.scale, cell=spec.cell,
-        family=spec.family, dataset=spec.data.name, dataset_version=source_version, dataset_verified=verified,
+        family=spec.family, dataset=spec.data.label, dataset_version=source_version, dataset_verified=verified,
         dataset_unit=vocab.unit, train_tokens=int(train_data.size),
         params=params, wandb_run_id=wb.experiment.id if wb is not None else None)
     resume = run.last_checkpoint

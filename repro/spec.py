@@ -12,6 +12,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Optional
 
 from repro.errors import UserError
@@ -30,10 +31,18 @@ class SpecError(UserError):
 class DataSpec:
     name: str = "wiki-lead8"
     block: int = 512  # training context: characters per block (text) or the sequence length (images/audio)
-    path: Optional[str] = None  # `file` corpora: the file
+    path: Optional[str] = None  # `file` corpora: the file (relative: to the manifest's folder)
     kind: Optional[str] = None  # `file` corpora: bytes | chars | text8
+    sha256: Optional[str] = None  # `file` corpora: the file's content hash, set when the manifest resolves
     vocab: Optional[str] = None  # byte corpora: bytes (256) | as205 (adaptive-span's observed-symbol vocabulary)
     seq_len: Optional[int] = None  # audio: samples per sequence
+
+    @property
+    def label(self) -> str:
+        """The dataset in words: its name, or a `file` corpus's file name and short content hash."""
+        if self.name == "file" and self.path and self.sha256:
+            return f"{Path(self.path).name}@{self.sha256[:8]}"
+        return self.name
 
     def options(self) -> dict[str, Any]:
         """The dataset options passed to ``repro.data.open_split`` (the ones that are set)."""
@@ -86,9 +95,13 @@ class RunSpec:
     eval: EvalSpec
 
     def resolved(self) -> dict[str, Any]:
-        """Plain-dict form of everything that determines the run's result."""
+        """Plain-dict form of everything that determines the run's result (``data.sha256`` only where set,
+        so specs without a `file` corpus keep their ids)."""
+        data = dataclasses.asdict(self.data)
+        if data["sha256"] is None:
+            del data["sha256"]
         return {
-            "data": dataclasses.asdict(self.data),
+            "data": data,
             "model": {"family": self.family, **dataclasses.asdict(self.model)},
             "train": dataclasses.asdict(self.train),
             "eval": dataclasses.asdict(self.eval),
@@ -96,8 +109,13 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        """Stable hash of the resolved spec (seed included); the run's directory name."""
-        blob = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
+        """Stable hash of the resolved spec (seed included); the run's directory name. A `file` corpus
+        enters by its content hash, not its location: the same corpus anywhere is the same run, an
+        edited one a new run."""
+        identity = self.resolved()
+        if self.data.sha256 is not None:
+            del identity["data"]["path"]
+        blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     @property

@@ -20,7 +20,8 @@ def _store_run(root: Path, spec, **summary) -> RunDir:
     run.write_spec({"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell,
                     **spec.resolved()})
     base = {"status": "finished", "dataset": spec.data.name, "scale": spec.scale, "params": 1000,
-            "steps": spec.train.steps, "seconds_per_step": 0.1, "peak_memory_bytes": 600 * 2**20}
+            "steps": spec.train.steps, "seconds_per_step": 0.1, "peak_memory_bytes": 600 * 2**20,
+            "unigram_bits": 7.5}
     run.write_summary({**base, **summary})
     run.append_metrics([{"step": 10, "train/bits": 5.0}, {"step": 20, "train/bits": 4.0}])
     return run
@@ -86,7 +87,7 @@ def test_table1_gathers_its_parts(tmp_path):
 def test_table3_one_model_scored_at_each_min_context(tmp_path):
     (spec,) = resolve("st-table3").expand("tiny")
     sweep = dict(zip([64, 128, 192, 224], [3.30, 3.25, 3.22, 3.21]))
-    _store_run(tmp_path, spec, test_bits=3.25, **{f"test_bits_ctx{c}": b for c, b in sweep.items()})
+    _store_run(tmp_path, spec, test_bits=3.25, valid_bits=3.26, **{f"test_bits_ctx{c}": b for c, b in sweep.items()})
     _render(tmp_path, "st-table3")
     csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table3-table3-tiny.csv")
     assert list(csv["min_context"]) == [64, 128, 192, 224] and list(csv["our test bits"]) == list(sweep.values())

@@ -10,7 +10,7 @@ def test_show_dry_run_and_only(capsys, write_manifest):
     path = grid_manifest(write_manifest)
     assert main(["show", str(path)]) == 0
     out = capsys.readouterr().out
-    assert out.count("file") == 4 and "model.layers" in out
+    assert out.count("corpus.txt@") == 4 and "model.layers" in out  # the corpus by file name and hash
     assert main(["run", str(path), "--dry-run", "--only", "layers=2"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 2 and all("layers=2" in line and "to run" in line for line in out)

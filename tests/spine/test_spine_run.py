@@ -1,6 +1,7 @@
 """End to end: manifest -> training -> store -> report, skip, resume after SIGKILL, divergence, DDP, W&B."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -36,7 +37,9 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
     run = RunDir(tmp_path / "results", m.name, spec.run_id)
     summary = run.summary()
     assert REQUIRED <= set(summary) and summary["status"] == "finished"
-    assert summary["dataset"] == "file" and summary["scale"] == "tiny" and summary["steps"] == 30
+    corpus = tmp_path / "corpus.txt"
+    label = f"corpus.txt@{hashlib.sha256(corpus.read_bytes()).hexdigest()[:8]}"  # the corpus by name and content
+    assert summary["dataset"] == label and summary["scale"] == "tiny" and summary["steps"] == 30
     assert summary["dataset_version"] is None and summary["dataset_verified"] is True
     test_split, _ = open_split("file", "test", path=str(tmp_path / "corpus.txt"), kind="text8")
     assert summary["test_targets"] == len(test_split) - 1  # the whole split: every token after the first
@@ -52,7 +55,7 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
 
     assert main(["report", str(path)]) == 0
     report = (tmp_path / "results" / "reports" / "t-tiny.md").read_text()
-    assert "Scale: tiny" in report and "dataset: file" in report
+    assert "Scale: tiny" in report and f"dataset: {label}" in report
     assert "**learns** — learns — **" in report and "not evaluable" not in report
     assert "at-paper" not in report  # judged at the paper scale only
     assert (tmp_path / "results" / "reports" / "t-tiny.csv").exists()

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from repro.spec import DataSpec, SpecError, TrainSpec, build, build_run
@@ -32,3 +34,47 @@ def test_run_id_is_stable_and_follows_the_spec():
     c = build_run("m", "tiny", {}, {**BASE, "train": {"steps": 10, "seed": 1}})
     assert a.run_id == b.run_id and len(a.run_id) == 12
     assert a.run_id != c.run_id
+
+
+def test_a_file_corpus_is_identified_by_content_and_resolved_next_to_its_manifest(tmp_path, monkeypatch, capsys):
+    """Editing corpus.txt makes a new run (not 'skipped' with old bits); the same manifest and corpus in
+    another folder is the same run; a relative path is the manifest's folder's, not the working directory's."""
+    from repro import manifest as manifests
+    from repro.cli import main
+    from spine_manifests import tiny_manifest
+
+    a, b, elsewhere = (tmp_path / d for d in ("a", "b", "cwd"))
+    for folder in (a, b, elsewhere):
+        folder.mkdir()
+    text = tiny_manifest(Path("corpus.txt")).replace('path: "corpus.txt"', "path: corpus.txt")
+    for folder in (a, b):
+        (folder / "m.yaml").write_text(text)
+        (folder / "corpus.txt").write_text("the same corpus " * 500)
+    (elsewhere / "corpus.txt").write_text("a decoy in the working directory " * 500)
+    monkeypatch.chdir(elsewhere)
+    (spec_a,) = manifests.load(a / "m.yaml").expand("tiny")
+    (spec_b,) = manifests.load(b / "m.yaml").expand("tiny")
+    assert spec_a.data.path == str(a / "corpus.txt") and spec_b.data.path == str(b / "corpus.txt")
+    assert spec_a.run_id == spec_b.run_id and spec_a.data.sha256 == spec_b.data.sha256
+    assert spec_a.data.label == f"corpus.txt@{spec_a.data.sha256[:8]}"
+    (b / "corpus.txt").write_text("an edited corpus " * 500)
+    (edited,) = manifests.load(b / "m.yaml").expand("tiny")
+    assert edited.run_id != spec_a.run_id and edited.data.sha256 != spec_a.data.sha256
+    # validate and --dry-run check that the file exists, with one line naming it
+    (b / "corpus.txt").unlink()
+    for argv in (["validate", str(b / "m.yaml")], ["run", str(b / "m.yaml"), "--dry-run"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"data.path: {b / 'corpus.txt'}" in err[0] and "No such file" in err[0]
+
+
+def test_a_pinned_file_hash_must_match(tmp_path):
+    from repro import manifest as manifests
+    from spine_manifests import tiny_manifest
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("some text " * 500)
+    path = tmp_path / "m.yaml"
+    path.write_text(tiny_manifest(corpus).replace("kind: text8,", "kind: text8, sha256: '00ff',"))
+    with pytest.raises(manifests.ManifestError, match="data.sha256: .*corpus.txt has sha256 [0-9a-f]{64}, expected 00ff"):
+        manifests.load(path)
