@@ -68,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("sync", help="upload offline W&B runs (needs W&B credentials)")
+    p = sub.add_parser("sync", help="upload offline W&B runs not uploaded yet (needs W&B credentials)")
+    p.add_argument("--entity", default=None)
+    p.add_argument("--project", default=None)
     p.set_defaults(func=cmd_sync)
 
     p = sub.add_parser("sample", help="generate from a stored run (text, image grid or audio)")
@@ -193,11 +195,11 @@ def cmd_report(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    from repro.tracking import sync
+    from repro.sync import sync
 
-    synced = sync(_root(args))
-    print(f"synced {len(synced)} offline W&B run(s)")
-    return 0
+    done = sync(_root(args), args.entity, args.project)
+    print(f"synced {len(done.synced)}, skipped {len(done.skipped)} already synced, failed {len(done.failed)}")
+    return 1 if done.failed else 0
 
 
 def cmd_sample(args) -> int:
