@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="regenerate a manifest's tables/figures and judge its claims")
     p.add_argument("name", nargs="?")
     p.add_argument("--all", action="store_true")
+    p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("sync", help="upload offline W&B runs not uploaded yet (needs W&B credentials)")
@@ -188,9 +189,16 @@ def cmd_report(args) -> int:
         return 0
     if not args.name:
         raise UserError("report: name a manifest or pass --all")
-    path, results = report.render(manifests.resolve(args.name), root)
+    manifest = manifests.resolve(args.name)
+    path, results = report.render(manifest, root)
     print(path.read_text())
     print(f"wrote {path}")
+    if args.wandb:
+        from repro.tracking import resolve_mode
+        from repro.wandb_report import log_report
+
+        mode = resolve_mode(False)
+        print(f"logged to W&B ({mode}) as run {log_report(manifest, root, path, results, mode)}")
     return 0
 
 

@@ -1,5 +1,5 @@
 """W&B: one folder per results root, the config, one step axis, per-head spans as heatmap + layer
-means and the store's summary (all checked from real offline run files)."""
+means, the store's summary, and `repro report --wandb` (all checked from real offline run files)."""
 from __future__ import annotations
 
 import json
@@ -88,3 +88,26 @@ def test_offline_runs_live_under_the_results_root_with_the_config(store):
         assert np.allclose(layer0, store_layer0.to_numpy())
         saved = wb.folder / "files" / "analysis.npz"
         assert saved.read_bytes() == (stored.path / "analysis.npz").read_bytes()
+
+
+def test_report_is_logged_as_a_report_run(store):
+    before = {r.id for r in offline_runs(store)}
+    done = store.repro("report", str(store.manifest), "--wandb")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (report,) = [r for r in offline_runs(store, "report") if r.id not in before]
+    assert report.group == "t-track" and report.config["paper"] == "adaptive_span"
+    files = report.folder / "files" / "media"
+    assert [p.name.split("_")[0] for p in (files / "images" / "figures").glob("*.png")] == ["t-track-curves-tiny"]
+    (claims,) = (files / "table").glob("claims_*.table.json")
+    table = json.loads(claims.read_text())
+    assert table["columns"] == ["scale", "claim", "text", "check", "verdict", "detail"]
+    assert [row[1] for row in table["data"]] == ["learns"] and table["data"][0][4] in (
+        "reproduced", "not reproduced")
+    (ours,) = (files / "table" / "tables").glob("paper_vs_ours_*.table.json")
+    ours = json.loads(ours.read_text())
+    assert "test_bits" in ours["columns"] and len(ours["data"]) == 2
+    bits = [row[ours["columns"].index("test_bits")] for row in ours["data"]]
+    stored = sorted(RunDir(store.root, "t-track", p.name).summary()["test_bits"]
+                    for p in (store.root / "runs" / "t-track").iterdir())
+    assert all(math.isclose(a, b) for a, b in zip(sorted(bits), stored))
+    assert report.summary_metrics["claims_judged"] == 1
