@@ -74,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--project", default=None)
     p.set_defaults(func=cmd_sync)
 
+    p = sub.add_parser("pull", help="bring a manifest's runs from its W&B group into the store")
+    p.add_argument("name")
+    p.add_argument("--entity", default=None)
+    p.add_argument("--project", default=None, help="W&B project (default: $REPRO_WANDB_PROJECT or repro)")
+    p.set_defaults(func=cmd_pull)
+
     p = sub.add_parser("sample", help="generate from a stored run (text, image grid or audio)")
     p.add_argument("run", help="run id (or unique prefix) or run directory")
     p.add_argument("--n", type=int, default=4, help="number of samples")
@@ -208,6 +214,15 @@ def cmd_sync(args) -> int:
     done = sync(_root(args), args.entity, args.project)
     print(f"synced {len(done.synced)}, skipped {len(done.skipped)} already synced, failed {len(done.failed)}")
     return 1 if done.failed else 0
+
+
+def cmd_pull(args) -> int:
+    from repro.pull import describe, public_api, pull
+
+    manifest = manifests.resolve(args.name)
+    done = pull(manifest, _root(args), public_api(args.entity, args.project), args.entity, args.project)
+    print(describe(done))
+    return 0
 
 
 def cmd_sample(args) -> int:
