@@ -80,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--project", default=None, help="W&B project (default: $REPRO_WANDB_PROJECT or repro)")
     p.set_defaults(func=cmd_pull)
 
+    p = sub.add_parser("dashboard", help="compare stored runs in a local web page (trackio; no account)")
+    p.add_argument("name", nargs="?", help="a manifest: import only its runs and open on them")
+    p.add_argument("--port", type=int, default=None, help="default: the first free port from 7860")
+    p.add_argument("--host", default=None, help="default 127.0.0.1 (0.0.0.0 to serve the network)")
+    p.set_defaults(func=cmd_dashboard)
+
     p = sub.add_parser("sample", help="generate from a stored run (text, image grid or audio)")
     p.add_argument("run", help="run id (or unique prefix) or run directory")
     p.add_argument("--n", type=int, default=4, help="number of samples")
@@ -222,6 +228,19 @@ def cmd_pull(args) -> int:
     manifest = manifests.resolve(args.name)
     done = pull(manifest, _root(args), public_api(args.entity, args.project), args.entity, args.project)
     print(describe(done))
+    return 0
+
+
+def cmd_dashboard(args) -> int:
+    from repro import dashboard
+
+    root = _root(args)
+    name = manifests.resolve(args.name).name if args.name else None
+    done = dashboard.import_runs(root, name)
+    print(f"trackio project {dashboard.PROJECT!r} in {dashboard.trackio_dir(root)}: imported "
+          f"{len(done.imported)} run(s), {len(done.present)} already there, {len(done.unfinished)} unfinished "
+          "(imported once finished)", flush=True)
+    dashboard.serve(root, done.ids if name else [], args.port, args.host)
     return 0
 
 
