@@ -66,10 +66,25 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="regenerate a manifest's tables/figures and judge its claims")
     p.add_argument("name", nargs="?")
     p.add_argument("--all", action="store_true")
+    p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("sync", help="upload offline W&B runs (needs W&B credentials)")
+    p = sub.add_parser("sync", help="upload offline W&B runs not uploaded yet (needs W&B credentials)")
+    p.add_argument("--entity", default=None)
+    p.add_argument("--project", default=None)
     p.set_defaults(func=cmd_sync)
+
+    p = sub.add_parser("pull", help="bring a manifest's runs from its W&B group into the store")
+    p.add_argument("name")
+    p.add_argument("--entity", default=None)
+    p.add_argument("--project", default=None, help="W&B project (default: $REPRO_WANDB_PROJECT or repro)")
+    p.set_defaults(func=cmd_pull)
+
+    p = sub.add_parser("dashboard", help="compare stored runs in a local web page (trackio; no account)")
+    p.add_argument("name", nargs="?", help="a manifest: import only its runs and open on them")
+    p.add_argument("--port", type=int, default=None, help="default: the first free port from 7860")
+    p.add_argument("--host", default=None, help="default 127.0.0.1 (0.0.0.0 to serve the network)")
+    p.set_defaults(func=cmd_dashboard)
 
     p = sub.add_parser("sample", help="generate from a stored run (text, image grid or audio)")
     p.add_argument("run", help="run id (or unique prefix) or run directory")
@@ -187,17 +202,46 @@ def cmd_report(args) -> int:
         return 0
     if not args.name:
         raise UserError("report: name a manifest or pass --all")
-    path, results = report.render(manifests.resolve(args.name), root)
+    manifest = manifests.resolve(args.name)
+    path, results = report.render(manifest, root)
     print(path.read_text())
     print(f"wrote {path}")
+    if args.wandb:
+        from repro.tracking import resolve_mode
+        from repro.wandb_report import log_report
+
+        mode = resolve_mode(False)
+        print(f"logged to W&B ({mode}) as run {log_report(manifest, root, path, results, mode)}")
     return 0
 
 
 def cmd_sync(args) -> int:
-    from repro.tracking import sync
+    from repro.sync import sync
 
-    synced = sync(_root(args))
-    print(f"synced {len(synced)} offline W&B run(s)")
+    done = sync(_root(args), args.entity, args.project)
+    print(f"synced {len(done.synced)}, skipped {len(done.skipped)} already synced, failed {len(done.failed)}")
+    return 1 if done.failed else 0
+
+
+def cmd_pull(args) -> int:
+    from repro.pull import describe, public_api, pull
+
+    manifest = manifests.resolve(args.name)
+    done = pull(manifest, _root(args), public_api(args.entity, args.project), args.entity, args.project)
+    print(describe(done))
+    return 0
+
+
+def cmd_dashboard(args) -> int:
+    from repro import dashboard
+
+    root = _root(args)
+    name = manifests.resolve(args.name).name if args.name else None
+    done = dashboard.import_runs(root, name)
+    print(f"trackio project {dashboard.PROJECT!r} in {dashboard.trackio_dir(root)}: imported "
+          f"{len(done.imported)} run(s), {len(done.present)} already there, {len(done.unfinished)} unfinished "
+          "(imported once finished)", flush=True)
+    dashboard.serve(root, done.ids if name else [], args.port, args.host)
     return 0
 
 

@@ -22,7 +22,7 @@ from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, RUNNING, RunDir, finished_twin
-from repro.tracking import StoreLogger, wandb_logger
+from repro.tracking import StoreLogger, finish_wandb, wandb_logger
 from repro.training import AtomicCheckpoint, Diverged, LMDataModule, LMModule, TrainingMeter
 
 
@@ -118,8 +118,7 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
              **_evaluate_and_analyse(spec, module.model, trainer, run, vocab, train_data)}
     summary = run.update_summary(status=FINISHED, **final)
     if wb is not None:
-        wb.experiment.summary.update({k: v for k, v in final.items() if isinstance(v, (int, float))})
-        wb.experiment.finish()
+        finish_wandb(wb, run)
     return Outcome(spec, "finished", summary)
 
 

@@ -1,28 +1,35 @@
 """Experiment tracking: the run store's own metrics logger, and W&B through Lightning's WandbLogger.
 
-W&B mode: ``online`` when credentials exist (``WANDB_API_KEY`` or a netrc entry for the W&B host),
-``offline`` otherwise (``repro sync`` uploads later), ``disabled`` by ``--no-wandb`` or
-``WANDB_MODE=disabled``. One W&B group per manifest, job_type = model family, run name = the grid
-cell in words, tags = paper, scale and renders, config = the resolved spec. The store is written in
-every mode, so reports never need the network.
+W&B mode: ``online`` when credentials exist (``WANDB_API_KEY`` or a netrc entry for the W&B host,
+``WANDB_BASE_URL`` for a self-hosted server), ``offline`` otherwise (``repro sync`` uploads later),
+``disabled`` by ``--no-wandb`` or ``WANDB_MODE=disabled``. Every run of a results root writes under
+``<results>/wandb/``, so the W&B CLI's own commands work on that folder. One W&B group per manifest,
+job_type = model family, run name = the grid cell in words, tags = paper, scale and renders.
+Config: spec.yaml (resolved spec, run id, manifest, scale, cell, code version), the paper and each
+grid key as a top-level column. Per-head statistics (``model/spans/<layer>/<head>``) reach W&B as a
+per-layer mean and, at intervals, one layers x heads heatmap; metrics.csv keeps every head.
+The finished run's summary is the store's summary.json, and analysis.npz is saved with the run.
 """
 from __future__ import annotations
 
+import io
 import netrc
 import os
-import shutil
-import subprocess
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-from lightning.pytorch.loggers import Logger
+from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
-from repro.errors import UserError
 from repro.spec import RunSpec
 from repro.store import RunDir
 
 PROJECT = os.environ.get("REPRO_WANDB_PROJECT", "repro")
+STEP = "trainer/global_step"  # the one x axis of every metric (Lightning's)
+HEATMAPS_PER_RUN = 20
+_PER_HEAD = re.compile(r"^(?P<stat>.+)/(?P<layer>\d+)/(?P<head>\d+)$")
 
 
 class StoreLogger(Logger):
@@ -60,11 +67,15 @@ class StoreLogger(Logger):
         self.save()
 
 
+def wandb_host() -> str:
+    return urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+
+
 def has_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
     try:
-        return netrc.netrc().authenticators("api.wandb.ai") is not None
+        return netrc.netrc().authenticators(wandb_host()) is not None
     except (FileNotFoundError, netrc.NetrcParseError):
         return False
 
@@ -72,41 +83,140 @@ def has_credentials() -> bool:
 def resolve_mode(no_wandb: bool) -> str:
     if no_wandb or os.environ.get("WANDB_MODE") == "disabled":
         return "disabled"
-    if os.environ.get("WANDB_MODE") == "offline":
+    if os.environ.get("WANDB_MODE") in ("offline", "dryrun"):
         return "offline"
     return "online" if has_credentials() else "offline"
 
 
+def wandb_dir(root: Path) -> Path:
+    """The W&B folder of a results root: every run's ``offline-run-*`` (or ``run-*``) lives here."""
+    return root / "wandb"
+
+
+def grid_columns(cell: dict[str, Any], taken: set[str] = frozenset()) -> dict[str, Any]:
+    """A run's grid cell as top-level config columns, named as the report's tables name them."""
+    from repro.report import short_names
+
+    names = short_names(list(cell))
+    return {(names[k] if names[k] not in taken else k): v for k, v in cell.items()}
+
+
+def run_config(run: RunDir, paper: str) -> dict[str, Any]:
+    """W&B config of a stored run: spec.yaml, the paper, and each grid key as its own column."""
+    spec = {**run.spec(), "paper": paper}
+    return {**spec, **grid_columns(spec.get("cell") or {}, set(spec))}
+
+
+class SpanViewLogger(WandbLogger):
+    """WandbLogger that sends per-head series as a per-layer mean, plus a heatmap every ``every``-th log."""
+
+    def __init__(self, *args: Any, heatmap_every: int = 1, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.heatmap_every = heatmap_every
+        self._seen = 0
+        self._last: tuple[int, dict[str, list[list[float]]]] | None = None  # unlogged latest heatmap
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        metrics, grids = per_head_view(metrics)
+        if grids:
+            step_now = int(step or 0)
+            if self._seen % self.heatmap_every == 0:
+                metrics.update(heatmaps(grids, step_now))
+                self._last = None
+            else:
+                self._last = (step_now, grids)
+            self._seen += 1
+        super().log_metrics(metrics, step)
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        if self._last is not None and self._experiment is not None:
+            step, grids = self._last
+            self.experiment.log({**heatmaps(grids, step), STEP: step})
+            self._last = None
+        super().finalize(status)
+
+
+def per_head_view(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[list[float]]]]:
+    """Split ``stat/<layer>/<head>`` scalars off: returns the other metrics plus ``stat/layer<i>``
+    means, and each statistic's layers x heads grid."""
+    out: dict[str, Any] = {}
+    cells: dict[str, dict[tuple[int, int], float]] = {}
+    for key, value in metrics.items():
+        match = _PER_HEAD.match(key)
+        if match is None:
+            out[key] = value
+        else:
+            cells.setdefault(match["stat"], {})[int(match["layer"]), int(match["head"])] = float(value)
+    grids = {}
+    for stat, values in cells.items():
+        layers = 1 + max(i for i, _ in values)
+        heads = 1 + max(j for _, j in values)
+        grid = [[values.get((i, j), float("nan")) for j in range(heads)] for i in range(layers)]
+        grids[stat] = grid
+        for i, row in enumerate(grid):
+            present = [v for v in row if v == v]
+            out[f"{stat}/layer{i}"] = sum(present) / len(present)
+    return out, grids
+
+
+def heatmaps(grids: dict[str, list[list[float]]], step: int) -> dict[str, Any]:
+    return {f"{stat}/heatmap": heatmap_image(grid, f"{stat} at step {step}") for stat, grid in grids.items()}
+
+
+def heatmap_image(grid: list[list[float]], title: str):
+    """A layers x heads heatmap as a ``wandb.Image`` (values written in the cells when they fit)."""
+    import numpy as np
+    import wandb
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    values = np.asarray(grid, dtype=float)
+    layers, heads = values.shape
+    fig = Figure(figsize=(1.8 + 0.6 * heads, 1.4 + 0.45 * layers), dpi=100)
+    ax = fig.add_subplot()
+    image = ax.imshow(values, cmap="viridis", aspect="auto")
+    fig.colorbar(image, ax=ax)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_xticks(range(heads))
+    ax.set_yticks(range(layers))
+    ax.set_title(title, fontsize=8)
+    if layers * heads <= 96:
+        for (i, j), v in np.ndenumerate(values):
+            ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=6, color="white")
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png")
+    buffer.seek(0)
+    return wandb.Image(Image.open(buffer), caption=title)
+
+
 def wandb_logger(mode: str, spec: RunSpec, paper: str, renders: list[str], run: RunDir):
-    """A WandbLogger for this run (resuming its W&B run when one exists), or None when disabled."""
+    """A W&B logger for this run (resuming its W&B run when one exists), or None when disabled.
+    Call after spec.yaml is written: the config is read from it."""
     if mode == "disabled":
         return None
-    from lightning.pytorch.loggers import WandbLogger
-
-    logger = WandbLogger(
+    root = run.path.parents[2]
+    wandb_dir(root).mkdir(parents=True, exist_ok=True)
+    logs = max(1, spec.train.steps // spec.train.log_every)
+    logger = SpanViewLogger(
         project=PROJECT, group=spec.manifest, job_type=spec.family, name=spec.cell_name,
-        tags=[paper, spec.scale, *renders], config={**spec.resolved(), "scale": spec.scale, "cell": spec.cell},
-        save_dir=str(run.path), offline=(mode == "offline"), id=run.summary().get("wandb_run_id"),
-        resume="allow",
+        tags=[paper, spec.scale, *renders], config=run_config(run, paper), save_dir=str(root),
+        offline=(mode == "offline"), id=run.summary().get("wandb_run_id"), resume="allow",
+        heatmap_every=max(1, logs // HEATMAPS_PER_RUN),
     )
+    logger.experiment.define_metric("valid/bits_quick", step_metric=STEP, step_sync=True, summary="min")
     return logger
 
 
-def offline_runs(results: Path) -> list[Path]:
-    return sorted(results.glob("runs/*/*/wandb/offline-run-*"))
-
-
-def sync(results: Path) -> list[Path]:
-    """Upload every offline W&B run under ``results`` with ``wandb sync``; returns the synced folders."""
-    runs = offline_runs(results)
-    if not runs:
-        return []
-    if not has_credentials():
-        raise UserError(f"{len(runs)} offline W&B run(s) wait under {results}/runs, but no W&B credentials "
-                        "were found; run `wandb login` (or set WANDB_API_KEY) and retry")
-    exe = shutil.which("wandb")
-    if exe is None:
-        raise UserError("the `wandb` command is not on PATH; install wandb")
-    for path in runs:
-        subprocess.run([exe, "sync", str(path)], check=True)
-    return runs
+def finish_wandb(logger, run: RunDir) -> None:
+    """Close a finished run's W&B run: its summary becomes the store's summary.json (what ``repro pull``
+    writes back) and analysis.npz is saved with it."""
+    experiment = logger.experiment
+    experiment.summary.update(run.summary())
+    analysis = run.path / "analysis.npz"
+    if analysis.exists():
+        experiment.save(str(analysis), base_path=str(run.path), policy="now")
+    experiment.finish()

@@ -171,6 +171,6 @@ def test_wandb_offline_run_is_recorded(tmp_path, write_manifest, monkeypatch):
     m, spec = only_run(path)
     run = RunDir(tmp_path / "results", m.name, spec.run_id)
     run_id = run.summary()["wandb_run_id"]
-    assert run_id and list((run.path / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert run_id and list((tmp_path / "results" / "wandb").glob(f"offline-run-*-{run_id}"))
     config = json.dumps(spec.resolved(), sort_keys=True)
     assert "sparse_transformer" in config
