@@ -51,10 +51,14 @@ def test_table2_puts_paper_beside_ours(tmp_path):
     files = _render(tmp_path, "st-table2-enwik8")
     assert files and all(p.exists() for p, _ in files)
     md = _read(tmp_path / "reports" / "tables" / "st-table2-enwik8-table2-tiny.md")
-    assert "3.2" in md and "1.13" in md and "0.55" in md and "scale: tiny" in md and "wiki-lead" in md
-    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table2-enwik8-table2-tiny.csv")
-    assert list(csv["pattern"]) == ["dense", "strided", "fixed"]
-    assert csv.loc[csv.pattern == "dense", "our speed-up vs dense"].item() == pytest.approx(1.0)
+    assert "scale: tiny" in md and "wiki-lead" in md
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table2-enwik8-table2-tiny.csv").set_index("pattern")
+    assert list(csv.index) == ["dense", "strided", "fixed"]
+    assert list(csv["our test_bits"]) == [3.5, 3.4, 3.2]  # ours, per pattern
+    assert list(csv["paper bits (test)"]) == [1.00, 1.13, 0.99]  # the paper's, beside them
+    assert list(csv["paper s/iter"]) == [1.31, 0.35, 0.55]
+    assert csv["our speed-up vs dense"].tolist() == pytest.approx([1.0, 0.09 / 0.12, 0.09 / 0.11])
+    assert csv.loc["fixed", "paper speed-up vs dense"] == pytest.approx(1.31 / 0.55)
     # the report judges the claims on the same store
     path, results = render(m, tmp_path)
     verdicts = {r.id: r.verdict.status for r in results}
@@ -68,7 +72,10 @@ def test_table2_images_use_valid_bits(tmp_path):
         _store_run(tmp_path, spec, valid_bits=bits)
     _render(tmp_path, "st-table2-cifar10")
     md = _read(tmp_path / "reports" / "tables" / "st-table2-cifar10-table2-tiny.md")
-    assert "our valid_bits" in md and "2.8" in md and "fashion-mnist" in md
+    assert "fashion-mnist" in md
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table2-cifar10-table2-tiny.csv").set_index("pattern")
+    assert "our test_bits" not in csv and list(csv["our valid_bits"]) == [4.1, 4.0, 4.2]
+    assert csv.loc["strided", "paper bits (test)"] == 2.80
 
 
 def test_table1_gathers_its_parts(tmp_path):
@@ -77,8 +84,12 @@ def test_table1_gathers_its_parts(tmp_path):
         _store_run(tmp_path, spec, **bits)
     files = _render(tmp_path, "st-table1", "none")
     assert [p.suffix for p, _ in files] == [".md", ".png"] and all(p.exists() for p, _ in files)
-    md = _read(tmp_path / "reports" / "tables" / "st-table1-table1-none.md")
-    assert "3.2" in md and "0.99" in md and "2.8" in md and "3.44" in md and "Transformer-XL" in md
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table1-table1-none.csv").set_index("paper dataset")
+    assert csv.loc["enwik8", "our bits"] == 3.2 and csv.loc["enwik8", "split"] == "test"
+    assert csv.loc["enwik8", "paper bits"] == 0.99 and "Transformer-XL" in csv.loc["enwik8", "best baseline (paper)"]
+    assert csv.loc["CIFAR-10", "our bits"] == 4.0 and csv.loc["CIFAR-10", "split"] == "valid"
+    assert csv.loc["CIFAR-10", "paper bits"] == 2.80
+    assert csv.loc["ImageNet 64x64", "paper bits"] == 3.44 and pd.isna(csv.loc["ImageNet 64x64", "our bits"])
     # a part renders the same table at its own scale
     files = _render(tmp_path, "st-table1-enwik8")
     assert any("table1" in p.name for p, _ in files)

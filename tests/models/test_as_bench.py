@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from repro.bench import adaptive
+from repro.flops import flops_per_token
 
 
 def test_bench_adaptive_records():
@@ -23,5 +26,12 @@ def test_bench_adaptive_records():
     assert fixed["span"] is None and adapt["span"] == 0.0
     assert fixed["attention_window"] == 512 and fixed["cache_len"] == 511
     assert adapt["attention_window"] == 64 and adapt["cache_len"] == 127
+    # What the bench is for: the adaptive row states its gains over the fixed row of the same run.
+    assert adapt["flops_ratio_vs_fixed"] == pytest.approx(fixed["flops_per_token"] / adapt["flops_per_token"])
+    assert adapt["speedup_vs_fixed"] == pytest.approx(fixed["seconds_per_step"] / adapt["seconds_per_step"])
+    assert adapt["memory_ratio_vs_fixed"] == pytest.approx(fixed["peak_memory_bytes"] / adapt["peak_memory_bytes"])
+    # spans at 0 attend over R (+ rounding to 64) of the 512 distances: the analytic FLOPs say by how much
+    kw = dict(layers=1, d_model=32, d_ff=64, heads=2, vocab_size=16)
+    assert fixed["flops_per_token"] == pytest.approx(flops_per_token(**kw, spans=[[512.0, 512.0]]))
+    assert adapt["flops_per_token"] == pytest.approx(flops_per_token(**kw, spans=[[32.0, 32.0]]))
     assert adapt["flops_ratio_vs_fixed"] > 2
-    assert adapt["speedup_vs_fixed"] > 0 and adapt["memory_ratio_vs_fixed"] > 0

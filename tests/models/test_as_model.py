@@ -252,7 +252,7 @@ def test_analysis_helpers():
     assert a.shape == (2, 2, 32)
     assert np.allclose(a.sum(-1), 1.0)  # full cache: every query sees every distance
     a = AS.attention_by_distance(m, x[0, :16])  # no history: far distances never observed
-    assert np.isnan(a[0, 0, 20]) and np.isclose(a[0, 0, 0], a[0, 0, 0])
+    assert np.isfinite(a[:, :, :16]).all() and np.isnan(a[:, :, 16:]).all()  # 16 queries see distances 0..15
     d = make("dynamic", S=64)
     spans = AS.dynamic_spans(d, torch.randint(0, 11, (24,)))
     assert spans.shape == (24,) and (spans > 0).all() and (spans < 64).all()
