@@ -28,7 +28,7 @@ from repro.spec import RunSpec, SpecError, build_run
 TOP_KEYS = {"name", "title", "paper", "renders", "description", "base", "grid", "scales", "reference",
             "requires", "claims", "parts", "notes"}
 CLAIM_KEYS = {"id", "text", "check", "scales", "requires"}
-SCALES = ("tiny", "small", "paper")
+SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
 VARIANT = "variant"  # the grid key whose values are named override mappings
 SHIPPED = Path(__file__).resolve().parent.parent / "experiments"
 

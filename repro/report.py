@@ -33,6 +33,8 @@ SCALE_NOTE = {
     "tiny": "**Scale: tiny** (2 CPU cores, minutes per run, offline stand-in corpora). These are NOT the "
             "paper's numbers and are not comparable to them in absolute terms; only qualitative findings "
             "are checked.",
+    "cpu": "**Scale: cpu** (2 CPU cores, up to 30 minutes per run, offline stand-in corpora; how it was chosen: "
+           "results/reports/cpu-scale.md). NOT the paper's numbers.",
     "small": "**Scale: small** (one GPU or a long CPU run). Smaller than the paper's models; absolute "
              "numbers are not the paper's.",
     "paper": "**Scale: paper** (the paper's configuration).",
