@@ -4,11 +4,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import sys
+import time
 from pathlib import Path
 
+import shtab
+
+from repro import lookup, overrides, progress, store
 from repro import manifest as manifests
 from repro.errors import UserError
+from repro.manifest import DEFAULT_SCALE
+from repro.progress import say
 from repro.store import RunDir, results_root, table
 
 BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention"}
@@ -16,7 +23,11 @@ BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attenti
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # overrides after the options (`run NAME --scale tiny key=value`) land here
+        if not hasattr(args, "overrides") or not all(overrides.is_override(a) for a in extra):
+            parser.error(f"unrecognized arguments: {' '.join(a for a in extra if not overrides.is_override(a))}")
+        args.overrides += extra
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -33,114 +44,197 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repro", description=__doc__)
-    parser.add_argument("--results", default=None, help="results root (default: $REPRO_RESULTS or results/)")
-    sub = parser.add_subparsers(dest="command")
+    parser.add_argument("--results", default=None, help=RESULTS_HELP)
+    shtab.add_argument_to(parser, ["--print-completion"], help="print a shell completion script (bash, zsh, tcsh): "
+                          "e.g. `eval \"$(repro --print-completion bash)\"`", preamble=COMPLETION)
+    # every subcommand takes --results too (after it: `repro run smoke --results DIR`)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--results", default=argparse.SUPPRESS, help=RESULTS_HELP)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("list", help="every manifest: title, runs, finished")
-    p.add_argument("--scale", default="tiny")
-    p.set_defaults(func=cmd_list)
+    def command(name: str, func, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, parents=[common])
+        p.set_defaults(func=func)
+        return p
 
-    p = sub.add_parser("show", help="the resolved runs of a manifest")
-    p.add_argument("name")
-    p.add_argument("--scale", default="tiny")
-    p.set_defaults(func=cmd_show)
+    def manifest_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
+        name = p.add_argument("name", help="a manifest: its name, a group (every name ending with it: `table1`), "
+                                           "or a path")
+        name.complete = {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
+        p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                       help="set a dotted key in every run (model.span.ramp=64); with -m, KEY=V1,V2 sweeps it")
+        p.add_argument("-m", "--multirun", action="store_true",
+                       help="make every KEY=V1,V2 override a grid axis (added, or replacing the manifest's)")
+        if scale:
+            p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
 
-    p = sub.add_parser("validate", help="check manifests (all when no path is given)")
-    p.add_argument("paths", nargs="*")
-    p.set_defaults(func=cmd_validate)
+    p = command("list", cmd_list, "every manifest: title, runs at a scale, finished")
+    p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
+    p.add_argument("--json", action="store_true", help="print JSON (one object per manifest)")
+    p.add_argument("--names", action="store_true", help="print only the names (for shell completion)")
 
-    p = sub.add_parser("run", help="train every run of a manifest (finished runs are skipped)")
-    p.add_argument("name")
-    p.add_argument("--scale", default="tiny")
-    p.add_argument("--only", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--devices", type=int, default=1)
-    p.add_argument("--no-wandb", action="store_true")
-    p.set_defaults(func=cmd_run)
+    p = command("show", cmd_show, "the resolved runs of a manifest (or a group) as a table")
+    manifest_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON, each run with its resolved spec")
+    p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
 
-    p = sub.add_parser("status", help="stored runs and their state")
-    p.add_argument("name", nargs="?")
-    p.set_defaults(func=cmd_status)
+    p = command("validate", cmd_validate, "check manifests (all shipped ones when no path is given)")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="manifest files (default: every discovered manifest)")
 
-    p = sub.add_parser("report", help="regenerate a manifest's tables/figures and judge its claims")
-    p.add_argument("name", nargs="?")
-    p.add_argument("--all", action="store_true")
+    p = command("run", cmd_run, "train every run of a manifest or group (finished runs are skipped)")
+    manifest_args(p)
+    p.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
+                   help="only the runs whose grid cell has this value (repeatable; KEY may be a dotted suffix)")
+    p.add_argument("--max-steps", type=int, default=None, metavar="N",
+                   help="cap every run at N steps (a different run id: kept out of reports)")
+    p.add_argument("--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing")
+    p.add_argument("--devices", type=int, default=1, metavar="N", help="accelerators per run (default 1)")
+    p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
+    p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
+
+    p = command("status", cmd_status, "stored runs and their state")
+    p.add_argument("name", nargs="?", help="a manifest or group (default: every stored run)").complete = \
+        {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="the overrides the runs were made with")
+    p.add_argument("-m", "--multirun", action="store_true", help="the overrides include sweeps (KEY=V1,V2)")
+    p.add_argument("--json", action="store_true", help="print JSON (one object per run)")
+
+    p = command("report", cmd_report, "regenerate a manifest's tables/figures and judge its claims")
+    p.add_argument("name", nargs="?", help="a manifest or group (or --all)").complete = \
+        {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="the overrides the runs were made with")
+    p.add_argument("-m", "--multirun", action="store_true", help="the overrides include sweeps (KEY=V1,V2)")
+    p.add_argument("--all", action="store_true", help="every manifest, and results/REPORT.md over them")
     p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
-    p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("sync", help="upload offline W&B runs not uploaded yet (needs W&B credentials)")
-    p.add_argument("--entity", default=None)
-    p.add_argument("--project", default=None)
-    p.set_defaults(func=cmd_sync)
+    command("renderers", cmd_renderers, "every renderer: what it draws, the summary and reference keys it reads")
 
-    p = sub.add_parser("pull", help="bring a manifest's runs from its W&B group into the store")
-    p.add_argument("name")
-    p.add_argument("--entity", default=None)
+    p = command("sync", cmd_sync, "upload offline W&B runs not uploaded yet (needs W&B credentials)")
+    p.add_argument("--entity", default=None, help="W&B entity (default: your login's)")
     p.add_argument("--project", default=None, help="W&B project (default: $REPRO_WANDB_PROJECT or repro)")
-    p.set_defaults(func=cmd_pull)
 
-    p = sub.add_parser("dashboard", help="compare stored runs in a local web page (trackio; no account)")
+    p = command("pull", cmd_pull, "bring a manifest's runs from its W&B group into the store")
+    p.add_argument("name", help="a manifest (name or path)")
+    p.add_argument("--entity", default=None, help="W&B entity (default: your login's)")
+    p.add_argument("--project", default=None, help="W&B project (default: $REPRO_WANDB_PROJECT or repro)")
+
+    p = command("dashboard", cmd_dashboard, "compare stored runs in a local web page (trackio; no account)")
     p.add_argument("name", nargs="?", help="a manifest: import only its runs and open on them")
     p.add_argument("--port", type=int, default=None, help="default: the first free port from 7860")
     p.add_argument("--host", default=None, help="default 127.0.0.1 (0.0.0.0 to serve the network)")
-    p.set_defaults(func=cmd_dashboard)
 
-    p = sub.add_parser("sample", help="generate from a stored run (text, image grid or audio)")
+    p = command("sample", cmd_sample, "generate from a stored run (text, image grid or audio)")
     p.add_argument("run", help="run id (or unique prefix) or run directory")
     p.add_argument("--n", type=int, default=4, help="number of samples")
     p.add_argument("--length", type=int, default=None, help="symbols per sample (default: the block)")
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (default 1.0)")
     p.add_argument("--prompt", default=None, help="text to continue (text runs)")
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_sample)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
 
-    p = sub.add_parser("bench", help="benchmarks: " + ", ".join(BENCHES))
-    bench = p.add_subparsers(dest="bench")
+    p = command("bench", None, "benchmarks: " + ", ".join(BENCHES))
+    bench = p.add_subparsers(dest="bench", metavar="BENCH")
     for name, module in BENCHES.items():
         try:
             mod = importlib.import_module(module)
         except ImportError:
             continue
-        q = bench.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None)
+        q = bench.add_parser(name, parents=[common],
+                             help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None)
         q.add_argument("--json", action="store_true", help="print the records as JSON")
         mod.add_arguments(q)
         q.set_defaults(func=cmd_bench, bench_module=mod)
 
     from repro.data import cli as data_cli
 
-    data_cli.register(sub)
+    data_cli.register(sub, parents=[common])
     return parser
+
+
+RESULTS_HELP = "results root (default: $REPRO_RESULTS or results/)"
+SCALE_HELP = (f"tiny (the default: 2 CPU cores, minutes per run), small (one GPU), paper (the paper's "
+              f"configuration), or another scale the manifest defines")
+SAVE_HELP = "write the manifest with its overrides to PATH (it includes the original; `repro validate PATH`)"
+# bash/zsh: complete manifest names from `repro list --names`
+COMPLETION = {
+    "bash": "_repro_manifests() { compgen -W \"$(repro list --names 2>/dev/null)\" -- \"$1\"; }",
+    "zsh": "_repro_manifests() { compadd $(repro list --names 2>/dev/null) }",
+}
 
 
 def _root(args) -> Path:
     return results_root(args.results)
 
 
+def _args(args) -> list[str]:
+    return overrides.args_of(getattr(args, "overrides", []) or [], getattr(args, "multirun", False))
+
+
+def _select(args) -> list[manifests.Manifest]:
+    found = lookup.select(args.name, _args(args), _root(args))
+    if len(found) > 1:
+        print(f"{args.name}: {len(found)} manifests: {', '.join(m.name for m in found)}", flush=True)
+    return found
+
+
+def _save(args, found: list[manifests.Manifest]) -> None:
+    if not args.save:
+        return
+    if len(found) != 1 or not found[0].args:
+        raise UserError("--save: needs one manifest and at least one KEY=VALUE override")
+    print(f"wrote {overrides.save(found[0], Path(args.save))}")
+
+
 def cmd_list(args) -> int:
     root = _root(args)
-    rows = []
-    for name, path in sorted(manifests.discover().items()):
+    found = sorted(manifests.discover().items())
+    if args.names:
+        print("\n".join(name for name, _ in found))
+        return 0
+    records = []
+    for name, path in found:
         try:
             m = manifests.load(path)
             specs = m.expand(args.scale) if args.scale in m.scale_names() else []
             done = sum(RunDir(root, m.name, s.run_id).finished for s in specs)
-            rows.append((name, m.title, str(len(specs)), str(done)))
+            records.append({"name": name, "title": m.title, "paper": m.paper, "path": str(path),
+                            "scales": m.scale_names(), "runs": len(specs), "finished": done})
         except UserError as err:
-            rows.append((name, f"INVALID: {err}", "-", "-"))
+            records.append({"name": name, "title": None, "path": str(path), "error": str(err)})
+    if args.json:
+        print(json.dumps(records, indent=2))
+        return 0
+    rows = [(r["name"], r["title"] or f"INVALID: {r['error']}", str(r.get("runs", "-")), str(r.get("finished", "-")))
+            for r in records]
     _print_table(("manifest", "title", f"runs@{args.scale}", "finished"), rows)
     return 0
 
 
 def cmd_show(args) -> int:
-    m = manifests.resolve(args.name)
-    specs = m.expand(args.scale)
-    keys = list(m.grid_for(args.scale))
-    rows = [(s.run_id, *(str(s.cell[k]) for k in keys), s.data.label, str(s.data.block), s.family,
-             str(s.train.steps), str(s.train.batch_size)) for s in specs]
-    print(f"{m.name}: {m.title} [scale {args.scale}]")
-    _print_table(("run_id", *keys, "data", "block", "family", "steps", "batch"), rows)
+    found = _select(args)
+    out = []
+    for m in lookup.with_parts(found, _args(args)):
+        specs = m.expand(args.scale)
+        keys = list(m.grid_for(args.scale))
+        shown = keys + [k for k in m.set if k not in keys]  # the overrides' keys are columns too
+        if args.json:
+            out.append({"manifest": m.name, "title": m.title, "scale": args.scale, "command": m.command,
+                        "runs": [{"run_id": s.run_id, "cell": s.cell, **s.resolved()} for s in specs]})
+            continue
+        rows = [(s.run_id, *(str(s.cell[k] if k in s.cell else _dotted(s.resolved(), k)) for k in shown),
+                 s.data.label, str(s.data.block), s.family, str(s.train.steps), str(s.train.batch_size))
+                for s in specs]
+        print(f"{m.name}: {m.title} [scale {args.scale}]")
+        _print_table(("run_id", *shown, "data", "block", "family", "steps", "batch"), rows)
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+    _save(args, found)
     return 0
+
+
+def _dotted(tree: dict, key: str):
+    for part in key.split("."):
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
 
 
 def cmd_validate(args) -> int:
@@ -152,44 +246,65 @@ def cmd_validate(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from repro import runner
+    from repro import data, runner
     from repro.tracking import resolve_mode
 
-    m = manifests.resolve(args.name)
-    if m.base is None:
-        print(f"{m.name} trains nothing; `repro report {m.name}` draws it")
-        return 0
-    specs = [runner.with_max_steps(s, args.max_steps) for s in runner.select(m.expand(args.scale), args.only)]
+    found = _select(args)
+    plan = lookup.with_parts(found, _args(args))
+    for m in [m for m in plan if m.base is None]:
+        print(f"{m.name} trains nothing; `repro report {m.command}` draws it")
+    plan = [m for m in plan if m.base is not None]
     root = _root(args)
+    specs = [(m, runner.with_max_steps(s, args.max_steps))
+             for m in plan for s in runner.select(m.expand(args.scale), args.only)]
+    _save(args, found)
     if args.dry_run:
-        for s in specs:
+        for m, s in specs:
             state = RunDir(root, m.name, s.run_id).summary().get("status", "to run")
-            print(f"{s.run_id}  {s.cell_name}  [{state}]")
+            why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
+            print(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
         return 0
+    for name, options in {(s.data.name, tuple(sorted(s.data.options().items()))): 0 for _, s in specs}:
+        data.ensure(name, say, **dict(options))
+    for m in plan:
+        if m.args or manifests.discover().get(m.name) != m.path:
+            store.record_source(root, m.name, m.path, m.args)
     mode = resolve_mode(args.no_wandb)
-    failed = 0
-    for i, spec in enumerate(specs, 1):
-        print(f"[{i}/{len(specs)}] {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, "
-              f"data {spec.data.label})", flush=True)
+    failed, started = 0, time.monotonic()
+    for i, (m, spec) in enumerate(specs, 1):
+        left = sum(s.train.steps for n, s in specs[i - 1:] if not RunDir(root, n.name, s.run_id).finished)
+        line = progress.plan_line(i, len(specs), time.monotonic() - started, left, _per_step(root, specs))
+        say(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
         outcome = runner.run_spec(spec, m, root, devices=args.devices, wandb_mode=mode)
         s = outcome.summary
         if outcome.status == "failed":
             failed += 1
             continue
         scores = " / ".join(f"{split} {s[f'{split}_bits']:.4f}" for split in spec.eval.splits if f"{split}_bits" in s)
-        print(f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
-              f"on {s.get('dataset')}", flush=True)
+        say(f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
+            f"on {s.get('dataset')}")
     return 1 if failed else 0
+
+
+def _per_step(root: Path, specs: list) -> float | None:
+    """Mean stored seconds per step of the finished runs among ``specs`` (None before any)."""
+    known = [RunDir(root, m.name, s.run_id).summary() for m, s in specs]
+    values = [k["seconds_per_step"] for k in known if k.get("status") == "finished" and k.get("seconds_per_step")]
+    return sum(values) / len(values) if values else None
 
 
 def cmd_status(args) -> int:
     root = _root(args)
-    runs = table(root, manifests.resolve(args.name).name if args.name else None)
-    if runs.empty:
+    names = [m.name for m in _select(args)] if args.name else [None]
+    runs = [r for name in names for r in table(root, name).to_dict("records")]
+    cols = ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits")
+    if args.json:
+        print(json.dumps([{c: _json_value(r.get(c)) for c in cols} for r in runs], indent=2))
+        return 0
+    if not runs:
         print(f"no stored runs under {root}/runs")
         return 0
-    cols = [c for c in ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits") if c in runs]
-    _print_table(cols, [tuple(_fmt(r[c]) for c in cols) for _, r in runs.iterrows()])
+    _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in runs])
     return 0
 
 
@@ -202,16 +317,28 @@ def cmd_report(args) -> int:
         return 0
     if not args.name:
         raise UserError("report: name a manifest or pass --all")
-    manifest = manifests.resolve(args.name)
-    path, results = report.render(manifest, root)
-    print(path.read_text())
-    print(f"wrote {path}")
-    if args.wandb:
-        from repro.tracking import resolve_mode
-        from repro.wandb_report import log_report
+    found = _select(args)
+    for manifest in lookup.with_parts(found, _args(args)) if _args(args) else found:
+        path, results = report.render(manifest, root)
+        print(path.read_text())
+        print(f"wrote {path}")
+        if args.wandb:
+            from repro.tracking import resolve_mode
+            from repro.wandb_report import log_report
 
-        mode = resolve_mode(False)
-        print(f"logged to W&B ({mode}) as run {log_report(manifest, root, path, results, mode)}")
+            mode = resolve_mode(False)
+            print(f"logged to W&B ({mode}) as run {log_report(manifest, root, path, results, mode)}")
+    return 0
+
+
+def cmd_renderers(args) -> int:
+    from repro.analysis import describe
+
+    for r in describe():
+        print(f"{r['name']}: {r['draws']}")
+        print(f"    reads: {', '.join(r['reads']) or 'nothing from the runs'}")
+        if r["reference"]:
+            print(f"    reference: {', '.join(f'{k} ({t})' for k, t in r['reference'].items())}")
     return 0
 
 
@@ -226,7 +353,7 @@ def cmd_sync(args) -> int:
 def cmd_pull(args) -> int:
     from repro.pull import describe, public_api, pull
 
-    manifest = manifests.resolve(args.name)
+    manifest = lookup.one(args.name, [], _root(args))
     done = pull(manifest, _root(args), public_api(args.entity, args.project), args.entity, args.project)
     print(describe(done))
     return 0
@@ -236,7 +363,7 @@ def cmd_dashboard(args) -> int:
     from repro import dashboard
 
     root = _root(args)
-    name = manifests.resolve(args.name).name if args.name else None
+    name = lookup.one(args.name, [], root).name if args.name else None
     done = dashboard.import_runs(root, name)
     print(f"trackio project {dashboard.PROJECT!r} in {dashboard.trackio_dir(root)}: imported "
           f"{len(done.imported)} run(s), {len(done.present)} already there, {len(done.unfinished)} unfinished "
@@ -278,6 +405,12 @@ def cmd_bench(args) -> int:
         _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in records])
         print(f"stored in {out}")
     return 0
+
+
+def _json_value(value):
+    """numpy/pandas scalars as Python's, NaN as None (JSON has no NaN)."""
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _fmt(value) -> str:

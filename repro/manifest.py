@@ -5,6 +5,12 @@
 ``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (``repro.claims``).
 The scale ``paper`` is ``base`` itself unless the manifest overrides it. A manifest without ``base``
 trains nothing: its renderers draw from the manifest alone (e.g. a mask function, a pattern picture).
+
+``include:`` (a path or a list, relative to the file) deep-merges other files under this one: shared
+fragments (``experiments/shared/``: a paper's recipe and scales) or whole manifests. Mappings merge key
+by key, anything else is replaced; ``notes`` accumulate (the included file's first). ``set`` (dotted key
+-> value: every run at every scale has it) and ``sweep`` (dotted key -> list: a grid axis at every scale,
+added or replacing the manifest's) are the command line's ``key=value`` and ``-m key=v1,v2`` in a file.
 """
 from __future__ import annotations
 
@@ -26,9 +32,11 @@ from repro.errors import UserError
 from repro.spec import RunSpec, SpecError, build_run
 
 TOP_KEYS = {"name", "title", "paper", "renders", "description", "base", "grid", "scales", "reference",
-            "requires", "claims", "parts", "notes"}
+            "requires", "claims", "parts", "notes", "set", "sweep"}
 CLAIM_KEYS = {"id", "text", "check", "scales", "requires"}
 SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
+DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
+SHARED = "shared"  # experiments/shared/: fragments for `include:`, not manifests
 VARIANT = "variant"  # the grid key whose values are named override mappings
 SHIPPED = Path(__file__).resolve().parent.parent / "experiments"
 
@@ -66,15 +74,34 @@ class Manifest:
     parts: list[str] = field(default_factory=list)  # manifests whose runs this one's renderers gather
     description: str = ""
     notes: str = ""
+    set: dict[str, Any] = field(default_factory=dict)  # dotted key -> the value of every run
+    sweep: dict[str, list[Any]] = field(default_factory=dict)  # dotted key -> an axis of every scale's grid
+    args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
 
-    def grid_for(self, scale: str) -> dict[str, list[Any]]:
-        return {**self.grid, **(self.scales.get(scale, {}).get("grid") or {})}
+    @property
+    def command(self) -> str:
+        """How the command line names it: its name where discovery finds this file (else its path), then
+        the overrides it was derived with."""
+        here = self.path.resolve()
+        names = [n for n, p in discover().items() if p.resolve() == here]
+        shown = os.path.relpath(here) if not os.path.relpath(here).startswith("..") else str(here)
+        return " ".join([names[0] if names else shown, *self.args])
+
+    def grid_for(self, scale: str, overrides: bool = True) -> dict[str, list[Any]]:
+        """The grid at ``scale``; with ``overrides``, ``sweep`` axes added or replaced and the ``set`` keys
+        that are axes narrowed to their one value."""
+        grid = {**self.grid, **(self.scales.get(scale, {}).get("grid") or {})}
+        if not overrides:
+            return grid
+        grid.update(self.sweep)
+        return {k: [self.set[k]] if k in self.set else v for k, v in grid.items()}
 
     def expand(self, scale: str) -> list[RunSpec]:
         """Every run of the manifest at ``scale``, in grid order."""
         if scale not in self.scale_names():
-            raise ManifestError(f"{self.path}: unknown scale {scale!r}; this manifest has: "
-                                f"{', '.join(self.scale_names())}")
+            default = " (the default)" if scale == DEFAULT_SCALE else ""
+            raise ManifestError(f"{self.name} ({self.path}) has no scale {scale!r}{default}; pass --scale "
+                                f"{self.scale_names()[0]} (its scales: {', '.join(self.scale_names())})")
         if self.base is None:
             return []
         overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k != "grid"}
@@ -88,6 +115,8 @@ class Manifest:
                 for k, v in (value.items() if key == VARIANT else [(key, value)]):
                     if not (key == VARIANT and k == "name"):
                         _set(resolved, k, v)
+            for key, value in self.set.items():
+                _set(resolved, key, value)
             cell = {k: v["name"] if k == VARIANT else v for k, v in cell.items()}
             try:
                 run = build_run(self.name, scale, cell, resolved)
@@ -116,8 +145,59 @@ class Manifest:
 
 
 def load(path: str | Path) -> Manifest:
-    """Read and validate one manifest file (every scale is expanded once to check it)."""
+    """Read and validate one manifest file, its includes merged (every scale is expanded once to check it)."""
     path = Path(path)
+    return build(read(path), path)
+
+
+def read(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A manifest file's document with its ``include:`` files merged under it (recursively)."""
+    data = _read_yaml(path)
+    unknown = sorted(set(data) - TOP_KEYS - {"include"})
+    if unknown:
+        raise ManifestError(f"{path}: {unknown[0]}: unknown key; allowed keys: "
+                            f"{', '.join(sorted(TOP_KEYS | {'include'}))}")
+    includes = data.pop("include", [])
+    includes = [includes] if isinstance(includes, str) else includes
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise ManifestError(f"{path}: include: expected a path or a list of paths (relative to {path.parent})")
+    both = sorted(set(data.get("set") or {}) & set(data.get("sweep") or {}))
+    if both:
+        raise ManifestError(f"{path}: {both[0]}: both in set and in sweep; give it one of them")
+    merged: dict[str, Any] = {}
+    for ref in includes:
+        target = (path.parent / ref).resolve()
+        if target in _seen or target == path.resolve():
+            raise ManifestError(f"{path}: include: {ref}: includes itself (a cycle)")
+        if not target.is_file():
+            raise ManifestError(f"{path}: include: {ref}: no such file ({target})")
+        merged = merge_documents(merged, _absolute_paths(read(target, (*_seen, path.resolve())), target.parent))
+    return merge_documents(merged, data)
+
+
+def merge_documents(under: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` deep-merged over ``under``: notes accumulate; a key ``over`` sets (or sweeps) leaves the
+    other of ``set``/``sweep``."""
+    out = _merge(copy.deepcopy(under), {k: v for k, v in over.items() if k != "notes"})
+    if over.get("notes"):
+        out["notes"] = str(under.get("notes") or "") + str(over["notes"])
+    for key, other in (("set", "sweep"), ("sweep", "set")):
+        for dotted in over.get(key) or {}:
+            (out.get(other) or {}).pop(dotted, None)
+    return out
+
+
+def _absolute_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """An included file's `file` corpus paths made absolute (they are relative to that file's folder)."""
+    sections = [data.get("base")] + list((data.get("scales") or {}).values())
+    for section in sections:
+        corpus = (section or {}).get("data") if isinstance(section, dict) else None
+        if isinstance(corpus, dict) and isinstance(corpus.get("path"), str):
+            corpus["path"] = str(folder / Path(corpus["path"]).expanduser())
+    return data
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
@@ -128,16 +208,18 @@ def load(path: str | Path) -> Manifest:
         raise ManifestError(f"{path}: cannot read: {err.strerror}") from None
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: expected a mapping at the top level")
-    unknown = sorted(set(data) - TOP_KEYS)
-    if unknown:
-        raise ManifestError(f"{path}: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(TOP_KEYS))}")
+    return data
+
+
+def build(data: dict[str, Any], path: Path, args: list[str] = ()) -> Manifest:
+    """A validated Manifest from a merged document; ``path`` names it in errors and anchors `file` corpora."""
     for key in ("name", "title", "paper"):
         if key not in data:
             raise ManifestError(f"{path}: {key}: required key is missing")
     for key in ("name", "title", "paper"):
         if not isinstance(data[key], str):
             raise ManifestError(f"{path}: {key}: expected a string, got {data[key]!r}")
-    for key in ("base", "grid", "scales", "reference"):
+    for key in ("base", "grid", "scales", "reference", "set", "sweep"):
         if not isinstance(data.get(key) or {}, dict):
             raise ManifestError(f"{path}: {key}: expected a mapping")
     grid = data.get("grid") or {}
@@ -146,9 +228,10 @@ def load(path: str | Path) -> Manifest:
         if not isinstance(over, dict):
             raise ManifestError(f"{path}: scales.{name}: expected a mapping of overrides")
         _check_grid(path, f"scales.{name}.grid", over.get("grid") or {}, data.get("base") or {}, grid)
-    if "base" not in data and (grid or scales):
-        raise ManifestError(f"{path}: base: required when the manifest has a grid or scales")
+    if "base" not in data and (grid or scales or data.get("set") or data.get("sweep")):
+        raise ManifestError(f"{path}: base: required when the manifest has a grid, scales, set or sweep")
     _check_grid(path, "grid", grid, data.get("base") or {}, {})
+    _check_overrides(path, data.get("set") or {}, data.get("sweep") or {})
     manifest = Manifest(
         name=data["name"], title=data["title"], paper=data["paper"], path=path, base=data.get("base"),
         grid=grid, scales=scales, renders=_str_list(path, "renders", data.get("renders") or []),
@@ -156,6 +239,8 @@ def load(path: str | Path) -> Manifest:
         claims=_claims(path, data.get("claims") or [], _str_list(path, "requires", data.get("requires") or [])),
         parts=_str_list(path, "parts", data.get("parts") or []),
         description=str(data.get("description") or ""), notes=str(data.get("notes") or ""),
+        set=dict(data.get("set") or {}), sweep=dict(data.get("sweep") or {}),
+        args=list(args),
     )
     from repro.analysis import registry  # here, not at import: renderer modules import pandas/numpy
 
@@ -215,7 +300,7 @@ def _check_claim_cells(manifest: Manifest) -> None:
         scales = [s for s in manifest.scale_names() if claim.scales is None or s in claim.scales]
         for check in [*claim.requires, claim.check]:
             for scale in scales:
-                grid = manifest.grid_for(scale)
+                grid = manifest.grid_for(scale, overrides=False)
                 for key, value, full in claims.filter_keys(check, list(grid)):
                     where = f"{manifest.path}: claims[{i}] ({claim.id}), scale {scale}"
                     if full is None:
@@ -250,6 +335,18 @@ def _check_grid(path: Path, where: str, grid: Any, base: dict, known: dict) -> N
             raise ManifestError(f"{path}: {where}.{key}: grid key is not set in base")
         if not isinstance(values, list) or not values:
             raise ManifestError(f"{path}: {where}.{key}: expected a non-empty list of values")
+
+
+def _check_overrides(path: Path, values: dict, axes: dict) -> None:
+    """``set``/``sweep`` keys are dotted spec keys (their values are checked when the runs resolve)."""
+    for where, keys in (("set", values), ("sweep", axes)):
+        for key in keys:
+            if key == VARIANT or not isinstance(key, str) or key.split(".")[0] not in ("data", "model", "train", "eval"):
+                raise ManifestError(f"{path}: {where}.{key}: expected a dotted key of data, model, train or eval "
+                                    f"(a variant is chosen with --only variant=NAME)")
+    for key, vals in axes.items():
+        if not isinstance(vals, list) or not vals:
+            raise ManifestError(f"{path}: sweep.{key}: expected a non-empty list of values")
 
 
 def _claims(path: Path, items: Any, requires: list[str]) -> list[Claim]:
@@ -334,10 +431,13 @@ def _set(tree: dict, dotted: str, value: Any) -> None:
 # -- the registry of manifests ---------------------------------------------------------------
 
 def discover(root: Path | None = None) -> dict[str, Path]:
-    """Every manifest under ``root`` (default: :func:`experiments_root`) by name (its ``name`` key)."""
+    """Every manifest under ``root`` (default: :func:`experiments_root`) by name (its ``name`` key); the
+    fragments under ``shared/`` are not manifests."""
     root = root or experiments_root()
     found: dict[str, Path] = {}
     for path in sorted(root.rglob("*.yaml")):
+        if path.relative_to(root).parts[0] == SHARED:
+            continue
         try:
             name = (yaml.safe_load(path.read_text()) or {}).get("name")
         except (yaml.YAMLError, AttributeError):
@@ -346,20 +446,31 @@ def discover(root: Path | None = None) -> dict[str, Path]:
     return found
 
 
+def is_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml")) or os.sep in ref
+
+
+def matching(ref: str, known: dict[str, Any]) -> list[str]:
+    """The names ``ref`` selects: itself when known, else every name it is a suffix of (a group)."""
+    return [ref] if ref in known else sorted(n for n in known if n.endswith(ref))
+
+
+def unknown(ref: str, known: dict[str, Any]) -> ManifestError:
+    close = difflib.get_close_matches(ref, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
+    return ManifestError(f"unknown manifest {ref!r}{hint}")
+
+
 def resolve(ref: str, root: Path | None = None) -> Manifest:
-    """A manifest by name, path, or unique suffix of its name (``table1`` -> ``as-table1``)."""
-    if ref.endswith((".yaml", ".yml")) or os.sep in ref:
+    """One manifest by name, path, or unique suffix of its name (``ablate-ramp`` -> ``as-ablate-ramp``)."""
+    if is_path(ref):
         if not Path(ref).exists():
             raise ManifestError(f"{ref}: no such manifest file")
         return load(ref)
     known = discover(root)
-    if ref in known:
-        return load(known[ref])
-    matches = sorted(n for n in known if n.endswith(ref))
+    matches = matching(ref, known)
     if len(matches) == 1:
         return load(known[matches[0]])
     if len(matches) > 1:
         raise ManifestError(f"{ref!r} is ambiguous: {', '.join(matches)}; name one of them")
-    close = difflib.get_close_matches(ref, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
-    raise ManifestError(f"unknown manifest {ref!r}{hint}")
+    raise unknown(ref, known)

@@ -20,6 +20,7 @@ from repro import data as datasets
 from repro.errors import UserError
 from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
+from repro.progress import ProgressLines, say
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, RUNNING, RunDir, finished_twin
 from repro.tracking import StoreLogger, finish_wandb, wandb_logger
@@ -44,7 +45,12 @@ def select(specs: list[RunSpec], only: Sequence[str]) -> list[RunSpec]:
             known = sorted({k for s in specs for k in s.cell})
             raise UserError(f"--only {item!r}: {key!r} matches {len(keys)} grid keys; grid keys: {', '.join(known) or 'none'}")
         (full,) = keys
-        specs = [s for s in specs if str(s.cell[full]) == value]
+        kept = [s for s in specs if str(s.cell[full]) == value]
+        if not kept:
+            values = list(dict.fromkeys(str(s.cell[full]) for s in specs))
+            raise UserError(f"--only {item!r}: no run has {full}={value}; {full} takes: {', '.join(values)}"
+                            + ("" if len(only) == 1 else " (after the other --only filters)"))
+        specs = kept
     return specs
 
 
@@ -67,7 +73,7 @@ def code_version() -> str:
 
 
 def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1, wandb_mode: str = "disabled",
-             callbacks: Sequence[pl.Callback] = (), echo: Callable[[str], None] = print) -> Outcome:
+             callbacks: Sequence[pl.Callback] = (), echo: Callable[[str], None] = say) -> Outcome:
     run = RunDir(root, spec.manifest, spec.run_id)
     if run.finished:
         return Outcome(spec, "skipped", run.summary())
@@ -98,6 +104,9 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
         run.truncate_metrics(step)
         echo(f"  resuming {spec.run_id} from step {step}")
     run.checkpoints.mkdir(parents=True, exist_ok=True)
+    if not sys.stderr.isatty():  # a log or a pipe: Lightning's bar is off, print lines instead
+        callbacks = [*callbacks, ProgressLines(spec.train.steps, max(spec.train.log_every, spec.train.steps // 20),
+                                               echo=echo)]
     trainer = _trainer(spec, run, [store_logger] + ([wb] if wb is not None else []), devices, callbacks)
     started = time.perf_counter()
     try:

@@ -26,6 +26,7 @@ MODULES = ["repro.analysis.suite", "repro.analysis.sparse_transformer", "repro.a
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
 _REGISTRY: dict[str, Renderer] = {}
 _REFERENCE: dict[str, dict[str, type | tuple[type, ...]]] = {}  # renderer -> reference keys it reads
+_READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run files) it reads
 
 
 @dataclass
@@ -150,11 +151,14 @@ def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] == "finished"]
 
 
-def renderer(name: str, reference: dict[str, type | tuple[type, ...]] | None = None) -> Callable[[Renderer], Renderer]:
-    """Register a renderer; ``reference``: the manifest's reference keys it reads, with their types."""
+def renderer(name: str, reads: tuple[str, ...] = (), reference: dict[str, type | tuple[type, ...]] | None = None
+             ) -> Callable[[Renderer], Renderer]:
+    """Register a renderer; ``reads``: the summary keys (``file:key`` for other run files) it reads;
+    ``reference``: the manifest's reference keys it reads, with their types."""
     def register(fn: Renderer) -> Renderer:
         _REGISTRY[name] = fn
         _REFERENCE[name] = dict(reference or {})
+        _READS[name] = tuple(reads)
         return fn
 
     return register
@@ -164,6 +168,16 @@ def registry() -> dict[str, Renderer]:
     for module in MODULES:
         importlib.import_module(module)
     return _REGISTRY
+
+
+def describe() -> list[dict[str, Any]]:
+    """Every renderer: name, what it draws (its docstring's first paragraph), the summary keys and the
+    reference keys it reads."""
+    return [{"name": name, "draws": " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split()),
+             "reads": list(_READS[name]),
+             "reference": {k: " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
+                           for k, tp in _REFERENCE[name].items()}}
+            for name, fn in sorted(registry().items())]
 
 
 def reference_keys(names: list[str]) -> dict[str, type | tuple[type, ...]]:

@@ -91,19 +91,22 @@ def _table_files(ctx: Context, stem: str, paper_key: str, what: str) -> Files:
 
 # -- tables ------------------------------------------------------------------------------------
 
-@renderer("as-table1", reference={"table1": list})
+@renderer("as-table1", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
+          reference={"table1": list})
 def table1(ctx: Context) -> Files:
     """Table 1 (text8): T12 / Adaptive-Span small / large, plus the paper's prior-work rows."""
     return _table_files(ctx, "table1", "table1", "Table 1 (text8): bits per character, spans, parameters, FLOPs")
 
 
-@renderer("as-table2", reference={"table2": list})
+@renderer("as-table2", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
+          reference={"table2": list})
 def table2(ctx: Context) -> Files:
     """Table 2 (enwik8)."""
     return _table_files(ctx, "table2", "table2", "Table 2 (enwik8): bits per byte, spans, parameters, FLOPs")
 
 
-@renderer("as-table3", reference={"table3": list})
+@renderer("as-table3", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
+          reference={"table3": list})
 def table3(ctx: Context) -> Files:
     """Table 3: static (adaptive) vs dynamic span at S = 1024."""
     return _table_files(ctx, "table3", "table3", "Table 3 (text8, S=1024): adaptive vs dynamic span")
@@ -111,7 +114,7 @@ def table3(ctx: Context) -> Files:
 
 # -- figures -----------------------------------------------------------------------------------
 
-@renderer("as-fig1")
+@renderer("as-fig1", reads=("analysis.npz:attention_by_distance",))
 def fig1(ctx: Context) -> Files:
     """Figure 1: attention weight by distance of two heads of a fixed-span model (one local, one long).
 
@@ -149,7 +152,7 @@ def fig1(ctx: Context) -> Files:
     return files
 
 
-@renderer("as-fig2", reference={"fig2": dict})
+@renderer("as-fig2", reads=("spans",), reference={"fig2": dict})
 def fig2(ctx: Context) -> Files:
     """Figure 2: the soft mask m_z(x) (pure function), with the masks our stored runs learned if any."""
     plt = pyplot()
@@ -210,7 +213,8 @@ def _by_kind_limit(ctx: Context) -> pd.DataFrame:
                                        "flops_per_token", "seconds_per_step"]).sort_values(["kind", "S"])
 
 
-@renderer("as-fig3", reference={"fig3": dict})
+@renderer("as-fig3", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token", "seconds_per_step"),
+          reference={"fig3": dict})
 def fig3(ctx: Context) -> Files:
     """Figure 3: dev bits, average span and FLOPs against S, fixed vs adaptive; paper's values dashed."""
     plt = pyplot()
@@ -265,7 +269,7 @@ def layer_halves(spans: list[list[float]]) -> tuple[float, float]:
     return float(np.mean(lower)), float(np.mean(upper))
 
 
-@renderer("as-fig4")
+@renderer("as-fig4", reads=("spans", "effective_spans"))
 def fig4(ctx: Context) -> Files:
     """Figure 4: the adaptive span of every head, by layer (effective span min(S, z + R), log scale)."""
     plt = pyplot()
@@ -302,7 +306,7 @@ def fig4(ctx: Context) -> Files:
     return files
 
 
-@renderer("as-fig5")
+@renderer("as-fig5", reads=("analysis.npz:dynamic_spans", "analysis.npz:dynamic_spans_text"))
 def fig5(ctx: Context) -> Files:
     """Figure 5: the dynamic span (mean over layers and heads) at each character of the paper's phrase."""
     plt = pyplot()
@@ -335,7 +339,8 @@ def fig5(ctx: Context) -> Files:
 
 # -- ablations ---------------------------------------------------------------------------------
 
-@renderer("as-ablate-ramp", reference={"paper_ramp": int})
+@renderer("as-ablate-ramp", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token"),
+          reference={"paper_ramp": int})
 def ablate_ramp(ctx: Context) -> Files:
     """The ramp width R against dev bits and average span (an ablation the paper did not run)."""
     plt = pyplot()
@@ -362,7 +367,8 @@ def ablate_ramp(ctx: Context) -> Files:
     return [(out, caption), (table, f"Ablation of R, data ({ctx.label})")]
 
 
-@renderer("as-ablate-lambda", reference={"paper_lambda": str})
+@renderer("as-ablate-lambda", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token"),
+          reference={"paper_lambda": str})
 def ablate_lambda(ctx: Context) -> Files:
     """The span penalty lambda x S: the accuracy / average-span frontier (an ablation the paper did not run)."""
     plt = pyplot()

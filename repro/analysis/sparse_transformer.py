@@ -48,7 +48,8 @@ def _short(key: str) -> str:
 
 # -- Table 1 -----------------------------------------------------------------------------------
 
-@renderer("st-table1", reference={"dataset": str, "table1": list})
+@renderer("st-table1", reads=("valid_bits", "test_bits", "params"),
+          reference={"dataset": str, "table1": list})
 def table1(ctx: Context) -> list[tuple[Path, str]]:
     """Table 1 from the per-dataset manifests (st-table1's ``parts``): ours beside the paper's Sparse
     Transformer and the best baseline of each dataset. Called from a part (its own row, one scale) or
@@ -106,7 +107,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Table 2 -----------------------------------------------------------------------------------
 
-@renderer("st-table2")
+@renderer("st-table2", reads=("valid_bits", "test_bits", "seconds_per_step", "params", "attn_keys_per_query"))
 def table2(ctx: Context) -> list[tuple[Path, str]]:
     """Dense vs strided vs fixed: bits and seconds per step from the same runs, beside the paper's."""
     runs = finished_runs(ctx.runs)
@@ -156,7 +157,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Table 3 -----------------------------------------------------------------------------------
 
-@renderer("st-table3", reference={"table3": list})
+@renderer("st-table3", reads=("test_bits_ctx<N>",), reference={"table3": list})
 def table3(ctx: Context) -> list[tuple[Path, str]]:
     """Bits against the minimum evaluation context: ONE trained model whose test split was scored at
     each context of ``eval.context_sweep`` (summary ``test_bits_ctx<N>``), beside the paper's values."""
@@ -204,7 +205,8 @@ def _seq_len(run: pd.Series) -> int:
     return int(_num(run.get("data.seq_len")) or run["data.block"])
 
 
-@renderer("st-table4", reference={"memory_budget_bytes": dict, "table4": list})
+@renderer("st-table4", reads=("valid_bits", "test_bits", "peak_memory_bytes", "seconds_per_step", "params"),
+          reference={"memory_budget_bytes": dict, "table4": list})
 def table4(ctx: Context) -> list[tuple[Path, str]]:
     """Per sequence length: every width's peak memory and bits, and the widest model within the budget."""
     runs = finished_runs(ctx.runs)
@@ -265,7 +267,8 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 2 ----------------------------------------------------------------------------------
 
-@renderer("st-fig2", reference={"figure2": str})  # the paper's caption
+@renderer("st-fig2", reads=("analysis.npz:attention_query", "analysis.npz:query_position", "analysis.npz:sequence"),
+          reference={"figure2": str})  # the paper's caption
 def fig2(ctx: Context) -> list[tuple[Path, str]]:
     """Attention of one query pixel in every layer and head of a dense image model, on the image grid."""
     out = []
@@ -308,7 +311,7 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 3 ----------------------------------------------------------------------------------
 
-@renderer("st-fig3", reference={"figure3": str})  # the paper's caption
+@renderer("st-fig3", reads=(), reference={"figure3": str})  # the paper's caption
 def fig3(ctx: Context) -> list[tuple[Path, str]]:
     """The patterns' halves, union and two-layer connectivity (n = 36, l = 6), as matrices and as the
     paper's 6 x 6 view of one output."""
@@ -361,7 +364,8 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 4 ----------------------------------------------------------------------------------
 
-@renderer("st-fig4", reference={"figure4": str})  # the paper's caption
+@renderer("st-fig4", reads=("valid_bits", "peak_memory_bytes", "seconds_per_step", "params"),
+          reference={"figure4": str})  # the paper's caption
 def fig4(ctx: Context) -> list[tuple[Path, str]]:
     """Peak memory, seconds per step and bits with and without checkpointing."""
     runs = finished_runs(ctx.runs)
@@ -392,7 +396,7 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 5 ----------------------------------------------------------------------------------
 
-@renderer("st-fig5", reference={"figure5": str})  # the paper's caption
+@renderer("st-fig5", reads=("samples/",), reference={"figure5": str})  # the paper's caption
 def fig5(ctx: Context) -> list[tuple[Path, str]]:
     """The newest sample grid under each run's samples/ (written by ``repro sample``)."""
     out = []
@@ -410,7 +414,8 @@ def fig5(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- ablations ---------------------------------------------------------------------------------
 
-@renderer("st-ablation", reference={"ablation_key": str, "rule": str})
+@renderer("st-ablation", reads=("valid_bits", "test_bits", "seconds_per_step", "params", "attn_keys_per_query"),
+          reference={"ablation_key": str, "rule": str})
 def ablation(ctx: Context) -> list[tuple[Path, str]]:
     """One grid axis (reference.ablation_key) against bits and seconds per step."""
     runs = finished_runs(ctx.runs)

@@ -6,7 +6,7 @@ from pathlib import Path
 from repro.analysis import Context, pyplot, renderer
 
 
-@renderer("curves")
+@renderer("curves", reads=("metrics.csv:train/bits", "metrics.csv:valid/bits_quick"))
 def curves(ctx: Context) -> list[tuple[Path, str]]:
     """Training bits against step for every run (and the quick validation bits when logged)."""
     plt = pyplot()

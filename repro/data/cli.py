@@ -8,13 +8,14 @@ from repro.data import api, catalog, store
 from repro.data.text import FILE_KINDS
 
 
-def register(subparsers) -> None:
-    """Add the ``data`` command (with list/prepare/verify/info) to the main ``repro`` parser."""
-    data = subparsers.add_parser("data", help="datasets: list, prepare, verify, info")
+def register(subparsers, parents: list[argparse.ArgumentParser] = ()) -> None:
+    """Add the ``data`` command (with list/prepare/verify/info) to the main ``repro`` parser; ``parents``
+    carry the options every command takes."""
+    data = subparsers.add_parser("data", help="datasets: list, prepare, verify, info", parents=list(parents))
     sub = data.add_subparsers(dest="data_command", required=True, metavar="{list,prepare,verify,info}")
 
     def command(name: str, handler, help: str, with_name: bool = True) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
+        p = sub.add_parser(name, help=help, parents=list(parents))
         if with_name:
             p.add_argument("name", choices=catalog.names(), metavar="NAME", help=", ".join(catalog.names()))
         p.add_argument("--root", default=None, help="data root (default: $REPRO_DATA or ~/.cache/repro/data)")

@@ -61,10 +61,18 @@ def test_yaml_error_names_the_line(capsys, tmp_path, write_manifest):
 
 def test_unknown_scale(capsys, tmp_path, write_manifest):
     code, _, err = run_cli(capsys, "run", str(write_manifest()), "--scale", "huge")
-    assert_clean_error(code, err, "unknown scale 'huge'; this manifest has: tiny, paper", tmp_path / "results")
+    assert_clean_error(code, err, "has no scale 'huge'; pass --scale tiny (its scales: tiny, paper)",
+                       tmp_path / "results")
 
 
-def test_ambiguous_short_form(capsys, tmp_path, monkeypatch, write_manifest):
+def test_a_manifest_without_the_default_scale_says_which_to_pass(capsys, tmp_path, write_manifest):
+    path = write_manifest(write_manifest().read_text().replace("scales:\n  tiny: {}\n", ""))
+    code, _, err = run_cli(capsys, "run", str(path))
+    assert_clean_error(code, err, "has no scale 'tiny' (the default); pass --scale paper (its scales: paper)",
+                       tmp_path / "results")
+
+
+def test_a_group_name_selects_every_matching_manifest(capsys, tmp_path, monkeypatch, write_manifest):
     exp = tmp_path / "exp"
     (exp / "a").mkdir(parents=True)
     (exp / "b").mkdir()
@@ -72,10 +80,13 @@ def test_ambiguous_short_form(capsys, tmp_path, monkeypatch, write_manifest):
         (exp / paper / "t1.yaml").write_text(write_manifest(name=f"{paper}.yaml").read_text()
                                              .replace("name: t-tiny", f"name: {paper}s-table1"))
     monkeypatch.setenv("REPRO_EXPERIMENTS", str(exp))
-    code, _, err = run_cli(capsys, "show", "table1")
-    assert code == 2 and "ambiguous: as-table1, bs-table1" in err
-    code, out, _ = run_cli(capsys, "show", "as-table1")
-    assert code == 0 and "as-table1" in out
+    code, out, _ = run_cli(capsys, "show", "table1")
+    assert code == 0 and out.startswith("table1: 2 manifests: as-table1, bs-table1")
+    assert "as-table1: A tiny test manifest" in out and "bs-table1: A tiny test manifest" in out
+    code, out, _ = run_cli(capsys, "run", "table1", "--dry-run")
+    assert code == 0 and [line.split()[1] for line in out.splitlines()[1:]] == ["as-table1", "bs-table1"]
+    code, out, _ = run_cli(capsys, "show", "as-table1")  # an exact name selects one
+    assert code == 0 and "bs-table1" not in out
 
 
 def test_missing_dataset_names_the_prepare_command(capsys, tmp_path, write_manifest):

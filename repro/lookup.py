@@ -1,0 +1,66 @@
+"""What a command's manifest argument selects: a path, a name, or a group of names (every manifest whose
+name ends with it: ``table1`` -> as-table1 and st-table1), among the discovered manifests and, after them,
+the ones the run store was told about (manifests outside experiments/, command-line ablations); each
+with the command line's overrides applied."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro import overrides
+from repro.manifest import Manifest, ManifestError, discover, is_path, matching, read, resolve, unknown
+from repro.store import sources
+
+
+def select(ref: str, args: list[str], root: Path) -> list[Manifest]:
+    """The manifests ``ref`` names (``root``: the results root), each with the override ``args`` (a
+    gathering manifest stays as it is: :func:`with_parts` gives its parts the overrides)."""
+    if is_path(ref):
+        if not Path(ref).is_file():
+            raise ManifestError(f"{ref}: no such manifest file")
+        return [_derive(Path(ref), args)]
+    known = discover()
+    names = matching(ref, known)
+    if names:
+        return [_derive(known[n], args) for n in names]
+    stored = sources(root)
+    names = matching(ref, stored)
+    if not names:
+        raise unknown(ref, {**known, **stored})
+    out = []
+    for name in names:
+        path = Path(stored[name]["path"])
+        if not path.is_file():
+            raise ManifestError(f"{name}: its manifest {path} (recorded in {root}/runs/{name}) no longer exists")
+        out.append(overrides.derive(path, [*stored[name]["args"], *args]))
+    return out
+
+
+def _derive(path: Path, args: list[str]) -> Manifest:
+    doc = read(path)
+    return overrides.derive(path, [] if doc.get("base") is None and doc.get("parts") else args)
+
+
+def one(ref: str, args: list[str], root: Path) -> Manifest:
+    """Exactly one manifest (commands that act on one: pull, dashboard, --save)."""
+    found = select(ref, args, root)
+    if len(found) > 1:
+        raise ManifestError(f"{ref!r} names {len(found)} manifests ({', '.join(m.name for m in found)}); "
+                            "name one of them")
+    return found[0]
+
+
+def with_parts(found: list[Manifest], args: list[str]) -> list[Manifest]:
+    """``found`` with each gathering manifest (``parts``, no runs of its own) replaced by its parts, once each."""
+    out: dict[str, Manifest] = {}
+    for m in found:
+        for part in ([overrides.derive(_part(m, p).path, args) for p in m.parts] if m.base is None and m.parts
+                     else [m]):
+            out.setdefault(part.name, part)
+    return list(out.values())
+
+
+def _part(m: Manifest, name: str) -> Manifest:
+    try:
+        return resolve(name)
+    except ManifestError as err:
+        raise ManifestError(f"{m.path}: parts: {err}") from None
