@@ -24,7 +24,7 @@ import pandas as pd
 
 from repro import analysis, claims
 from repro.analysis import Context, markdown_table, reference_for
-from repro.manifest import Manifest, ManifestError, discover, load, resolve
+from repro.manifest import DEFAULT_SCALE, Manifest, ManifestError, discover, load, resolve
 from repro.store import table, write_atomic
 
 COLUMNS = ["status", "dataset", "valid_bits", "test_bits", "params", "flops_per_token", "avg_span",
@@ -106,7 +106,8 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         for path, caption in analysis.render_all(context(manifest, root, "none")):
             lines += _embed(path, caption, out_dir)
     elif runs.empty:
-        lines += ["No stored runs yet: `repro run " + manifest.name + " --scale tiny`.", ""]
+        first = DEFAULT_SCALE if DEFAULT_SCALE in manifest.scale_names() else manifest.scale_names()[0]
+        lines += [f"No stored runs yet: `repro run {manifest.command} --scale {first}`.", ""]
     csv_frames = []
     for scale in [s for s in manifest.scale_names() if not runs.empty and s in set(runs["scale"])]:
         rows, others = split_current(manifest, scale, runs)
@@ -115,7 +116,7 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         csv_frames.append(frame.assign(scale=scale))
         lines += [f"## Scale `{scale}` — dataset: {analysis.datasets(rows)}", "", SCALE_NOTE.get(scale, f"**Scale: {scale}**"), ""]
         lines += [markdown_table(frame) if not rows.empty else
-                  f"No run of the current resolution is stored: `repro run {manifest.name} --scale {scale}`.", ""]
+                  f"No run of the current resolution is stored: `repro run {manifest.command} --scale {scale}`.", ""]
         if not others.empty:
             lines += [f"Other stored runs at this scale ({len(others)}), **not used** in the tables, figures or "
                       "claims above: their spec differs from the manifest's current resolution (a `--max-steps` "

@@ -39,18 +39,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spans", type=_csv_floats, default=[0.0, 512.0],
                         help="adaptive spans z in tokens, comma-separated (0 = the initial value)")
     parser.add_argument("--ramp", type=int, default=32, help="R")
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--d-ff", type=int, default=512)
-    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=2, help="layers of the benchmarked model")
+    parser.add_argument("--d-model", type=int, default=128, help="model width")
+    parser.add_argument("--d-ff", type=int, default=512, help="feed-forward width")
+    parser.add_argument("--heads", type=int, default=4, help="attention heads")
     parser.add_argument("--block", type=int, default=64, help="tokens per training block")
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--vocab", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=4, help="sequences per batch")
+    parser.add_argument("--vocab", type=int, default=256, help="vocabulary size")
     parser.add_argument("--steps", type=int, default=5, help="timed training steps")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (0: torch's default; 1 keeps timings stable on a shared CPU)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
 
 
 def _rss() -> int:
@@ -188,7 +188,7 @@ if __name__ == "__main__":
     else:  # standalone: python -m repro.bench.adaptive [--json] ...
         p = argparse.ArgumentParser(prog="repro bench adaptive")
         add_arguments(p)
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print the records as JSON")
         a = p.parse_args()
         recs = main(a)
         keys = ["kind", "span_limit", "span", "seconds_per_step", "peak_memory_bytes", "flops_per_token",

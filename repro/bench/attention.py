@@ -56,13 +56,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--patterns", type=_csv, default=["strided", "fixed"],
                         help="comma-separated; causal dense SDPA is always measured as the baseline")
     parser.add_argument("--impls", type=_csv, default=["auto"], help="auto,blocked,flex,masked (comma-separated)")
-    parser.add_argument("--combine", default="merged", choices=["merged", "multihead"])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--combine", default="merged", choices=["merged", "multihead"],
+                        help="how the two halves of a factorised pattern combine")
+    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    parser.add_argument("--heads", type=int, default=8, help="attention heads")
     parser.add_argument("--dim", type=int, default=64, help="head dimension")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=1, help="sequences per batch")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="tensor dtype")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats per case (the median is kept)")
     parser.add_argument("--jsonl", default=None, help="also append each record to this file as it completes")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--max-masked-n", type=int, default=4096, help="skip the n x n masked impl above this n")
@@ -236,7 +238,7 @@ if __name__ == "__main__":
     else:  # standalone use: python -m repro.bench.attention [--json] ...
         p = argparse.ArgumentParser(prog="repro bench attention")
         add_arguments(p)
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print the records as JSON")
         a = p.parse_args()
         recs = main(a)
         print(json.dumps(recs, indent=1) if a.json else format_table(recs))
