@@ -45,7 +45,8 @@ def parse(items: list[str], multirun: bool) -> tuple[dict[str, Any], dict[str, l
         if len(listed) > 1 and not multirun:
             raise UserError(f"override {item!r}: a comma-separated list is a sweep: pass -m (a list value is "
                             f"written {key}=[{raw}])")
-        values.pop(key, None), axes.pop(key, None)
+        values.pop(key, None)  # a key given twice: the last one wins
+        axes.pop(key, None)
         if len(listed) > 1:
             axes[key] = listed
         else:
