@@ -151,8 +151,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 RESULTS_HELP = "results root (default: $REPRO_RESULTS or results/)"
-SCALE_HELP = (f"tiny (the default: 2 CPU cores, minutes per run), small (one GPU), paper (the paper's "
-              f"configuration), or another scale the manifest defines")
+SCALE_HELP = ("tiny (the default: 2 CPU cores, minutes per run), cpu (2 CPU cores, up to 30 min), small (one "
+              "GPU), paper (the paper's configuration), or another scale the manifest defines")
 SAVE_HELP = "write the manifest with its overrides to PATH (it includes the original; `repro validate PATH`)"
 # bash/zsh: complete manifest names from `repro list --names`
 COMPLETION = {
