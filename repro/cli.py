@@ -266,8 +266,9 @@ def cmd_run(args) -> int:
         return 0
     for name, options in {(s.data.name, tuple(sorted(s.data.options().items()))): 0 for _, s in specs}:
         data.ensure(name, say, **dict(options))
-    for m in plan:
-        if m.args or manifests.discover().get(m.name) != m.path:
+    known = manifests.discover()
+    for m in plan:  # remember manifests that discovery does not find, so that their name works later
+        if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
             store.record_source(root, m.name, m.path, m.args)
     mode = resolve_mode(args.no_wandb)
     failed, started = 0, time.monotonic()

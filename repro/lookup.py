@@ -30,7 +30,7 @@ def select(ref: str, args: list[str], root: Path) -> list[Manifest]:
     for name in names:
         path = Path(stored[name]["path"])
         if not path.is_file():
-            raise ManifestError(f"{name}: its manifest {path} (recorded in {root}/runs/{name}) no longer exists")
+            raise ManifestError(f"{name}: its manifest {path} (recorded in {root}/sources) no longer exists")
         out.append(overrides.derive(path, [*stored[name]["args"], *args]))
     return out
 

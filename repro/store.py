@@ -40,14 +40,14 @@ def write_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode())
 
 
-SOURCE = "source.json"  # runs/<manifest>/source.json: where a manifest outside experiments/ came from
+SOURCES = "sources"  # <results>/sources/<manifest>.json: where a manifest outside experiments/ came from
 
 
 def record_source(root: Path, manifest: str, path: Path, args: list[str]) -> None:
     """Remember the file (and command-line overrides) of a manifest that discovery does not find, so that
     later commands can name it by its name."""
     source = {"path": str(path.resolve()), "args": list(args)}
-    target = root / "runs" / manifest / SOURCE
+    target = root / SOURCES / f"{manifest}.json"
     if not target.exists() or json.loads(target.read_text()) != source:
         write_atomic(target, json.dumps(source, indent=2) + "\n")
 
@@ -55,9 +55,9 @@ def record_source(root: Path, manifest: str, path: Path, args: list[str]) -> Non
 def sources(root: Path) -> dict[str, dict[str, Any]]:
     """Manifest name -> {path, args} of every manifest the store was told about by :func:`record_source`."""
     out = {}
-    for path in sorted((root / "runs").glob(f"*/{SOURCE}")):
+    for path in sorted((root / SOURCES).glob("*.json")):
         try:
-            out[path.parent.name] = json.loads(path.read_text())
+            out[path.stem] = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # a damaged record only loses the name lookup; the path still works
     return out
