@@ -26,11 +26,12 @@ def rand(B, H, n, d, device="cpu", dtype=torch.float64, grad=True):
     return [torch.randn(B, H, n, d, device=device, dtype=dtype, requires_grad=grad) for _ in range(3)]
 
 
-@pytest.mark.parametrize("impl", ["blocked", "masked"])
+@pytest.mark.parametrize("impl,chunk", [("blocked", 300), ("blocked", 2 ** 20), ("masked", None)])
 @pytest.mark.parametrize("pattern,combine,n,l,c,H", CASES)
-def test_st_kernel_equals_masked_reference(impl, pattern, combine, n, l, c, H, monkeypatch):
+def test_st_kernel_equals_masked_reference(impl, chunk, pattern, combine, n, l, c, H, monkeypatch):
     torch.manual_seed(hash((pattern, combine, n)) % 1000)
-    monkeypatch.setattr(BK, "CHUNK_ELEMENTS", 300)  # force several chunks per part
+    if chunk:  # 300: several chunks per part, one query block per summary call; else one chunk
+        monkeypatch.setattr(BK, "CHUNK_ELEMENTS", chunk)
     q, k, v = rand(2, H, n, 6)
     o = attend(q, k, v, pattern, l, c, combine=combine, impl=impl)
     r = reference(q, k, v, pattern, l, c, combine=combine)
@@ -82,6 +83,7 @@ def test_st_blocked_computes_about_the_patterns_scores(pattern, c, monkeypatch):
             return op(*args, **kw)
         return call
 
+    monkeypatch.setattr(BK, "ROWS_PER_CALL", 256)  # summary calls: 8 query blocks each
     monkeypatch.setattr(BK, "_FWD", spy("fwd", BK._FWD))
     monkeypatch.setattr(BK, "_BWD", spy("bwd", BK._BWD))
     q, k, v = (torch.randn(1, H, n, 8, requires_grad=True) for _ in range(3))
