@@ -144,6 +144,7 @@ def _peak(setup: dict, case: dict) -> int:
     _, small = _inputs({**setup, "n": min(setup["n"], 4 * setup["stride"])})
     _fns(setup, case, *small)[1]()
     del small
+    common.reset_peak_rss()
     base = common.rss_bytes()
     fb()
     return int(common.peak_rss_bytes() - base)

@@ -102,6 +102,7 @@ def _worker(payload: dict):
         return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(dev) - base)}
     _setup(s, pattern, 4 * s["stride"])[1]()  # libraries loaded, threads started, outside the measurement
     _, step = _setup(s, pattern)
+    common.reset_peak_rss()
     base = common.rss_bytes()
     step()
     return {"peak_memory_bytes": int(common.peak_rss_bytes() - base)}
