@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved timing rounds")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--jsonl", default=None, help="also append each record to this file")
 
 
 def _setup(s: dict, pattern: str, n: int | None = None):
@@ -141,6 +142,9 @@ def main(args: argparse.Namespace) -> list[dict]:
             rec["memory_vs_dense"] = rec["peak_memory_bytes"] / dense["peak_memory_bytes"]
         if dense.get("flops_per_token") and rec.get("flops_per_token"):
             rec["flops_ratio_vs_dense"] = dense["flops_per_token"] / rec["flops_per_token"]
+    if args.jsonl:
+        with open(args.jsonl, "a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
     return records
 
 
