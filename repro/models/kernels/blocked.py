@@ -172,9 +172,9 @@ class _Earlier(_Run):
         take = lambda t: torch.gather(t, 2, idx.expand(B, H, nb * cc, t.shape[-1]))  # noqa: E731
         return take(k), take(v), idx, cc
 
-    def _groups(self, q, cc):
+    def _groups(self, q, idx, cc):
         """Query blocks [a0, a1) per call, with keys [0, (a1 - 1) c') and the additive mask of the
-        staircase (key block before query block), None for a single block (all its keys count)."""
+        ``earlier`` layout there (the staircase), None for a single block (all its keys count)."""
         B, H, n, d = q.shape
         l, nb = self.l, n // self.l
         g = max(1, min(ROWS_PER_CALL // l, CHUNK_ELEMENTS // (B * H * l * d)))
@@ -183,21 +183,20 @@ class _Earlier(_Run):
             kend, mask = (a1 - 1) * cc, None
             if a1 - a0 > 1:
                 i = torch.arange(a0 * l, a1 * l, device=q.device)
-                kb = torch.arange(kend, device=q.device) // cc
-                mask = torch.zeros(1, 1, len(i), kend, dtype=q.dtype, device=q.device).masked_fill_(
-                    kb[None, :] >= (i // l)[:, None], NEG_INF)
+                inside = P.LAYOUTS["earlier"](i[:, None], idx[0, 0, None, :kend, 0], P.Geometry(l))
+                mask = torch.zeros(1, 1, len(i), kend, dtype=q.dtype, device=q.device).masked_fill_(~inside, NEG_INF)
             yield slice(a0 * l, a1 * l), slice(0, kend), mask
 
     def forward(self, q, k, v, o, lse, scale, first):
-        ks, vs, _, cc = self._gather(k, v)
-        for rows, keys, mask in self._groups(q, cc):
+        ks, vs, idx, cc = self._gather(k, v)
+        for rows, keys, mask in self._groups(q, idx, cc):
             op, lp = _FWD(q[:, :, rows], ks[:, :, keys], vs[:, :, keys], 0.0, False, attn_mask=mask, scale=scale)
             _merge(o[:, :, rows], lse[:, :, rows], op, lp, first)
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv, first):
         ks, vs, idx, cc = self._gather(k, v)
         dks, dvs = torch.zeros_like(ks), torch.zeros_like(vs)
-        for rows, keys, mask in self._groups(q, cc):
+        for rows, keys, mask in self._groups(q, idx, cc):
             gq, gk, gv = _BWD(do[:, :, rows], q[:, :, rows], ks[:, :, keys], vs[:, :, keys], o[:, :, rows],
                               lse[:, :, rows], 0.0, False, attn_mask=mask, scale=scale)
             dq[:, :, rows] += gq
