@@ -4,7 +4,9 @@ beside causal dense SDPA, with the speed-up and how much of the pattern's theore
 Measurement: forward, and forward+backward with a gradient of ones on the output, on B x heads x n x dim
 inputs that require grad. For each n the cases (dense SDPA first) are timed interleaved in one process
 (:mod:`repro.bench.common`): ``speedup_vs_dense`` is the median over ``--repeats`` rounds of dense time
-/ case time within a round; ``fwd_seconds`` and ``fwd_bwd_seconds`` are medians.
+/ case time within a round; ``fwd_seconds`` and ``fwd_bwd_seconds`` are medians. On CPU also the
+process's CPU seconds (``fwd_bwd_cpu_seconds``, ``cpu_speedup_vs_dense``): the work, steadier than
+wall time when other jobs share the cores.
 
 Peak memory: CUDA, ``torch.cuda.max_memory_allocated`` during one forward+backward minus the bytes
 allocated before it (inputs excluded); CPU, a fresh process per case (``common``) that first runs the
@@ -117,12 +119,14 @@ def _time(setup: dict, cases: list[dict]) -> dict:
         fwd, fb = _fns(setup, case, q, k, v)
         fns[_name(case) + ":fwd_bwd"], fns[_name(case) + ":fwd"] = fb, fwd
     errors: dict[str, str] = {}
-    times = common.interleaved(fns, setup["repeats"], _sync(dev), errors)
+    cpu: dict[str, list[float]] = {}
+    times = common.interleaved(fns, setup["repeats"], _sync(dev), errors, cpu)
     out = {}
     for case in cases:
         name = _name(case)
         err = errors.get(name + ":fwd_bwd") or errors.get(name + ":fwd")
-        out[name] = {"error": err} if err else {"fwd": times[name + ":fwd"], "fwd_bwd": times[name + ":fwd_bwd"]}
+        out[name] = {"error": err} if err else {"fwd": times[name + ":fwd"], "fwd_bwd": times[name + ":fwd_bwd"],
+                                                "fwd_bwd_cpu": cpu.get(name + ":fwd_bwd", [])}
     return out
 
 
@@ -214,6 +218,9 @@ def _records(args, n: int) -> list[dict]:
             s = common.paired_speedup(base["fwd_bwd"], t["fwd_bwd"])
             r = 1.0 if case["impl"] == "sdpa" else theoretical_ratio(case["pattern"], n, args.stride, args.c,
                                                                       args.heads, args.combine)
+            if not args.device.startswith("cuda"):
+                rec.update(fwd_bwd_cpu_seconds=common.median(t["fwd_bwd_cpu"]),
+                           cpu_speedup_vs_dense=common.paired_speedup(base["fwd_bwd_cpu"], t["fwd_bwd_cpu"]))
             rec.update(speedup_vs_dense=s, fwd_speedup_vs_dense=common.paired_speedup(base["fwd"], t["fwd"]),
                        theoretical_speedup=r,
                        realised_fraction=(1 - 1 / s) / (1 - 1 / r) if r > 1 and s else None)
@@ -241,7 +248,7 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 def format_table(records: list[dict]) -> str:
     cols = ["pattern", "n", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes", "speedup_vs_dense",
-            "memory_vs_dense", "theoretical_speedup", "realised_fraction"]
+            "cpu_speedup_vs_dense", "memory_vs_dense", "theoretical_speedup", "realised_fraction"]
     lines = ["  ".join(f"{c:>14}" for c in cols)]
     for r in records:
         cells = []

@@ -45,9 +45,11 @@ def peak_rss_bytes() -> int:
 
 
 def interleaved(fns: dict[str, Callable[[], None]], repeats: int, sync: Callable[[], None] = lambda: None,
-                errors: dict[str, str] | None = None) -> dict[str, list[float]]:
+                errors: dict[str, str] | None = None,
+                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Seconds of each function per round: one untimed warm-up each, then ``repeats`` rounds in turn.
-    A function that raises is dropped (its message goes to ``errors``)."""
+    A function that raises is dropped (its message goes to ``errors``). ``cpu`` receives the process's
+    CPU seconds per round (all threads: on a loaded CPU a steadier measure of the work than wall time)."""
     live = dict(fns)
     for name, fn in list(live.items()):
         try:
@@ -62,10 +64,12 @@ def interleaved(fns: dict[str, Callable[[], None]], repeats: int, sync: Callable
     for _ in range(repeats):
         for name, fn in live.items():
             sync()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
             sync()
             times[name].append(time.perf_counter() - t0)
+            if cpu is not None:
+                cpu.setdefault(name, []).append(time.process_time() - c0)
     return times
 
 

@@ -18,6 +18,7 @@ def test_st_bench_attention_records():
             assert key in r
         assert r["fwd_seconds"] > 0 and r["peak_memory_bytes"] >= 0 and r["rounds"] == 1
         assert r["timing"] == "interleaved" and r["memory_vs_dense"] >= 0 and r["threads"] >= 1
+        assert r["fwd_bwd_cpu_seconds"] > 0 and r["cpu_speedup_vs_dense"] > 0
     assert recs[0]["speedup_vs_dense"] == 1.0 and recs[1]["theoretical_speedup"] > 1
     assert "strided" in bench.format_table(recs)
 
@@ -54,8 +55,9 @@ def test_st_bench_interleaving_and_paired_speedup():
 
     order = []
     fns = {"a": lambda: order.append("a"), "b": lambda: order.append("b"), "bad": lambda: 1 / 0}
-    errors = {}
-    times = common.interleaved(fns, 2, errors=errors)
+    errors, cpu = {}, {}
+    times = common.interleaved(fns, 2, errors=errors, cpu=cpu)
     assert order == ["a", "b", "a", "b", "a", "b"]  # warm-up, then rounds in turn
     assert set(times) == {"a", "b"} and len(times["a"]) == 2 and "ZeroDivisionError" in errors["bad"]
+    assert set(cpu) == {"a", "b"} and len(cpu["b"]) == 2
     assert common.paired_speedup([2.0, 4.0, 9.0], [1.0, 1.0, 3.0]) == 3.0
