@@ -58,6 +58,12 @@ def test_st_kernel_qk_width_differs_from_v():
         assert torch.allclose(attend(q, k, v, p, 4, c, impl="blocked"), reference(q, k, v, p, 4, c))
 
 
+def test_st_blocked_is_the_cpu_kernel():
+    q = torch.empty(1, 2, 16, 4, device="meta")
+    with pytest.raises(ValueError, match="runs on CPU"):
+        attend(q, q, q, "strided", 4, impl="blocked")
+
+
 def test_st_kernel_half_precision_runs():
     q, k, v = (torch.randn(1, 2, 32, 8, dtype=torch.bfloat16) for _ in range(3))
     o = attend(q, k, v, "fixed", 8, 2, impl="blocked")

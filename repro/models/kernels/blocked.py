@@ -7,7 +7,7 @@ copies) turn it into batches of ordinary attention for the fused kernel
 (``aten::_scaled_dot_product_flash_attention_for_cpu``, which returns the log-sum-exp, and its backward):
 
 * ``own``: the blocks as a batch of nb sequences of l (``is_causal`` when the part is causal inside the
-  block, else an l x l additive mask);
+  block, else an additive mask, the tile cropped to the rows and columns the mask uses);
 * ``previous``: query block a against key block a - 1, likewise;
 * ``residue``: position a*l + r viewed as (r, a), residue-major: causal attention over each residue
   class of nb positions, queries shifted by the plan's k (keys at least k strides back);
@@ -17,7 +17,8 @@ copies) turn it into batches of ordinary attention for the fused kernel
 Parts merge in place into one output and log-sum-exp (lse = logaddexp, out = sum_p out_p exp(lse_p - lse));
 in the backward every part's fused backward gets the *merged* output and log-sum-exp and returns its
 share of the union softmax's gradient. Work is chunked so temporaries stay a few MiB: no n x n tensor,
-no loop over tokens (loops run over chunks of blocks or residues, and over query blocks for ``earlier``).
+no loop over tokens (loops run over chunks of blocks or residues, and over groups of query blocks for
+``earlier``).
 """
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ _FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 _BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 # elements of one chunk of queries (batch x heads x rows x dim) per fused call: 4 MiB in float32
 CHUNK_ELEMENTS = 2 ** 20
-# query rows per call of the ``earlier`` part: the fused kernel tiles 768 rows or more 256 at a time,
-# which runs about a third faster than one block of 128 rows per call, despite the masked staircase
+# query rows per call of the ``earlier`` part: the fused kernel tiles 768 rows or more 256 at a time;
+# measured at n=8192, l=128: about a quarter less time than one 128-row block per call, masked staircase
+# included
 ROWS_PER_CALL = 1024
 NEG_INF = float("-inf")
 
