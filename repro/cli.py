@@ -18,7 +18,7 @@ from repro.manifest import DEFAULT_SCALE
 from repro.progress import say
 from repro.store import RunDir, results_root, table
 
-BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention"}
+BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention", "st-step": "repro.bench.st_step"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,28 +1,20 @@
 """``repro bench attention``: time and peak memory of one attention layer per pattern x n x impl,
-beside causal dense SDPA, with the speedup and how much of the pattern's theoretical saving was realised.
+beside causal dense SDPA, with the speed-up and how much of the pattern's theoretical saving was realised.
 
-Measurement (forward, and forward+backward with a gradient of ones on the output), B x heads x n x dim
-inputs that require grad; the median of ``--repeats`` timed runs after one warm-up run.
+Measurement: forward, and forward+backward with a gradient of ones on the output, on B x heads x n x dim
+inputs that require grad. For each n the cases (dense SDPA first) are timed interleaved in one process
+(:mod:`repro.bench.common`): ``speedup_vs_dense`` is the median over ``--repeats`` rounds of dense time
+/ case time within a round; ``fwd_seconds`` and ``fwd_bwd_seconds`` are medians. On CPU also the
+process's CPU seconds (``fwd_bwd_cpu_seconds``, ``cpu_speedup_vs_dense``): the work, steadier than
+wall time when other jobs share the cores.
 
-Peak memory:
+Peak memory: CUDA, ``torch.cuda.max_memory_allocated`` during one forward+backward minus the bytes
+allocated before it (inputs excluded); CPU, a fresh process per case (``common``) that first runs the
+case once at n = 4 l (libraries loaded, threads started), then measures one call: inputs, torch and the
+interpreter excluded.
 
-* CUDA: ``torch.cuda.max_memory_allocated`` during one forward+backward, minus the bytes allocated
-  before it (inputs excluded), in this process.
-* CPU: there is no allocator high-water mark, so each case runs in a fresh subprocess
-  (``python -m repro.bench.attention --worker``) and the peak is the process's peak resident set
-  (``ru_maxrss``) after one forward+backward minus its resident set just before (inputs, torch and
-  the interpreter excluded). Timings come from a worker with the default allocator; the memory
-  figure from a second worker that runs with ``MALLOC_MMAP_THRESHOLD_=65536`` so every tensor
-  of 64 KiB or more is its own mapping, returned on free: the peak resident set then follows the
-  live tensors rather than glibc's heap high-water mark; pages count once written.
-
-CPU workers run with ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it: on a shared,
-oversubscribed CPU the default spin-waiting OpenMP barriers make every parallel region cost a time
-slice, which punishes kernels made of many mid-sized ops (the blocked ones) far more than one big op
-(dense SDPA): 3.6 s instead of 0.55 s for strided at n=8192 on 2 busy cores.
-
-Theoretical ratio: allowed keys per query of causal dense over those of the pattern, averaged over
-the n positions (``repro.models.patterns.keys_per_query``); ``realised_fraction`` is
+Theoretical ratio: allowed keys per query of causal dense over those of the pattern, averaged over the
+n positions and heads (``repro.models.patterns.layer_keys``); ``realised_fraction`` is
 (1 - 1/speedup) / (1 - 1/theoretical): the share of the pattern's FLOPs saving realised in time.
 """
 from __future__ import annotations
@@ -30,13 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import statistics
-import subprocess
 import sys
-import time
 
-import numpy as np
+from repro.bench import common
 
 PATTERN_CHOICES = ("dense", "strided", "fixed", "local", "stride", "block", "summary")
 
@@ -64,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1, help="sequences per batch")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                         help="tensor dtype")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats per case (the median is kept)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds (medians are kept)")
     parser.add_argument("--jsonl", default=None, help="also append each record to this file as it completes")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--max-masked-n", type=int, default=4096, help="skip the n x n masked impl above this n")
@@ -73,109 +61,120 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def theoretical_ratio(pattern: str, n: int, stride: int, c: int | None, heads: int, combine: str) -> float:
     from repro.models import patterns as P
 
-    per_head = P.head_patterns(pattern, combine, heads) if pattern in P.PATTERNS else [pattern] * heads
-    keys = np.mean([P.mean_keys(p, n, stride, c, h) for p, h in zip(per_head, P.summary_heads(per_head))])
-    return P.mean_keys("dense", n, stride) / keys
+    return P.mean_keys("dense", n, stride) / P.layer_keys(pattern, combine, heads, n, stride, c)
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _name(case: dict) -> str:
+    return f"{case['pattern']}/{case['impl']}"
 
 
-def _measure(case: dict) -> dict:
-    """Run one case in this process; returns timings and peak memory."""
+def _inputs(setup: dict):
+    import torch
+
+    if setup.get("threads"):
+        torch.set_num_threads(setup["threads"])
+    dev = torch.device(setup["device"])
+    B, H, n, d = setup["batch"], setup["heads"], setup["n"], setup["dim"]
+    g = torch.Generator(device="cpu").manual_seed(0)
+    return dev, [torch.randn(B, H, n, d, generator=g).to(dev, getattr(torch, setup["dtype"])).requires_grad_()
+                 for _ in range(3)]
+
+
+def _fns(setup: dict, case: dict, q, k, v):
+    """(forward, forward+backward) callables of one case."""
     import torch
     import torch.nn.functional as F
 
-    from repro.models.kernels import attend, resolve_impl
+    from repro.models.kernels import attend
 
-    if case.get("threads"):
-        torch.set_num_threads(case["threads"])
-    dev = torch.device(case["device"])
-    dtype = getattr(torch, case["dtype"])
-    B, H, n, d = case["batch"], case["heads"], case["n"], case["dim"]
-    g = torch.Generator(device="cpu").manual_seed(0)
-    q, k, v = (torch.randn(B, H, n, d, generator=g).to(dev, dtype).requires_grad_() for _ in range(3))
-    if case["pattern"] == "dense" and case["impl"] == "sdpa":
+    if case["impl"] == "sdpa":
         fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
-        impl = "sdpa"
     else:
-        impl = resolve_impl(case["impl"], dev)
-        fn = lambda: attend(q, k, v, case["pattern"], case["stride"], case["c"], combine=case["combine"],  # noqa: E731
-                            impl=impl)
+        fn = lambda: attend(q, k, v, case["pattern"], setup["stride"], setup["c"],  # noqa: E731
+                            combine=setup["combine"], impl=case["impl"])
 
-    def sync():
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
+    def fwd():
+        with torch.no_grad():
+            fn()
 
     def fwd_bwd():
         o = fn()
         o.backward(torch.ones_like(o))
         q.grad = k.grad = v.grad = None
 
-    # warm-up run, which is also the memory measurement (on CPU, in a fresh process)
+    return fwd, fwd_bwd
+
+
+def _sync(dev):
+    import torch
+
+    return (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+
+
+def _time(setup: dict, cases: list[dict]) -> dict:
+    """Interleaved timing of every case in this process: {name: {"fwd": [...], "fwd_bwd": [...]} or {"error"}}."""
+    dev, (q, k, v) = _inputs(setup)
+    fns = {}
+    for case in cases:
+        fwd, fb = _fns(setup, case, q, k, v)
+        fns[_name(case) + ":fwd_bwd"], fns[_name(case) + ":fwd"] = fb, fwd
+    errors: dict[str, str] = {}
+    cpu: dict[str, list[float]] = {}
+    times = common.interleaved(fns, setup["repeats"], _sync(dev), errors, cpu)
+    out = {}
+    for case in cases:
+        name = _name(case)
+        err = errors.get(name + ":fwd_bwd") or errors.get(name + ":fwd")
+        out[name] = {"error": err} if err else {"fwd": times[name + ":fwd"], "fwd_bwd": times[name + ":fwd_bwd"],
+                                                "fwd_bwd_cpu": cpu.get(name + ":fwd_bwd", [])}
+    return out
+
+
+def _peak(setup: dict, case: dict) -> int:
+    """Peak memory of one forward+backward above the inputs, in this process (fresh, on CPU)."""
+    import torch
+
+    dev, (q, k, v) = _inputs(setup)
+    _, fb = _fns(setup, case, q, k, v)
     if dev.type == "cuda":
-        fwd_bwd()  # compile, build and cache the block masks first
-        sync()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        fwd_bwd()
-        sync()
-        peak = torch.cuda.max_memory_allocated() - base
-    else:
-        base = _rss_bytes()
-        fwd_bwd()
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
-    times_f, times_fb = [], []
-    for _ in range(case["repeats"]):
-        sync()
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            fn()
-        sync()
-        times_f.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        fwd_bwd()
-        sync()
-        times_fb.append(time.perf_counter() - t0)
-    return {**case, "impl": impl, "fwd_seconds": statistics.median(times_f) if times_f else None,
-            "fwd_bwd_seconds": statistics.median(times_fb) if times_fb else None, "peak_memory_bytes": int(peak),
-            "peak_memory_bytes_raw": int(peak),
-            "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        fb()  # compile and build the block masks first
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        base = torch.cuda.memory_allocated(dev)
+        fb()
+        torch.cuda.synchronize(dev)
+        return int(torch.cuda.max_memory_allocated(dev) - base)
+    # a first call on a short sequence loads libraries and starts threads outside the measurement
+    _, small = _inputs({**setup, "n": min(setup["n"], 4 * setup["stride"])})
+    _fns(setup, case, *small)[1]()
+    del small
+    common.reset_peak_rss()
+    base = common.rss_bytes()
+    fb()
+    return int(common.peak_rss_bytes() - base)
+
+
+def _environment(setup: dict) -> dict:
+    import torch
+
+    dev = torch.device(setup["device"])
+    return {"threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "torch": torch.__version__,
             "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
 
 
-def _worker(case: dict, env: dict | None = None) -> dict:
-    env = dict(os.environ if env is None else env)
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    proc = subprocess.run([sys.executable, "-m", "repro.bench.attention", "--worker", json.dumps(case)],
-                          capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        return {**case, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def _worker(payload: dict):
+    setup = payload["setup"]
+    if payload["what"] == "time":
+        return {"times": _time(setup, payload["cases"]), "environment": _environment(setup)}
+    return {"peak_memory_bytes": _peak(setup, payload["cases"][0])}
 
 
-def _run_case(case: dict) -> dict:
-    if case["device"].startswith("cuda"):
-        try:
-            rec = _measure(case)
-        except Exception as err:  # one failing case (e.g. out of memory) must not lose the others
-            import torch
-
-            torch.cuda.empty_cache()
-            return {**case, "error": f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"}
-        rec.pop("peak_memory_bytes_raw", None)
-        return rec
-    # CPU: timings in a plain worker; peak memory in a second one whose large allocations come straight
-    # from mmap and go back on free, so its resident set tracks live tensors instead of glibc's heap
-    # high-water mark and fragmentation
-    rec = _worker(case)
-    if "error" not in rec:
-        mem = _worker({**case, "repeats": 0}, {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 16)})
-        rec["peak_memory_bytes"] = mem.get("peak_memory_bytes")
-        rec["peak_memory_bytes_default_malloc"] = rec.pop("peak_memory_bytes_raw", None)
-    return rec
+def _run(what: str, setup: dict, cases: list[dict], env: dict | None = None):
+    payload = {"what": what, "setup": setup, "cases": cases}
+    if setup["device"].startswith("cuda"):
+        return _worker(payload)
+    return common.run_worker("repro.bench.attention", payload, env)
 
 
 def _append(args, rec: dict) -> None:
@@ -184,45 +183,77 @@ def _append(args, rec: dict) -> None:
             f.write(json.dumps(rec) + "\n")
 
 
+def _records(args, n: int) -> list[dict]:
+    from repro.models.kernels import resolve_impl
+
+    import torch
+
+    setup = dict(n=n, stride=args.stride, c=args.c, combine=args.combine, device=args.device, heads=args.heads,
+                 dim=args.dim, batch=args.batch, dtype=args.dtype, repeats=args.repeats, threads=args.threads)
+    cases = [{"pattern": "dense", "impl": "sdpa"}]
+    for pattern in args.patterns:
+        for impl in args.impls:
+            if (pattern == "dense" and impl != "masked") or (impl == "masked" and n > args.max_masked_n):
+                continue
+            case = {"pattern": pattern, "impl": resolve_impl(impl, torch.device(args.device))}
+            if case not in cases:
+                cases.append(case)
+    timed = _run("time", setup, cases)
+    env = timed.get("environment", {})
+    base = timed.get("times", {}).get("dense/sdpa", {"error": timed.get("error", "timing worker failed")})
+    records = []
+    for case in cases:
+        t = timed.get("times", {}).get(_name(case), {"error": timed.get("error", "timing worker failed")})
+        rec = {"pattern": case["pattern"], "n": n, "stride": args.stride, "c": args.c, "impl": case["impl"],
+               **{k: v for k, v in setup.items() if k not in ("n", "stride", "c")}, **env, "timing": "interleaved"}
+        if "error" in t:
+            records.append({**rec, "error": t["error"]})
+            continue
+        mem = _run("memory", setup, [case], None if args.device.startswith("cuda") else common.memory_env())
+        rec.update(fwd_seconds=common.median(t["fwd"]), fwd_bwd_seconds=common.median(t["fwd_bwd"]),
+                   peak_memory_bytes=mem.get("peak_memory_bytes"), rounds=len(t["fwd_bwd"]))
+        if "error" in mem:
+            rec["memory_error"] = mem["error"]
+        if "error" not in base:
+            s = common.paired_speedup(base["fwd_bwd"], t["fwd_bwd"])
+            r = 1.0 if case["impl"] == "sdpa" else theoretical_ratio(case["pattern"], n, args.stride, args.c,
+                                                                      args.heads, args.combine)
+            if not args.device.startswith("cuda"):
+                rec.update(fwd_bwd_cpu_seconds=common.median(t["fwd_bwd_cpu"]),
+                           cpu_speedup_vs_dense=common.paired_speedup(base["fwd_bwd_cpu"], t["fwd_bwd_cpu"]))
+            rec.update(speedup_vs_dense=s, fwd_speedup_vs_dense=common.paired_speedup(base["fwd"], t["fwd"]),
+                       theoretical_speedup=r,
+                       realised_fraction=(1 - 1 / s) / (1 - 1 / r) if r > 1 and s else None)
+        records.append(rec)
+    dense_mem = records[0].get("peak_memory_bytes")
+    for rec in records:
+        if dense_mem and rec.get("peak_memory_bytes") is not None:
+            rec["memory_vs_dense"] = rec["peak_memory_bytes"] / max(1, dense_mem)
+    return records
+
+
+FIRST = ["pattern", "n", "stride", "c", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes",
+         "speedup_vs_dense", "fwd_speedup_vs_dense", "memory_vs_dense", "theoretical_speedup", "realised_fraction"]
+
+
 def main(args: argparse.Namespace) -> list[dict]:
     records = []
     for n in args.n:
-        common = dict(n=n, stride=args.stride, c=args.c, combine=args.combine, device=args.device, heads=args.heads,
-                      dim=args.dim, batch=args.batch, dtype=args.dtype, repeats=args.repeats,
-                      threads=args.threads)
-        dense = _run_case({**common, "pattern": "dense", "impl": "sdpa"})
-        dense.update(speedup_vs_dense=1.0, theoretical_speedup=1.0, realised_fraction=None)
-        records.append(dense)
-        _append(args, dense)
-        for pattern in args.patterns:
-            for impl in args.impls:
-                if pattern == "dense" and impl != "masked":
-                    continue
-                if impl == "masked" and n > args.max_masked_n:
-                    continue
-                rec = _run_case({**common, "pattern": pattern, "impl": impl})
-                if "error" not in rec and "error" not in dense:
-                    s = dense["fwd_bwd_seconds"] / rec["fwd_bwd_seconds"]
-                    r = theoretical_ratio(pattern, n, args.stride, args.c, args.heads, args.combine)
-                    rec.update(speedup_vs_dense=s, fwd_speedup_vs_dense=dense["fwd_seconds"] / rec["fwd_seconds"],
-                               memory_vs_dense=rec["peak_memory_bytes"] / max(1, dense["peak_memory_bytes"]),
-                               theoretical_speedup=r,
-                               realised_fraction=(1 - 1 / s) / (1 - 1 / r) if r > 1 else None)
-                records.append(rec)
-                _append(args, rec)
-    first = ["pattern", "n", "stride", "c", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes",
-             "speedup_vs_dense", "fwd_speedup_vs_dense", "memory_vs_dense", "theoretical_speedup", "realised_fraction"]
-    return [{**{k: r.get(k) for k in first}, **{k: v for k, v in r.items() if k not in first}} for r in records]
+        for rec in _records(args, n):
+            rec = {**{k: rec.get(k) for k in FIRST}, **{k: v for k, v in rec.items() if k not in FIRST}}
+            records.append(rec)
+            _append(args, rec)
+    return records
 
 
 def format_table(records: list[dict]) -> str:
     cols = ["pattern", "n", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes", "speedup_vs_dense",
-            "theoretical_speedup", "realised_fraction"]
+            "cpu_speedup_vs_dense", "memory_vs_dense", "theoretical_speedup", "realised_fraction"]
     lines = ["  ".join(f"{c:>14}" for c in cols)]
     for r in records:
         cells = []
         for c in cols:
-            x = r.get(c, r.get("error", "") if c == "fwd_seconds" else "")
+            x = r.get(c) if r.get(c) is not None else (r.get("error", "") if c == "fwd_seconds" else "")
             if c == "peak_memory_bytes" and isinstance(x, int):
                 x = f"{x / 2**20:.1f}MiB"
             elif isinstance(x, float):
@@ -234,7 +265,7 @@ def format_table(records: list[dict]) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        print(json.dumps(_measure(json.loads(sys.argv[2]))))
+        print(json.dumps(_worker(json.loads(sys.argv[2]))))
     else:  # standalone use: python -m repro.bench.attention [--json] ...
         p = argparse.ArgumentParser(prog="repro bench attention")
         add_arguments(p)

@@ -1,19 +1,30 @@
-"""Sparse Transformer attention patterns as small pure functions (numpy, row = query i, column = key j).
+"""Sparse Transformer attention patterns: one predicate per half, one table of parts per pattern.
 
-Semantics follow the paper (Child et al. 2019, section 4) and OpenAI's reference code:
+Semantics follow the paper (Child et al. 2019, section 4) and OpenAI's reference code. A *predicate*
+takes query positions ``i``, key positions ``j`` (integer numpy arrays or torch tensors, broadcasting,
+in the style of attention-gym's mask functions) and a :class:`Geometry`; every half is causal:
 
-* every pattern is causal (``j <= i``);
-* ``strided`` = ``local`` (``i - l < j <= i``) union ``stride`` (``(i - j) mod l == 0``);
-* ``fixed`` = ``block`` (``j // l == i // l``) union ``summary`` (``j mod l`` in the head's c-sub-block);
-  head ``h`` uses the h-th c-sub-block from the end of each block, ``[l-(h+1)c, l-hc)``, wrapping
-  modulo ``l // c`` sub-blocks when there are more heads than sub-blocks;
-* ``dense`` = causal.
+* ``local``:   ``i - l < j <= i``;
+* ``stride``:  ``(i - j) mod l == 0``;
+* ``block``:   ``j // l == i // l``;
+* ``summary``: ``j mod l`` in the head's c-sub-block ``[lo, lo + c)``, ``lo = l - (rank + 1) c``
+  (``rank`` wraps modulo ``l // c``: see :func:`summary_offsets`);
+* ``dense``:   causal.
 
-``local``, ``stride``, ``block`` and ``summary`` are the halves of the two factorisations, used one per
-residual block by the ``interleaved`` combination. These functions build n x n matrices: they are for
-tests, pictures (Figure 3) and the validity checker, never for the kernels.
+``strided`` = local | stride and ``fixed`` = block | summary (:data:`HALVES`). :data:`PARTS` splits every
+pattern and half into disjoint *parts*, each a half restricted to a *layout*, the region a kernel
+computes densely (:data:`LAYOUTS`: the query's own block, the previous block, the query's residue class,
+the summary columns of earlier blocks, or the whole causal triangle). Every kernel, :func:`allowed`, the
+figures and sampling read this table; nothing else defines a pattern. :func:`layer_heads` is the
+table of combinations: which pattern (and summary rank) each head of a layer uses.
+
+Every predicate is invariant under shifting ``i`` and ``j`` together by ``l`` (kernels and
+:func:`keys_per_query` rely on it; the tests check it).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -23,56 +34,118 @@ ALL_NAMES = ("dense", "strided", "fixed", "local", "stride", "block", "summary")
 COMBINES = ("interleaved", "merged", "multihead")
 
 
+@dataclass(frozen=True, eq=False)
+class Geometry:
+    """What predicates need besides positions: the stride / block length ``l``, the summary width ``c``
+    and the head's first summary offset ``lo`` (an int, or an array broadcasting against the positions)."""
+    l: int | None = None
+    c: int | None = None
+    lo: Any = None
+
+
+# -- the halves ------------------------------------------------------------------------------------
+
+def dense(i, j, g: Geometry):
+    return j <= i
+
+
+def local(i, j, g: Geometry):
+    return (j <= i) & (i - j < g.l)
+
+
+def stride(i, j, g: Geometry):
+    return (j <= i) & ((i - j) % g.l == 0)
+
+
+def block(i, j, g: Geometry):
+    return (j <= i) & (i // g.l == j // g.l)
+
+
+def summary(i, j, g: Geometry):
+    return (j <= i) & (j % g.l >= g.lo) & (j % g.l < g.lo + g.c)
+
+
+HALF: dict[str, Callable] = {"dense": dense, "local": local, "stride": stride, "block": block, "summary": summary}
+
+# -- the layouts kernels compute densely -----------------------------------------------------------
+
+LAYOUTS: dict[str, Callable] = {
+    "causal": lambda i, j, g: j <= i,                           # the whole causal triangle
+    "own": lambda i, j, g: i // g.l == j // g.l,                # the query's own block (block diagonal)
+    "previous": lambda i, j, g: i // g.l == j // g.l + 1,       # the block before the query's
+    "residue": lambda i, j, g: (i - j) % g.l == 0,              # the query's residue class mod l
+    "earlier": lambda i, j, g: j // g.l < i // g.l,             # blocks before the query's (gathered columns)
+}
+
+
+@dataclass(frozen=True)
+class Part:
+    """The keys of ``half`` inside ``layout``, less those of ``minus`` (held by another part)."""
+    layout: str
+    half: str
+    minus: str | None = None
+
+    def mask(self, i, j, g: Geometry):
+        m = LAYOUTS[self.layout](i, j, g) & HALF[self.half](i, j, g)
+        return m if self.minus is None else m & ~HALF[self.minus](i, j, g)
+
+
+PARTS: dict[str, tuple[Part, ...]] = {
+    "dense": (Part("causal", "dense"),),
+    "local": (Part("own", "local"), Part("previous", "local")),
+    "stride": (Part("residue", "stride"),),
+    "strided": (Part("own", "local"), Part("previous", "local"), Part("residue", "stride", minus="local")),
+    "block": (Part("own", "block"),),
+    "summary": (Part("earlier", "summary"), Part("own", "summary")),
+    "fixed": (Part("own", "block"), Part("earlier", "summary")),
+}
+
+
+def parts(pattern: str) -> tuple[Part, ...]:
+    if pattern not in PARTS:
+        raise ValueError(f"unknown pattern {pattern!r}; expected one of {ALL_NAMES}")
+    return PARTS[pattern]
+
+
+def uses_summary(pattern: str) -> bool:
+    return any(p.half == "summary" for p in parts(pattern))
+
+
 def summary_offsets(stride: int, c: int, head: int = 0) -> tuple[int, int]:
-    """Offsets ``[lo, hi)`` within a block of length ``stride`` that head ``head`` uses as summary keys."""
-    if c is None or c < 1 or c > stride:
+    """Offsets ``[lo, hi)`` within a block of length ``stride`` that summary rank ``head`` uses."""
+    if c is None or c < 1 or stride is None or c > stride:
         raise ValueError(f"fixed pattern needs 1 <= c <= stride, got c={c}, stride={stride}")
     sub = head % (stride // c)
     return stride - (sub + 1) * c, stride - sub * c
 
 
-def _rule(pattern: str, i: np.ndarray, j: np.ndarray, stride: int, c: int | None, head: int) -> np.ndarray:
-    """The pattern's predicate on broadcastable integer arrays of query ``i`` and key ``j`` positions."""
-    causal = j <= i
-    if pattern == "dense":
-        return causal
-    if pattern not in ALL_NAMES:
-        raise ValueError(f"unknown pattern {pattern!r}; expected one of {ALL_NAMES}")
-    l = stride
-    if l is None or l < 1:
+def geometry(pattern: str, stride: int | None, c: int | None, ranks) -> Geometry:
+    """The geometry of ``pattern`` for heads of the given summary ranks (an int, or a sequence: ``lo``
+    is then an array over heads, shaped to broadcast against (heads, rows, cols) position arrays)."""
+    if pattern != "dense" and (stride is None or stride < 1):
         raise ValueError(f"pattern {pattern!r} needs a stride >= 1, got {stride}")
-    if pattern in ("local", "strided"):
-        local = (i - j) < l
-        if pattern == "local":
-            return causal & local
-    if pattern in ("stride", "strided"):
-        strd = (i - j) % l == 0
-        if pattern == "stride":
-            return causal & strd
-        return causal & (local | strd)
-    if pattern in ("block", "fixed"):
-        block = (j // l) == (i // l)
-        if pattern == "block":
-            return causal & block
-    lo, hi = summary_offsets(l, c, head)
-    summ = ((j % l) >= lo) & ((j % l) < hi)
-    if pattern == "summary":
-        return causal & summ
-    return causal & (block | summ)
+    if not uses_summary(pattern):
+        return Geometry(stride)
+    if np.ndim(ranks) == 0:
+        return Geometry(stride, c, summary_offsets(stride, c, int(ranks))[0])
+    return Geometry(stride, c, np.array([summary_offsets(stride, c, r)[0] for r in ranks])[:, None, None])
 
 
-def allowed(pattern: str, n: int, stride: int, c: int | None = None, head: int = 0) -> np.ndarray:
-    """Boolean (n, n) matrix: may query ``i`` attend to key ``j`` under ``pattern``?
+def union_of(ps, i, j, g: Geometry):
+    """The union of the parts ``ps``' predicates."""
+    out = None
+    for p in ps:
+        m = p.mask(i, j, g)
+        out = m if out is None else out | m
+    return out
 
-    A query with no allowed key (possible only for the ``summary`` half alone) gets a zero output
-    from every kernel."""
-    return _rule(pattern, np.arange(n)[:, None], np.arange(n)[None, :], stride, c, head)
+
+def union(pattern: str, i, j, g: Geometry):
+    """The pattern's predicate: the union of its parts."""
+    return union_of(parts(pattern), i, j, g)
 
 
-def allowed_row(pattern: str, i: int, stride: int, c: int | None = None, head: int = 0) -> np.ndarray:
-    """Row ``i`` of :func:`allowed` restricted to keys ``0..i`` (for incremental decoding)."""
-    return _rule(pattern, np.asarray(i), np.arange(i + 1), stride, c, head)
-
+# -- combinations ----------------------------------------------------------------------------------
 
 def layer_patterns(pattern: str, combine: str, layers: int) -> list[str]:
     """The pattern each residual block uses (``interleaved`` alternates the halves; others use ``pattern``)."""
@@ -82,31 +155,74 @@ def layer_patterns(pattern: str, combine: str, layers: int) -> list[str]:
     return [halves[r % len(halves)] for r in range(layers)]
 
 
-def head_patterns(pattern: str, combine: str, heads: int) -> list[str]:
-    """The pattern each head of a layer uses: ``multihead`` puts the first half of the heads on the
-    first half of the factorisation and the rest on the second; other modes use ``pattern`` on every head."""
-    if combine != "multihead" or pattern not in ("strided", "fixed"):
-        return [pattern] * heads
-    a, b = HALVES[pattern]
-    return [a if h < (heads + 1) // 2 else b for h in range(heads)]
+def layer_heads(pattern: str, combine: str, heads: int) -> list[tuple[str, int]]:
+    """(pattern, summary rank) of each head of a layer using ``pattern`` (a full pattern or a half).
+
+    ``multihead`` puts the first ceil(heads / 2) heads on the first half of the factorisation and the rest
+    on the second; other combinations use ``pattern`` on every head. A head's rank is its index among the
+    heads of its pattern (so under ``multihead`` the first summary head still covers the last c positions)."""
+    if combine == "multihead" and pattern in ("strided", "fixed"):
+        if heads < 2:
+            raise ValueError("combine='multihead' needs at least 2 heads")
+        a, b = HALVES[pattern]
+        h1 = (heads + 1) // 2
+        return [(a, h) for h in range(h1)] + [(b, h) for h in range(heads - h1)]
+    return [(pattern, h) for h in range(heads)]
+
+
+def head_groups(pattern: str, combine: str, heads: int) -> list[tuple[str, slice, list[int]]]:
+    """Consecutive heads sharing a pattern: (pattern, head slice, summary ranks) per group."""
+    out: list[tuple[str, slice, list[int]]] = []
+    for h, (p, rank) in enumerate(layer_heads(pattern, combine, heads)):
+        if out and out[-1][0] == p:
+            out[-1] = (p, slice(out[-1][1].start, h + 1), out[-1][2] + [rank])
+        else:
+            out.append((p, slice(h, h + 1), [rank]))
+    return out
+
+
+# -- matrices and counts ---------------------------------------------------------------------------
+
+def allowed(pattern: str, n: int, stride: int, c: int | None = None, head: int = 0) -> np.ndarray:
+    """Boolean (n, n) matrix: may query ``i`` attend to key ``j`` under ``pattern`` (summary rank ``head``)?
+
+    A query with no allowed key (possible only for the ``summary`` half alone) gets a zero output
+    from every kernel."""
+    return union(pattern, np.arange(n)[:, None], np.arange(n)[None, :], geometry(pattern, stride, c, head))
+
+
+def allowed_row(pattern: str, i: int, stride: int, c: int | None = None, head: int = 0) -> np.ndarray:
+    """Row ``i`` of :func:`allowed` restricted to keys ``0..i`` (for incremental decoding)."""
+    return union(pattern, np.asarray(i), np.arange(i + 1), geometry(pattern, stride, c, head))
 
 
 def layer_mask(pattern: str, n: int, stride: int, c: int | None, heads: int, combine: str) -> np.ndarray:
     """(heads, n, n) masks of one layer using ``pattern`` (a full pattern or a half) under ``combine``."""
-    per_head = head_patterns(pattern, combine, heads) if pattern in PATTERNS else [pattern] * heads
-    return np.stack([allowed(p, n, stride, c, head=h) for h, p in zip(summary_heads(per_head), per_head)])
+    return np.stack([allowed(p, n, stride, c, rank) for p, rank in layer_heads(pattern, combine, heads)])
 
 
-def summary_heads(per_head: list[str]) -> list[int]:
-    """Summary sub-block index of each head: its rank among the heads of the layer that share its
-    pattern (so under ``multihead`` the first summary head still covers the last c positions)."""
-    seen: dict[str, int] = {}
-    out = []
-    for p in per_head:
-        out.append(seen.get(p, 0))
-        seen[p] = out[-1] + 1
-    return out
+def keys_per_query(pattern: str, n: int, stride: int | None, c: int | None = None, head: int = 0) -> np.ndarray:
+    """Number of allowed keys of each query 0..n-1, from the predicate in O(n l): by shift invariance
+    query a*l + r sees, in the block d blocks back, as many keys as query d*l + r does in block 0."""
+    g = geometry(pattern, stride, c, head)
+    l = stride if pattern != "dense" else 1  # causal is invariant under any shift
+    nb, step = -(-n // l), max(1, 2 ** 20 // (l * l))
+    per_block = np.concatenate([union(pattern, np.arange(a * l, min(nb, a + step) * l)[:, None],
+                                      np.arange(l)[None, :], g).sum(1) for a in range(0, nb, step)])
+    return np.cumsum(per_block.reshape(nb, l), axis=0).reshape(-1)[:n]
 
+
+def mean_keys(pattern: str, n: int, stride: int | None, c: int | None = None, head: int = 0) -> float:
+    """Allowed keys per query averaged over the n positions of a block."""
+    return float(keys_per_query(pattern, n, stride, c, head).mean())
+
+
+def layer_keys(pattern: str, combine: str, heads: int, n: int, stride: int | None, c: int | None) -> float:
+    """Allowed keys per query of one layer, averaged over its heads and the n positions."""
+    return float(np.mean([mean_keys(p, n, stride, c, rank) for p, rank in layer_heads(pattern, combine, heads)]))
+
+
+# -- connectivity and Figure 3 ---------------------------------------------------------------------
 
 def connectivity(masks: list[np.ndarray]) -> np.ndarray:
     """Which inputs each output reaches through a stack of layers (earliest layer first).
@@ -128,8 +244,7 @@ def check_valid(pattern: str, n: int, stride: int, c: int | None = None, combine
     """True iff every key ``j <= i`` reaches query ``i`` within ``steps`` layers (default: the number of
     halves of the factorisation, p = 2, or 1 for dense)."""
     steps = steps if steps is not None else len(HALVES[pattern])
-    pats = layer_patterns(pattern, combine, steps)
-    masks = [layer_mask(p, n, stride, c, heads, combine) for p in pats]
+    masks = [layer_mask(p, n, stride, c, heads, combine) for p in layer_patterns(pattern, combine, steps)]
     reach = connectivity(masks)
     return bool(np.all(reach[np.tril_indices(n)]))
 
@@ -143,30 +258,3 @@ def figure3(n: int = 36, stride: int = 6, c: int = 1) -> dict[str, dict[str, np.
         out[p] = {"union": allowed(p, n, stride, c), **halves,
                   "connectivity": connectivity(list(halves.values()))}
     return out
-
-
-def keys_per_query(pattern: str, n: int, stride: int | None, c: int | None = None, head: int = 0) -> np.ndarray:
-    """Number of allowed keys of each query 0..n-1 (closed form, O(n); equals ``allowed(...).sum(1)``)."""
-    i = np.arange(n)
-    l = stride
-    if pattern == "dense":
-        return i + 1
-    if pattern == "local":
-        return np.minimum(i + 1, l)
-    if pattern == "stride":
-        return i // l + 1
-    if pattern == "strided":
-        return np.minimum(i + 1, l) + i // l  # the two halves share only j = i
-    if pattern == "block":
-        return i % l + 1
-    if pattern in ("summary", "fixed"):
-        lo, hi = summary_offsets(l, c, head)
-        if pattern == "fixed":
-            return i % l + 1 + (i // l) * c
-        return (i // l) * c + np.clip(i % l - lo + 1, 0, c)
-    raise ValueError(f"unknown pattern {pattern!r}; expected one of {ALL_NAMES}")
-
-
-def mean_keys(pattern: str, n: int, stride: int | None, c: int | None = None, head: int = 0) -> float:
-    """Allowed keys per query averaged over the n positions of a block."""
-    return float(keys_per_query(pattern, n, stride, c, head).mean())

@@ -67,9 +67,7 @@ class Attention(nn.Module):
         self.k = nn.Linear(cfg.d_model, dqk)
         self.v = nn.Linear(cfg.d_model, cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)  # Wp
-        # per-head pattern and summary sub-block rank, for incremental decoding
-        per_head = P.head_patterns(pattern, cfg.combine, cfg.heads) if pattern in P.PATTERNS else [pattern] * cfg.heads
-        self.per_head = list(zip(per_head, P.summary_heads(per_head)))
+        self.per_head = P.layer_heads(pattern, cfg.combine, cfg.heads)  # (pattern, summary rank) per head
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
@@ -247,12 +245,9 @@ class Model(nn.Module):
 
     def keys_per_query(self) -> float:
         """Allowed keys per query, averaged over the positions of a block, the heads and the layers."""
-        tot = 0.0
-        for p in self.layer_patterns:
-            per_head = P.head_patterns(p, self.cfg.combine, self.cfg.heads) if p in P.PATTERNS else [p] * self.cfg.heads
-            tot += np.mean([P.mean_keys(ph, self.block, self.cfg.stride, self.cfg.c, h)
-                            for ph, h in zip(per_head, P.summary_heads(per_head))])
-        return float(tot / len(self.layer_patterns))
+        cfg = self.cfg
+        return float(np.mean([P.layer_keys(p, cfg.combine, cfg.heads, self.block, cfg.stride, cfg.c)
+                              for p in self.layer_patterns]))
 
     def flops_per_token(self) -> float:
         """Forward FLOPs per predicted token (2 per multiply-accumulate): the dense matmuls (q, k, v,

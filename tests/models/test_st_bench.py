@@ -16,8 +16,10 @@ def test_st_bench_attention_records():
         for key in ("pattern", "n", "stride", "c", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes",
                     "speedup_vs_dense"):
             assert key in r
-        assert r["fwd_seconds"] > 0 and r["peak_memory_bytes"] >= 0
-    assert recs[1]["theoretical_speedup"] > 1
+        assert r["fwd_seconds"] > 0 and r["peak_memory_bytes"] >= 0 and r["rounds"] == 1
+        assert r["timing"] == "interleaved" and r["memory_vs_dense"] >= 0 and r["threads"] >= 1
+        assert r["fwd_bwd_cpu_seconds"] > 0 and r["cpu_speedup_vs_dense"] > 0
+    assert recs[0]["speedup_vs_dense"] == 1.0 and recs[1]["theoretical_speedup"] > 1
     assert "strided" in bench.format_table(recs)
 
 
@@ -25,3 +27,37 @@ def test_st_theoretical_ratio():
     r = bench.theoretical_ratio("strided", 8192, 128, None, 8, "merged")
     assert 25 < r < 26
     assert 7 < bench.theoretical_ratio("fixed", 8192, 128, 16, 8, "merged") < 7.5
+
+
+def test_st_bench_step_records(monkeypatch):
+    """`repro bench st-step` on a tiny model: one record per pattern, dense first, paired speed-ups and
+    the FLOPs ratio from the models (workers run in-process here; the attention test above covers the
+    subprocess protocol)."""
+    from repro.bench import common, st_step
+
+    monkeypatch.setattr(common, "run_worker", lambda module, payload, env=None: st_step._worker(payload))
+    p = argparse.ArgumentParser()
+    st_step.add_arguments(p)
+    args = p.parse_args(["--n", "128", "--stride", "16", "--c", "4", "--layers", "1", "--d-model", "16",
+                         "--heads", "2", "--repeats", "2", "--patterns", "fixed,strided", "--vocab", "8"])
+    recs = st_step.main(args)
+    assert [r["pattern"] for r in recs] == ["dense", "fixed", "strided"]
+    for r in recs:
+        assert "error" not in r, r
+        assert r["seconds_per_step"] > 0 and r["rounds"] == 2 and r["speedup_vs_dense"] > 0
+        assert isinstance(r["peak_memory_bytes"], int) and r["timing"] == "interleaved"
+    assert recs[0]["speedup_vs_dense"] == 1.0 and recs[0]["flops_ratio_vs_dense"] == 1.0
+    assert recs[1]["flops_ratio_vs_dense"] > 1 and recs[1]["attn_keys_per_query"] < recs[0]["attn_keys_per_query"]
+
+
+def test_st_bench_interleaving_and_paired_speedup():
+    from repro.bench import common
+
+    order = []
+    fns = {"a": lambda: order.append("a"), "b": lambda: order.append("b"), "bad": lambda: 1 / 0}
+    errors, cpu = {}, {}
+    times = common.interleaved(fns, 2, errors=errors, cpu=cpu)
+    assert order == ["a", "b", "a", "b", "a", "b"]  # warm-up, then rounds in turn
+    assert set(times) == {"a", "b"} and len(times["a"]) == 2 and "ZeroDivisionError" in errors["bad"]
+    assert set(cpu) == {"a", "b"} and len(cpu["b"]) == 2
+    assert common.paired_speedup([2.0, 4.0, 9.0], [1.0, 1.0, 3.0]) == 3.0

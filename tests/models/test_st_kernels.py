@@ -2,11 +2,14 @@
 gradients); FlexAttention forward checked on CPU, full check on CUDA when available."""
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
+from repro.models import patterns as P
 from repro.models.kernels import attend, reference
 from repro.models.kernels import blocked as BK
+from repro.models.kernels.plan import plan
 
 CASES = [  # pattern, combine, n, stride, c, heads
     ("strided", "merged", 24, 4, None, 2), ("strided", "merged", 29, 5, None, 1),
@@ -23,11 +26,12 @@ def rand(B, H, n, d, device="cpu", dtype=torch.float64, grad=True):
     return [torch.randn(B, H, n, d, device=device, dtype=dtype, requires_grad=grad) for _ in range(3)]
 
 
-@pytest.mark.parametrize("impl", ["blocked", "masked"])
+@pytest.mark.parametrize("impl,chunk", [("blocked", 300), ("blocked", 2 ** 20), ("masked", None)])
 @pytest.mark.parametrize("pattern,combine,n,l,c,H", CASES)
-def test_st_kernel_equals_masked_reference(impl, pattern, combine, n, l, c, H, monkeypatch):
+def test_st_kernel_equals_masked_reference(impl, chunk, pattern, combine, n, l, c, H, monkeypatch):
     torch.manual_seed(hash((pattern, combine, n)) % 1000)
-    monkeypatch.setattr(BK, "CHUNK_ELEMENTS", 300)  # force several chunks per part
+    if chunk:  # 300: several chunks per part, one query block per summary call; else one chunk
+        monkeypatch.setattr(BK, "CHUNK_ELEMENTS", chunk)
     q, k, v = rand(2, H, n, 6)
     o = attend(q, k, v, pattern, l, c, combine=combine, impl=impl)
     r = reference(q, k, v, pattern, l, c, combine=combine)
@@ -54,6 +58,12 @@ def test_st_kernel_qk_width_differs_from_v():
         assert torch.allclose(attend(q, k, v, p, 4, c, impl="blocked"), reference(q, k, v, p, 4, c))
 
 
+def test_st_blocked_is_the_cpu_kernel():
+    q = torch.empty(1, 2, 16, 4, device="meta")
+    with pytest.raises(ValueError, match="runs on CPU"):
+        attend(q, q, q, "strided", 4, impl="blocked")
+
+
 def test_st_kernel_half_precision_runs():
     q, k, v = (torch.randn(1, 2, 32, 8, dtype=torch.bfloat16) for _ in range(3))
     o = attend(q, k, v, "fixed", 8, 2, impl="blocked")
@@ -61,22 +71,49 @@ def test_st_kernel_half_precision_runs():
     assert torch.allclose(o.float(), reference(q.float(), k.float(), v.float(), "fixed", 8, 2), atol=3e-2)
 
 
-def test_st_blocked_never_builds_n_by_n(monkeypatch):
-    """Every score tensor the blocked kernel forms is far smaller than n x n."""
-    n, l = 1024, 32
-    seen = []
-    orig = torch.matmul
+@pytest.mark.parametrize("pattern,c", [("strided", None), ("fixed", 4), ("summary", 4), ("local", None)])
+def test_st_blocked_computes_about_the_patterns_scores(pattern, c, monkeypatch):
+    """Every fused call is far smaller than n x n, and all calls together score at most 1.6 times the keys
+    the pattern allows (a causal call counts its triangle), forward and backward alike."""
+    n, l, H = 1024, 32, 2
+    work = {"fwd": 0.0, "bwd": 0.0}
+    biggest = []
 
-    def spy(a, b, *args, **kw):
-        out = orig(a, b, *args, **kw)
-        seen.append(out.shape[-2] * out.shape[-1])
-        return out
+    def spy(kind, op):
+        def call(*args, **kw):
+            q, k = args[:2] if kind == "fwd" else args[1:3]
+            causal = args[4] if kind == "fwd" else args[7]
+            rect = q.shape[-2] * k.shape[-2]
+            biggest.append(rect)
+            work[kind] += q.shape[0] * q.shape[1] * (q.shape[-2] * (k.shape[-2] + 1) / 2 if causal else rect)
+            return op(*args, **kw)
+        return call
 
-    monkeypatch.setattr(BK.torch, "matmul", spy)
-    q, k, v = (torch.randn(1, 1, n, 8, requires_grad=True) for _ in range(3))
-    for p, c in (("strided", None), ("fixed", 4)):
-        attend(q, k, v, p, l, c, impl="blocked").sum().backward()
-    assert seen and max(seen) <= n * n // 8
+    monkeypatch.setattr(BK, "ROWS_PER_CALL", 256)  # summary calls: 8 query blocks each
+    monkeypatch.setattr(BK, "_FWD", spy("fwd", BK._FWD))
+    monkeypatch.setattr(BK, "_BWD", spy("bwd", BK._BWD))
+    q, k, v = (torch.randn(1, H, n, 8, requires_grad=True) for _ in range(3))
+    attend(q, k, v, pattern, l, c, impl="blocked").sum().backward()
+    allowed = sum(P.keys_per_query(pattern, n, l, c, h).sum() for h in range(H))
+    assert max(biggest) <= n * n // 16
+    assert allowed <= work["fwd"] <= 1.6 * allowed and allowed <= work["bwd"] <= 1.6 * allowed
+
+
+def test_st_plans_read_from_the_table():
+    """What each part of the table becomes in its layout; a part that does not fit its layout is refused."""
+    pl = lambda part, pattern, c=None: plan(part, pattern, 8, c, (0, 1), 5)  # noqa: E731
+    own, prev, res = (pl(p, "strided") for p in P.parts("strided"))
+    assert (own.kind, prev.kind, res.kind, res.shift) == ("causal", "masked", "shift", 1)
+    assert (prev.mask[0] == np.triu(np.ones((8, 8), bool), 1)).all()  # key offset s > query offset r
+    assert pl(P.parts("stride")[0], "stride").shift == 0
+    earlier = pl(P.parts("fixed")[1], "fixed", 2)
+    assert earlier.kind == "full" and earlier.offsets.tolist() == [[6, 7], [4, 5]]
+    own_summary = pl(P.parts("summary")[1], "summary", 2)
+    assert own_summary.kind == "masked" and own_summary.mask.shape == (2, 8, 8)
+    assert own_summary.empty_rows[0].tolist() == [True] * 6 + [False] * 2
+    for bad in (P.Part("residue", "local"), P.Part("earlier", "stride"), P.Part("causal", "local")):
+        with pytest.raises(ValueError):
+            pl(bad, "strided")
 
 
 @pytest.mark.parametrize("pattern,combine,n,l,c,H", [

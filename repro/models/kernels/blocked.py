@@ -1,22 +1,24 @@
-"""Blocked/chunked sparse attention for CPU (works on any device), forward and backward.
+"""CPU sparse attention: every part of the pattern dense where it is computed, through torch's fused
+CPU flash attention, merged exactly through the log-sum-exps.
 
-Never builds an n x n tensor. A pattern is a union of *parts*, each a batch of small dense masked
-attentions on a rearranged view of the sequence (n a multiple of the stride l, nb = n / l blocks):
+For each part of :data:`repro.models.patterns.PARTS` the :mod:`plan <repro.models.kernels.plan>` says
+how it lies in its layout (n a multiple of the stride l, nb = n / l blocks); views of q, k, v (no
+copies) turn it into batches of ordinary attention for the fused kernel
+(``aten::_scaled_dot_product_flash_attention_for_cpu``, which returns the log-sum-exp, and its backward):
 
-* ``band``    (strided's local half, i - l < j <= i): query block a against key blocks a-1 and a,
-  an (l x 2l) mask;
-* ``stride``  (strided's stride half, (i - j) mod l == 0): the residue-major transpose, position
-  i = a*l + r viewed as (r, a), makes it a causal dense attention over nb positions per residue;
-* ``block``   (fixed's own-block half): query block a against key block a, an (l x l) causal mask;
-* ``summary`` (fixed's summary half): the c summary keys of every block gathered per head
-  (nb*c keys), queries chunked by block so a query block only meets the summaries before it.
+* ``own``: the blocks as a batch of nb sequences of l (``is_causal`` when the part is causal inside the
+  block, else an additive mask, the tile cropped to the rows and columns the mask uses);
+* ``previous``: query block a against key block a - 1, likewise;
+* ``residue``: position a*l + r viewed as (r, a), residue-major: causal attention over each residue
+  class of nb positions, queries shifted by the plan's k (keys at least k strides back);
+* ``earlier``: each head's summary columns gathered into nb*c' keys; query block a attends to the
+  first a*c' of them; a few query blocks share one call, with a mask on the staircase between them.
 
-``merged`` unions the parts in ONE softmax: each part returns its output and log-sum-exp, the
-outputs are combined with weights exp(lse_part - lse_total); keys in two parts are counted once
-(the stride part excludes j = i when unioned with the band, the summary part excludes the query's
-own block when unioned with the block part). The backward is a custom autograd Function in the
-flash-attention style: it recomputes each part's scores chunk by chunk and uses the *global*
-log-sum-exp and D = rowsum(dO * O), so memory stays O(n d) plus one chunk of scores.
+Parts merge in place into one output and log-sum-exp (lse = logaddexp, out = sum_p out_p exp(lse_p - lse));
+in the backward every part's fused backward gets the *merged* output and log-sum-exp and returns its
+share of the union softmax's gradient. Work is chunked so temporaries stay a few MiB: no n x n tensor,
+no loop over tokens (loops run over chunks of blocks or residues, and over groups of query blocks for
+``earlier``).
 """
 from __future__ import annotations
 
@@ -24,325 +26,260 @@ import math
 
 import torch
 
-# Upper bound on the number of score elements of one chunk (B*H*rows*keys). Peak extra memory is a
-# few chunks' worth (scores, probabilities, dP): 2**21 float32 elements = 8 MiB each. Bigger chunks
-# mean fewer parallel regions, which matters on an oversubscribed CPU.
-CHUNK_ELEMENTS = 2 ** 21
+from repro.models import patterns as P
+from repro.models.kernels.plan import Plan, plan
+
+_FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+_BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+# elements of one chunk of queries (batch x heads x rows x dim) per fused call: 4 MiB in float32
+CHUNK_ELEMENTS = 2 ** 20
+# query rows per call of the ``earlier`` part: the fused kernel tiles 768 rows or more 256 at a time;
+# measured at n=8192, l=128: about a quarter less time than one 128-row block per call, masked staircase
+# included
+ROWS_PER_CALL = 1024
 NEG_INF = float("-inf")
 
 
-def _chunks(total: int, per_item: int, budget: int):
-    g = max(1, budget // max(1, per_item))
+def _chunks(total: int, per_item: int):
+    g = max(1, CHUNK_ELEMENTS // max(1, per_item))
     for s in range(0, total, g):
         yield s, min(total, s + g)
 
 
-def _bias(nmask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Additive mask: 0 where allowed, -inf where ``nmask`` (disallowed)."""
-    return torch.zeros(nmask.shape, dtype=dtype, device=nmask.device).masked_fill_(nmask, NEG_INF)
+def _merge(o, lse, op, lp, first: bool) -> None:
+    """Fold one part's (op, lp) into the running (o, lse) views, in place (``first``: they are empty)."""
+    if first:
+        o.copy_(op)
+        lse.copy_(lp)
+        return
+    new = torch.logaddexp(lse, lp)
+    fin = new.masked_fill(new.isneginf(), 0.0)
+    o.mul_(torch.exp(lse - fin).unsqueeze(-1)).addcmul_(op, torch.exp(lp - fin).unsqueeze(-1))
+    lse.copy_(new)
 
 
-def _fwd_core(q, k, v, bias):
-    """(o, lse) of masked softmax attention on batched small problems; ``q`` is pre-scaled, ``bias``
-    the additive mask. Rows without any allowed key give o = 0, lse = -inf. Few full-size ops: on a
-    shared machine every parallel region of an oversubscribed OpenMP pool costs a time slice."""
-    s = torch.matmul(q, k.transpose(-1, -2)).add_(bias)
-    lse = torch.logsumexp(s, dim=-1, keepdim=True)
-    p = s.sub_(torch.nan_to_num(lse, neginf=0.0)).exp_()
-    return torch.matmul(p, v), lse.squeeze(-1)
+def _accumulate(dst, grads, first: bool) -> None:
+    """Add one call's gradients into the views ``dst`` (``first``: copy them in)."""
+    for d, g in zip(dst, grads):
+        if first:
+            d.copy_(g)
+        else:
+            d += g
 
 
-def _bwd_core(q, k, v, bias, lse, dsum, do):
-    """Gradients of one part given the global lse (..., rows, 1) (finite) and D = rowsum(dO * O);
-    ``q`` is pre-scaled, so the returned dq still needs the factor ``scale``."""
-    s = torch.matmul(q, k.transpose(-1, -2)).add_(bias)
-    p = s.sub_(lse).exp_()
-    dv = torch.matmul(p.transpose(-1, -2), do)
-    dp = torch.matmul(do, v.transpose(-1, -2)).sub_(dsum)
-    ds = p.mul_(dp)
-    return torch.matmul(ds, k), torch.matmul(ds.transpose(-1, -2), q), dv
+class _Run:
+    """One part on one head group: ``forward`` folds the part into (o, lse); ``backward`` adds its
+    gradients into (dq, dk, dv) (``first``: copies them into uninitialised buffers; only a run that
+    :meth:`covers_all` rows goes first). All tensors (B, H, n, .) in natural order, lse (B, H, n)."""
 
+    def __init__(self, p: Plan, l: int):
+        self.plan, self.l = p, l
 
-class _Part:
-    """One part of a pattern. ``forward`` -> (o, lse) in natural layout; ``backward`` accumulates
-    into dq (unscaled), dk, dv. ``q`` is pre-scaled."""
-
-    def __init__(self, l: int):
-        self.l = l
-
-    def forward(self, q, k, v):  # pragma: no cover - interface
+    def forward(self, q, k, v, o, lse, scale, first):  # pragma: no cover - interface
         raise NotImplementedError
 
-    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):  # pragma: no cover - interface
+    def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv, first):  # pragma: no cover - interface
         raise NotImplementedError
 
+    def covers_all(self) -> bool:
+        """Does the backward write every row of dq, dk and dv?"""
+        return False
 
-class Band(_Part):
-    """i - l < j <= i: query block a against key blocks (a-1, a)."""
 
-    def _biases(self, t):
-        l = self.l
-        r = torch.arange(l, device=t.device)[:, None]
-        jj = torch.arange(2 * l, device=t.device)[None, :]
-        ok = (jj > r) & (jj <= r + l)
-        return _bias(~ok, t.dtype), _bias(~(ok & (jj >= l)), t.dtype)  # any block / first block (no previous)
+class _Tiles(_Run):
+    """``own`` and ``previous``: query block a against key block a - off, batched over blocks; a masked
+    tile is cropped to the rows and columns its mask uses."""
 
-    def _keys(self, t, g0, g1):
-        B, H, n, d = t.shape
-        l, g = self.l, g1 - g0
-        cur = t[:, :, g0 * l:g1 * l].reshape(B, H, g, l, d)
-        if g0 > 0:
-            prev = t[:, :, (g0 - 1) * l:(g1 - 1) * l].reshape(B, H, g, l, d)
-        else:
-            prev = torch.cat([t.new_zeros(B, H, l, d), t[:, :, :(g1 - 1) * l]], dim=2).reshape(B, H, g, l, d)
-        return torch.cat([prev, cur], dim=3)
+    def _setup(self, q):
+        B, H, n, d = q.shape
+        p, l = self.plan, self.l
+        self.off = 0 if p.layout == "own" else 1
+        self.mask = self.empty = None
+        self.rows = self.cols = slice(0, l)
+        if p.kind == "masked":
+            m = torch.tensor(p.mask)  # (H or 1, l, l)
+            r, s = torch.nonzero(m.any(0).any(1))[:, 0], torch.nonzero(m.any(0).any(0))[:, 0]
+            self.rows, self.cols = slice(int(r[0]), int(r[-1]) + 1), slice(int(s[0]), int(s[-1]) + 1)
+            m = m[:, self.rows, self.cols]
+            bias = torch.zeros(m.shape, dtype=q.dtype).masked_fill_(~m, NEG_INF)
+            empty = ~m.any(-1)
+            if bias.shape[0] > 1:  # per head: one mask per (batch, head), broadcast over the blocks
+                bias = bias[None].expand(B, *bias.shape).reshape(B * H, *bias.shape[1:])
+                empty = empty[None].expand(B, *empty.shape).reshape(B * H, -1)
+            self.mask, self.empty = bias[:, None].to(q.device), empty[:, None].to(q.device)
+        return B * H, n // l
 
-    def _bias_for(self, g0, g1, biases):
-        b, b0 = biases
-        if g0 > 0:
-            return b
-        m = b.expand(g1 - g0, *b.shape).clone()
-        m[0] = b0
-        return m
+    def _calls(self, ts, q):
+        """Per chunk of blocks: (B*H, blocks, rows, .) views of ``ts`` on the query side and on the key side."""
+        BH, nb = self._setup(q)
+        views = [t.view(BH, nb, self.l, *t.shape[3:]) for t in ts]
+        for a0, a1 in _chunks(nb - self.off, BH * self.l * q.shape[-1]):
+            qs, ks = (slice(a0 + self.off, a1 + self.off), self.rows), (slice(a0, a1), self.cols)
+            yield [v[(slice(None), *qs)] for v in views], [v[(slice(None), *ks)] for v in views]
 
-    def forward(self, q, k, v):
-        B, H, n, dk = q.shape
-        l, nb = self.l, n // self.l
-        o = q.new_empty(B, H, n, v.shape[-1])
-        lse = q.new_empty(B, H, n)
-        biases = self._biases(q)
-        for g0, g1 in _chunks(nb, B * H * l * 2 * l, CHUNK_ELEMENTS):
-            qc = q[:, :, g0 * l:g1 * l].reshape(B, H, g1 - g0, l, dk)
-            oc, lc = _fwd_core(qc, self._keys(k, g0, g1), self._keys(v, g0, g1), self._bias_for(g0, g1, biases))
-            o[:, :, g0 * l:g1 * l] = oc.reshape(B, H, -1, oc.shape[-1])
-            lse[:, :, g0 * l:g1 * l] = lc.reshape(B, H, -1)
-        return o, lse
+    def covers_all(self) -> bool:
+        return self.plan.layout == "own" and self.plan.kind in ("causal", "full")
 
-    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):
+    def forward(self, q, k, v, o, lse, scale, first):
+        for (qc, _, _, oc, lc), (_, kc, vc, _, _) in self._calls((q, k, v, o, lse), q):
+            op, lp = _FWD(qc, kc, vc, 0.0, self.plan.kind == "causal", attn_mask=self.mask, scale=scale)
+            if self.empty is not None:
+                lp.masked_fill_(self.empty, NEG_INF)
+            _merge(oc, lc, op, lp, first)
+
+    def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv, first):
+        for (qc, _, _, oc, lc, doc, dqc, _, _), (_, kc, vc, _, _, _, _, dkc, dvc) in self._calls(
+                (q, k, v, o, lse, do, dq, dk, dv), q):
+            grads = _BWD(doc, qc, kc, vc, oc, lc, 0.0, self.plan.kind == "causal", attn_mask=self.mask, scale=scale)
+            _accumulate((dqc, dkc, dvc), grads, first)
+
+
+class _Residues(_Run):
+    """``residue``: causal attention within each residue class, queries shifted by the plan's k."""
+
+    def _view(self, t):  # (B, H, n, ...) -> (B*H, l, nb, ...), residue-major, a view
+        B, H, n = t.shape[:3]
+        return t.view(B * H, n // self.l, self.l, *t.shape[3:]).transpose(1, 2)
+
+    def covers_all(self) -> bool:
+        return self.plan.shift == 0
+
+    def forward(self, q, k, v, o, lse, scale, first):
+        s = self.plan.shift
+        qr, kr, vr, orr, lr = (self._view(t) for t in (q, k, v, o, lse))
+        nb = qr.shape[2]
+        for r0, r1 in _chunks(self.l, qr.shape[0] * nb * q.shape[-1]):
+            op, lp = _FWD(qr[:, r0:r1, s:], kr[:, r0:r1, :nb - s], vr[:, r0:r1, :nb - s], 0.0, True, scale=scale)
+            _merge(orr[:, r0:r1, s:], lr[:, r0:r1, s:], op, lp, first)
+
+    def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv, first):
+        s = self.plan.shift
+        qr, kr, vr, orr, lr, dor, dqr, dkr, dvr = (self._view(t) for t in (q, k, v, o, lse, do, dq, dk, dv))
+        nb = qr.shape[2]
+        for r0, r1 in _chunks(self.l, qr.shape[0] * nb * q.shape[-1]):
+            grads = _BWD(dor[:, r0:r1, s:], qr[:, r0:r1, s:], kr[:, r0:r1, :nb - s], vr[:, r0:r1, :nb - s],
+                         orr[:, r0:r1, s:], lr[:, r0:r1, s:], 0.0, True, scale=scale)
+            _accumulate((dqr[:, r0:r1, s:], dkr[:, r0:r1, :nb - s], dvr[:, r0:r1, :nb - s]), grads, first)
+
+
+class _Earlier(_Run):
+    """``earlier``: query block a against the gathered columns of blocks 0..a-1."""
+
+    def _gather(self, k, v):
+        """Gathered keys and values (B, H, nb*c', .), their index (1, H, nb*c', 1) and c'."""
+        B, H, n, _ = k.shape
+        offs = torch.as_tensor(self.plan.offsets, device=k.device)  # (H, c')
+        nb, cc = n // self.l, offs.shape[1]
+        idx = (torch.arange(nb, device=k.device)[:, None] * self.l + offs[:, None, :]).reshape(1, H, nb * cc, 1)
+        take = lambda t: torch.gather(t, 2, idx.expand(B, H, nb * cc, t.shape[-1]))  # noqa: E731
+        return take(k), take(v), idx, cc
+
+    def _groups(self, q, idx, cc):
+        """Query blocks [a0, a1) per call, with keys [0, (a1 - 1) c') and the additive mask of the
+        ``earlier`` layout there (the staircase), None for a single block (all its keys count)."""
         B, H, n, d = q.shape
         l, nb = self.l, n // self.l
-        biases = self._biases(q)
-        for g0, g1 in _chunks(nb, B * H * l * 2 * l, CHUNK_ELEMENTS):
-            g, sl = g1 - g0, slice(g0 * l, g1 * l)
-            qc = q[:, :, sl].reshape(B, H, g, l, d)
-            gq, gk, gv = _bwd_core(qc, self._keys(k, g0, g1), self._keys(v, g0, g1), self._bias_for(g0, g1, biases),
-                                   lse[:, :, sl].reshape(B, H, g, l, 1), dsum[:, :, sl].reshape(B, H, g, l, 1),
-                                   do[:, :, sl].reshape(B, H, g, l, -1))
-            dq[:, :, sl] += gq.reshape(B, H, g * l, -1)
-            for grad, acc in ((gk, dk), (gv, dv)):
-                acc[:, :, sl] += grad[:, :, :, l:].reshape(B, H, g * l, -1)
-                prev = grad[:, :, :, :l].reshape(B, H, g * l, -1)
-                if g0 > 0:
-                    acc[:, :, (g0 - 1) * l:(g1 - 1) * l] += prev
-                else:
-                    acc[:, :, :(g1 - 1) * l] += prev[:, :, l:]
+        g = max(1, min(ROWS_PER_CALL // l, CHUNK_ELEMENTS // (B * H * l * d)))
+        for a0 in range(1, nb, g):
+            a1 = min(nb, a0 + g)
+            kend, mask = (a1 - 1) * cc, None
+            if a1 - a0 > 1:
+                i = torch.arange(a0 * l, a1 * l, device=q.device)
+                inside = P.LAYOUTS["earlier"](i[:, None], idx[0, 0, None, :kend, 0], P.Geometry(l))
+                mask = torch.zeros(1, 1, len(i), kend, dtype=q.dtype, device=q.device).masked_fill_(~inside, NEG_INF)
+            yield slice(a0 * l, a1 * l), slice(0, kend), mask
+
+    def forward(self, q, k, v, o, lse, scale, first):
+        ks, vs, idx, cc = self._gather(k, v)
+        for rows, keys, mask in self._groups(q, idx, cc):
+            op, lp = _FWD(q[:, :, rows], ks[:, :, keys], vs[:, :, keys], 0.0, False, attn_mask=mask, scale=scale)
+            _merge(o[:, :, rows], lse[:, :, rows], op, lp, first)
+
+    def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv, first):
+        ks, vs, idx, cc = self._gather(k, v)
+        dks, dvs = torch.zeros_like(ks), torch.zeros_like(vs)
+        for rows, keys, mask in self._groups(q, idx, cc):
+            gq, gk, gv = _BWD(do[:, :, rows], q[:, :, rows], ks[:, :, keys], vs[:, :, keys], o[:, :, rows],
+                              lse[:, :, rows], 0.0, False, attn_mask=mask, scale=scale)
+            dq[:, :, rows] += gq
+            dks[:, :, keys] += gk
+            dvs[:, :, keys] += gv
+        dk.scatter_add_(2, idx.expand_as(dks), dks)
+        dv.scatter_add_(2, idx.expand_as(dvs), dvs)
 
 
-class Block(_Part):
-    """j // l == i // l (causal): query block a against key block a."""
-
-    def _run(self, q, k, v, bwd=None):
-        B, H, n, d = q.shape
-        l, nb = self.l, n // self.l
-        r = torch.arange(l, device=q.device)
-        bias = _bias(r[None, :] > r[:, None], q.dtype)
-        out = None if bwd else (q.new_empty(B, H, n, v.shape[-1]), q.new_empty(B, H, n))
-        for g0, g1 in _chunks(nb, B * H * l * l, CHUNK_ELEMENTS):
-            g, sl = g1 - g0, slice(g0 * l, g1 * l)
-            qc, kc, vc = (t[:, :, sl].reshape(B, H, g, l, -1) for t in (q, k, v))
-            if bwd is None:
-                oc, lc = _fwd_core(qc, kc, vc, bias)
-                out[0][:, :, sl] = oc.reshape(B, H, g * l, -1)
-                out[1][:, :, sl] = lc.reshape(B, H, g * l)
-            else:
-                lse, dsum, do, dq, dk, dv = bwd
-                grads = _bwd_core(qc, kc, vc, bias, lse[:, :, sl].reshape(B, H, g, l, 1),
-                                  dsum[:, :, sl].reshape(B, H, g, l, 1), do[:, :, sl].reshape(B, H, g, l, -1))
-                for grad, acc in zip(grads, (dq, dk, dv)):
-                    acc[:, :, sl] += grad.reshape(B, H, g * l, -1)
-        return out
-
-    def forward(self, q, k, v):
-        return self._run(q, k, v)
-
-    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):
-        self._run(q, k, v, (lse, dsum, do, dq, dk, dv))
+_RUNNERS = {"own": _Tiles, "previous": _Tiles, "residue": _Residues, "earlier": _Earlier}
 
 
-class Stride(_Part):
-    """(i - j) mod l == 0, j <= i (j < i when ``strict``): causal attention per residue r = i mod l
-    over the nb positions a = i // l (the residue-major transpose)."""
-
-    def __init__(self, l: int, strict: bool = False):
-        super().__init__(l)
-        self.strict = strict
-
-    def _rm(self, t):  # (B, H, n, d) -> (B, H, l, nb, d) view
-        B, H, n, d = t.shape
-        return t.view(B, H, n // self.l, self.l, d).transpose(2, 3)
-
-    def _run(self, q, k, v, bwd=None):
-        B, H, n, d = q.shape
-        l, nb = self.l, n // self.l
-        a = torch.arange(nb, device=q.device)
-        bias = _bias((a[None, :] >= a[:, None]) if self.strict else (a[None, :] > a[:, None]), q.dtype)
-        qr, kr, vr = self._rm(q), self._rm(k), self._rm(v)
-        if bwd is None:
-            o, lse = q.new_empty(B, H, n, v.shape[-1]), q.new_empty(B, H, n)
-            orr, lr = self._rm(o), lse.view(B, H, nb, l).transpose(2, 3)
-        else:
-            lse, dsum, do, dq, dk, dv = bwd
-            lr, dr = lse.view(B, H, nb, l).transpose(2, 3), dsum.view(B, H, nb, l).transpose(2, 3)
-            dor, dqr, dkr, dvr = self._rm(do), self._rm(dq), self._rm(dk), self._rm(dv)
-        for r0, r1 in _chunks(l, B * H * nb * nb, CHUNK_ELEMENTS):
-            qc, kc, vc = qr[:, :, r0:r1], kr[:, :, r0:r1], vr[:, :, r0:r1]
-            if bwd is None:
-                oc, lc = _fwd_core(qc, kc, vc, bias)
-                orr[:, :, r0:r1] = oc
-                lr[:, :, r0:r1] = lc
-            else:
-                grads = _bwd_core(qc, kc, vc, bias, lr[:, :, r0:r1, :, None], dr[:, :, r0:r1, :, None],
-                                  dor[:, :, r0:r1])
-                for grad, acc in zip(grads, (dqr, dkr, dvr)):
-                    acc[:, :, r0:r1] += grad
-        return None if bwd else (o, lse)
-
-    def forward(self, q, k, v):
-        return self._run(q, k, v)
-
-    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):
-        self._run(q, k, v, (lse, dsum, do, dq, dk, dv))
+def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
+    """The runs computing ``pattern`` for heads of the given summary ranks, read from the parts table."""
+    out = []
+    for part in P.parts(pattern):
+        p = plan(part, pattern, l, c, tuple(ranks), nb)
+        if p.kind == "empty":
+            continue
+        if p.layout not in _RUNNERS:
+            raise ValueError(f"the CPU kernel has no layout {p.layout!r} (part {part} of {pattern!r})")
+        out.append(_RUNNERS[p.layout](p, l))
+    return out
 
 
-class Summary(_Part):
-    """j mod l in [lo_h, lo_h + c) for head h, j <= i (key block < query block when ``strict``)."""
-
-    def __init__(self, l: int, c: int, lo: list[int], strict: bool = False):
-        super().__init__(l)
-        self.c, self.lo, self.strict = c, lo, strict
-
-    def _index(self, nb, device):
-        base = (torch.arange(nb, device=device)[:, None] * self.l + torch.arange(self.c, device=device)[None, :])
-        lo = torch.tensor(self.lo, device=device)
-        return lo[:, None] + base.reshape(1, -1)  # (H, nb*c) key positions per head
-
-    def _chunks(self, nb, per_row):
-        """Query-block chunks [g0, g1) sized by the keys they actually meet (a staircase)."""
-        g0 = 0
-        while g0 < nb:
-            g1 = g0 + 1
-            while g1 < nb and (g1 + 1 - g0) * self.l * (g1 + 1) * self.c * per_row <= CHUNK_ELEMENTS:
-                g1 += 1
-            yield g0, g1
-            g0 = g1
-
-    def _run(self, q, k, v, bwd=None):
-        B, H, n, d = q.shape
-        l, c, nb = self.l, self.c, n // self.l
-        idx = self._index(nb, q.device)
-        gk = lambda t: torch.gather(t, 2, idx[None, :, :, None].expand(B, H, nb * c, t.shape[-1]))  # noqa: E731
-        ks, vs = gk(k), gk(v)
-        if bwd is None:
-            o, lse = q.new_zeros(B, H, n, v.shape[-1]), q.new_full((B, H, n), NEG_INF)
-        else:
-            lse, dsum, do, dq, dk, dv = bwd
-            dks, dvs = torch.zeros_like(ks), torch.zeros_like(vs)
-        for g0, g1 in self._chunks(nb, B * H):
-            kend = (g1 - 1 if self.strict else g1) * c
-            if kend == 0:
-                continue
-            sl = slice(g0 * l, g1 * l)
-            i = torch.arange(g0 * l, g1 * l, device=q.device)
-            if self.strict:
-                bias = _bias((torch.arange(kend, device=q.device)[None, :] // c) >= (i[:, None] // l), q.dtype)
-            else:
-                bias = _bias(idx[:, None, :kend] > i[None, :, None], q.dtype)  # (H, rows, keys)
-            if bwd is None:
-                oc, lc = _fwd_core(q[:, :, sl], ks[:, :, :kend], vs[:, :, :kend], bias)
-                o[:, :, sl] = oc
-                lse[:, :, sl] = lc
-            else:
-                gq, gks, gvs = _bwd_core(q[:, :, sl], ks[:, :, :kend], vs[:, :, :kend], bias,
-                                         lse[:, :, sl, None], dsum[:, :, sl, None], do[:, :, sl])
-                dq[:, :, sl] += gq
-                dks[:, :, :kend] += gks
-                dvs[:, :, :kend] += gvs
-        if bwd is None:
-            return o, lse
-        dk.scatter_add_(2, idx[None, :, :, None].expand(B, H, nb * c, dk.shape[-1]), dks)
-        dv.scatter_add_(2, idx[None, :, :, None].expand(B, H, nb * c, dv.shape[-1]), dvs)
-        return None
-
-    def forward(self, q, k, v):
-        return self._run(q, k, v)
-
-    def backward(self, q, k, v, lse, dsum, do, dq, dk, dv):
-        self._run(q, k, v, (lse, dsum, do, dq, dk, dv))
-
-
-def parts_for(pattern: str, l: int, c: int | None, heads: int) -> list[_Part]:
-    """The parts whose union (one softmax, no key counted twice) is ``pattern`` on ``heads`` heads
-    (head h of the group uses summary sub-block h)."""
-    from repro.models.patterns import summary_offsets
-
-    lo = [summary_offsets(l, c, h)[0] for h in range(heads)] if pattern in ("fixed", "summary") else None
-    if pattern == "local":
-        return [Band(l)]
-    if pattern == "stride":
-        return [Stride(l)]
-    if pattern == "strided":
-        return [Band(l), Stride(l, strict=True)]
-    if pattern == "block":
-        return [Block(l)]
-    if pattern == "summary":
-        return [Summary(l, c, lo)]
-    if pattern == "fixed":
-        return [Block(l), Summary(l, c, lo, strict=True)]
-    raise ValueError(f"blocked kernel has no parts for pattern {pattern!r}")
-
-
-class BlockedAttention(torch.autograd.Function):
+class PartsAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, parts, scale):
-        with torch.no_grad():
-            qs = q * scale
-            outs = [p.forward(qs, k, v) for p in parts]
-            if len(outs) == 1:
-                o, lse = outs[0]
-            else:
-                lse = torch.logsumexp(torch.stack([x[1] for x in outs]), dim=0)
-                safe = torch.nan_to_num(lse, neginf=0.0)
-                o = outs[0][0].mul_(torch.exp(outs[0][1] - safe).unsqueeze(-1))
-                for op, lp in outs[1:]:
-                    o.add_(op.mul_(torch.exp(lp - safe).unsqueeze(-1)))
-                del outs
-        ctx.save_for_backward(qs, k, v, o, lse)
-        ctx.parts, ctx.scale = parts, scale
+    def forward(ctx, q, k, v, runs, scale):
+        B, H, n, _ = q.shape
+        o = q.new_zeros(B, H, n, v.shape[-1])
+        lse = q.new_full((B, H, n), NEG_INF)
+        for i, run in enumerate(runs):
+            run.forward(q, k, v, o, lse, scale, first=i == 0)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.runs, ctx.scale = runs, scale
         return o
 
     @staticmethod
     def backward(ctx, do):
-        qs, k, v, o, lse = ctx.saved_tensors
+        q, k, v, o, lse = ctx.saved_tensors
         do = do.contiguous()
-        with torch.no_grad():
-            safe = torch.nan_to_num(lse, neginf=0.0)
-            dsum = (do * o).sum(-1)
-            dq, dk, dv = torch.zeros_like(qs), torch.zeros_like(k), torch.zeros_like(v)
-            for p in ctx.parts:
-                p.backward(qs, k, v, safe, dsum, do, dq, dk, dv)
-            dq.mul_(ctx.scale)
+        lse = lse.masked_fill(lse.isneginf(), 0.0)  # rows without keys: every part's P is 0 there
+        first = bool(ctx.runs) and ctx.runs[0].covers_all()  # the first run copies in: no zero fill
+        new = torch.empty_like if first else torch.zeros_like
+        dq, dk, dv = new(q), new(k), new(v)
+        for i, run in enumerate(ctx.runs):
+            run.backward(do, q, k, v, o, lse, ctx.scale, dq, dk, dv, first and i == 0)
         return dq, dk, dv, None, None
 
 
-def blocked_attention(q, k, v, pattern: str, stride: int, c: int | None = None, scale: float | None = None):
-    """Sparse attention of one head group; q, k (B, H, n, dk), v (B, H, n, dv); any n (padded to a
-    multiple of ``stride`` internally: padding sits after every real position, so causality hides it)."""
+def _flat_ok(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself when (B, H, n, d) views as (B*H, n, d) (every layout is then a view), else a copy."""
+    try:
+        t.view(-1, *t.shape[2:])
+        return t
+    except RuntimeError:
+        return t.contiguous()
+
+
+def blocked_attention(q, k, v, pattern: str, stride: int, c: int | None = None, ranks=None,
+                      scale: float | None = None):
+    """Sparse attention of one head group on CPU; q, k (B, H, n, dk), v (B, H, n, dv); head h uses summary
+    rank ``ranks[h]`` (default h). Any n: padded to a multiple of ``stride`` (padding sits after every
+    real position, so causality hides it). Half-precision inputs are computed in float32."""
+    if q.device.type != "cpu":
+        raise ValueError(f"attention impl 'blocked' runs on CPU, got a {q.device.type} tensor (use 'flex' on CUDA)")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    dtype = q.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        q, k, v = q.float(), k.float(), v.float()
     n, l = q.shape[2], stride
     pad = (-n) % l
     if pad:
         q, k, v = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    with torch.autocast(q.device.type, enabled=False):
-        o = BlockedAttention.apply(q, k, v, parts_for(pattern, l, c, q.shape[1]), scale)
-    return o[:, :, :n] if pad else o
+    dv = v.shape[-1]
+    if q.shape[-1] != dv:  # the fused kernel wants one head size: zero columns change no score, no output
+        w = max(q.shape[-1], dv)
+        q, k, v = (torch.nn.functional.pad(t, (0, w - t.shape[-1])) for t in (q, k, v))
+    q, k, v = _flat_ok(q), _flat_ok(k), _flat_ok(v)
+    ranks = list(range(q.shape[1])) if ranks is None else list(ranks)
+    runs = runs_for(pattern, l, c, ranks, q.shape[2] // l)
+    with torch.autocast("cpu", enabled=False):
+        o = PartsAttention.apply(q, k, v, runs, scale)
+    return o[:, :, :n, :dv].to(dtype)

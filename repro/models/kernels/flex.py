@@ -1,25 +1,27 @@
-"""CUDA path: FlexAttention with block masks (torch.nn.attention.flex_attention).
+"""CUDA path: FlexAttention with block masks (torch.nn.attention.flex_attention), reading the parts table.
 
-Each part of a pattern (see :mod:`repro.models.kernels.blocked`) runs as one FlexAttention call on a
-layout in which the part is block-sparse at the kernel's 128 x 128 tile granularity, so zero tiles
-are skipped:
+The parts of a pattern (:data:`repro.models.patterns.PARTS`) run in three coordinate systems, one
+FlexAttention call each, whose mask function is the union of its parts' predicates evaluated at the
+original positions, so zero tiles (128 x 128) are skipped:
 
-* ``band`` / ``block``: natural order (a diagonal band of width l / the diagonal l x l blocks);
-* ``stride``: the residue-major permutation i = a*l + r -> r*nb + a turns it into causal attention
-  inside contiguous segments of nb positions (block diagonal); in natural order it would touch
-  every tile;
-* ``summary``: the c summary keys of each block are gathered per head into a short key sequence
-  (nb*c keys), a causal-looking staircase of tiles.
+* natural order: the ``own`` and ``previous`` parts (block diagonal, or a band of width l);
+* residue-major order (position a*l + r at r*nb + a): the ``residue`` part, causal attention inside
+  contiguous segments of nb positions (in natural order it would touch every tile);
+* gathered keys: the ``earlier`` part attends to each head's summary columns of every block, gathered
+  into nb*c' keys (the plan's offsets), a staircase of tiles.
 
-Parts are unioned in one softmax by combining their outputs with their log-sum-exps (FlexAttention
-differentiates through the returned lse). Forward works on CPU too (eager, no grad: used by the CPU
-tests to check the masks); backward needs CUDA.
+The calls merge in one softmax through their log-sum-exps (FlexAttention differentiates through the
+returned lse), in float32. Half-precision inputs stay half in the kernels (fp32 accumulation). Forward
+works on CPU too (eager, no grad: the CPU tests check the masks); backward needs CUDA.
 """
 from __future__ import annotations
 
 import math
 
 import torch
+
+from repro.models import patterns as P
+from repro.models.kernels.plan import plan
 
 BLOCK_SIZE = 128
 _COMPILED = None
@@ -43,8 +45,8 @@ def _flex_fn(device: torch.device):
     if _COMPILED is None:
         import torch._dynamo.config as dcfg
 
-        # one graph per (part, shape); the default limit of 8 would silently fall back to eager
-        # FlexAttention, which materialises the scores
+        # one graph per (coordinate system, shape); the default limit of 8 would silently fall back to
+        # eager FlexAttention, which materialises the scores
         for name in ("cache_size_limit", "recompile_limit"):
             if hasattr(dcfg, name):
                 setattr(dcfg, name, max(64, getattr(dcfg, name)))
@@ -69,83 +71,84 @@ def _call(q, k, v, block_mask, scale):
     return o, aux.lse
 
 
-def _band(q, k, v, l, scale):
-    n = q.shape[2]
+class _Group:
+    """The head group's geometry on the device: ``g(h)`` is head h's :class:`~repro.models.patterns.Geometry`."""
 
+    def __init__(self, pattern, l, c, ranks, device):
+        self.pattern, self.l, self.c, self.ranks = pattern, l, c, tuple(ranks)
+        g = P.geometry(pattern, l, c, self.ranks)
+        self.lo = None if g.lo is None else torch.as_tensor(g.lo.reshape(-1), device=device)
+        self.key = (pattern, l, c, self.ranks)
+
+    def g(self, h):
+        return P.Geometry(self.l, self.c, None if self.lo is None else self.lo[h])
+
+
+def _natural(q, k, v, group, ps, scale):
     def mm(b, h, qi, ki):
-        return (ki <= qi) & (qi - ki < l)
+        return P.union_of(ps, qi, ki, group.g(h))
 
-    return _call(q, k, v, _block_mask(("band", l), mm, None, n, n, q.device), scale)
-
-
-def _block(q, k, v, l, scale):
     n = q.shape[2]
-
-    def mm(b, h, qi, ki):
-        return (ki <= qi) & (qi // l == ki // l)
-
-    return _call(q, k, v, _block_mask(("block", l), mm, None, n, n, q.device), scale)
+    return _call(q, k, v, _block_mask(("natural", group.key, ps), mm, q.shape[1], n, n, q.device), scale)
 
 
-def _stride(q, k, v, l, scale, strict):
+def _residue(q, k, v, group, ps, scale):
     B, H, n, _ = q.shape
-    nb = n // l
+    l, nb = group.l, n // group.l
+
+    def pos(p):  # residue-major index -> original position
+        return (p % nb) * l + p // nb
+
+    def mm(b, h, qi, ki):
+        return P.union_of(ps, pos(qi), pos(ki), group.g(h))
+
     rm = lambda t: t.view(B, H, nb, l, t.shape[-1]).transpose(2, 3).reshape(B, H, n, t.shape[-1])  # noqa: E731
+    o, lse = _call(rm(q), rm(k), rm(v), _block_mask(("residue", group.key, ps), mm, H, n, n, q.device), scale)
+    return (o.view(B, H, l, nb, -1).transpose(2, 3).reshape(B, H, n, -1),
+            lse.view(B, H, l, nb).transpose(2, 3).reshape(B, H, n))
+
+
+def _earlier(q, k, v, group, part, scale):
+    B, H, n, _ = q.shape
+    l, nb = group.l, n // group.l
+    offs = torch.as_tensor(plan(part, group.pattern, l, group.c, group.ranks, nb).offsets, device=q.device)
+    cc = offs.shape[1]
+    pos = (torch.arange(nb, device=q.device)[:, None] * l + offs[:, None, :]).reshape(H, nb * cc)  # (H, K)
+    ks, vs = (torch.gather(t, 2, pos[None, :, :, None].expand(B, H, nb * cc, t.shape[-1])) for t in (k, v))
 
     def mm(b, h, qi, ki):
-        same = qi // nb == ki // nb
-        return same & ((ki < qi) if strict else (ki <= qi))
+        return part.mask(qi, pos[h, ki], group.g(h))
 
-    o, lse = _call(rm(q), rm(k), rm(v), _block_mask(("stride", l, strict), mm, None, n, n, q.device), scale)
-    o = o.view(B, H, l, nb, -1).transpose(2, 3).reshape(B, H, n, -1)
-    lse = lse.view(B, H, l, nb).transpose(2, 3).reshape(B, H, n)
-    return o, lse
+    return _call(q, ks, vs, _block_mask(("earlier", group.key, part), mm, H, n, nb * cc, q.device), scale)
 
 
-def _summary(q, k, v, l, c, lo, scale, strict):
-    B, H, n, _ = q.shape
-    nb = n // l
-    lo_t = torch.tensor(lo, device=q.device)
-    base = (torch.arange(nb, device=q.device)[:, None] * l + torch.arange(c, device=q.device)[None, :]).reshape(-1)
-    idx = lo_t[:, None] + base[None, :]  # (H, nb*c)
-    ks, vs = (torch.gather(t, 2, idx[None, :, :, None].expand(B, H, nb * c, t.shape[-1])) for t in (k, v))
-    if strict:
-        def mm(b, h, qi, ki):
-            return (ki // c) < (qi // l)
-
-        bm = _block_mask(("summary", l, c, True), mm, None, n, nb * c, q.device)
-    else:
-        def mm(b, h, qi, ki):
-            return (ki // c) * l + lo_t[h] + ki % c <= qi
-
-        bm = _block_mask(("summary", l, c, False, tuple(lo)), mm, H, n, nb * c, q.device)
-    return _call(q, ks, vs, bm, scale)
-
-
-def flex_attention_pattern(q, k, v, pattern: str, stride: int, c: int | None = None, scale: float | None = None):
+def flex_attention_pattern(q, k, v, pattern: str, stride: int, c: int | None = None, ranks=None,
+                           scale: float | None = None):
     """Sparse attention of one head group with FlexAttention (same contract as ``blocked_attention``)."""
-    from repro.models.patterns import summary_offsets
-
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     n, l = q.shape[2], stride
     pad = (-n) % l
     if pad:
         q, k, v = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-    lo = [summary_offsets(l, c, h)[0] for h in range(q.shape[1])] if pattern in ("fixed", "summary") else None
-    parts = {
-        "local": lambda: [_band(q, k, v, l, scale)],
-        "stride": lambda: [_stride(q, k, v, l, scale, False)],
-        "strided": lambda: [_band(q, k, v, l, scale), _stride(q, k, v, l, scale, True)],
-        "block": lambda: [_block(q, k, v, l, scale)],
-        "summary": lambda: [_summary(q, k, v, l, c, lo, scale, False)],
-        "fixed": lambda: [_block(q, k, v, l, scale), _summary(q, k, v, l, c, lo, scale, True)],
-    }[pattern]()
-    if len(parts) == 1:
-        o, lse = parts[0]
-        # rows without keys: FlexAttention already returns 0 there
+    ranks = list(range(q.shape[1])) if ranks is None else list(ranks)
+    group = _Group(pattern, l, c, ranks, q.device)
+    live = [p for p in P.parts(pattern) if plan(p, pattern, l, c, tuple(ranks), q.shape[2] // l).kind != "empty"]
+    for p in live:
+        if p.layout not in ("own", "previous", "residue", "earlier"):
+            raise ValueError(f"flex has no coordinates for layout {p.layout!r} (part {p} of {pattern!r})")
+    calls = []
+    natural = tuple(p for p in live if p.layout in ("own", "previous"))
+    if natural:
+        calls.append(_natural(q, k, v, group, natural, scale))
+    residue = tuple(p for p in live if p.layout == "residue")
+    if residue:
+        calls.append(_residue(q, k, v, group, residue, scale))
+    calls += [_earlier(q, k, v, group, p, scale) for p in live if p.layout == "earlier"]
+    if len(calls) == 1:
+        o = calls[0][0]  # rows without keys: FlexAttention returns 0 there
     else:
-        lses = torch.stack([p[1].float() for p in parts])
+        lses = torch.stack([lp.float() for _, lp in calls])
         tot = torch.logsumexp(lses, dim=0)
-        tot = torch.where(torch.isinf(tot), torch.zeros_like(tot), tot)
-        o = sum(torch.exp(lp - tot).unsqueeze(-1).to(op.dtype) * op for (op, _), lp in zip(parts, lses))
+        tot = tot.masked_fill(tot.isneginf(), 0.0)
+        o = sum(torch.exp(lp - tot).unsqueeze(-1) * op.float() for (op, _), lp in zip(calls, lses)).to(q.dtype)
     return o[:, :, :n] if pad else o

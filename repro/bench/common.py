@@ -1,0 +1,99 @@
+"""Shared by the benchmarks that compare cases against a baseline: interleaved timing, paired speed-ups,
+and peak memory from a fresh process.
+
+Timing interleaves the cases round by round (baseline, case 1, case 2, baseline, ...) after one warm-up
+of each, so a shared machine's load drifts over all of them alike; a case's speed-up is the median over
+rounds of baseline time / case time in the same round.
+
+Peak memory on CPU: a fresh process per case (``python -m MODULE --worker``) whose large allocations come
+straight from mmap and go back on free (``MALLOC_MMAP_THRESHOLD_``), so its resident set follows live
+tensors; the peak is ``VmHWM`` after the measured call minus the resident set just before it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def reset_peak_rss() -> None:
+    """Reset ``VmHWM`` to the current resident set where the kernel allows it (``/proc/self/clear_refs``)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_rss_bytes() -> int:
+    """The resident set's high-water mark (``VmHWM``: unlike ``ru_maxrss`` it includes the current set)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def interleaved(fns: dict[str, Callable[[], None]], repeats: int, sync: Callable[[], None] = lambda: None,
+                errors: dict[str, str] | None = None,
+                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Seconds of each function per round: one untimed warm-up each, then ``repeats`` rounds in turn.
+    A function that raises is dropped (its message goes to ``errors``). ``cpu`` receives the process's
+    CPU seconds per round (all threads: on a loaded CPU a steadier measure of the work than wall time)."""
+    live = dict(fns)
+    for name, fn in list(live.items()):
+        try:
+            fn()
+            sync()
+        except Exception as err:  # one failing case (e.g. out of memory) must not lose the others
+            if errors is None:
+                raise
+            errors[name] = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+            del live[name]
+    times: dict[str, list[float]] = {name: [] for name in live}
+    for _ in range(repeats):
+        for name, fn in live.items():
+            sync()
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            sync()
+            times[name].append(time.perf_counter() - t0)
+            if cpu is not None:
+                cpu.setdefault(name, []).append(time.process_time() - c0)
+    return times
+
+
+def paired_speedup(base: list[float], times: list[float]) -> float | None:
+    """Median over rounds of base / case (None without rounds)."""
+    return statistics.median(b / t for b, t in zip(base, times)) if times else None
+
+
+def median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def run_worker(module: str, payload: dict, env: dict | None = None):
+    """``python -m module --worker JSON`` in a fresh process (OMP_WAIT_POLICY=PASSIVE unless set: on a
+    shared CPU spinning OpenMP barriers make every parallel region cost a time slice); its last stdout
+    line parsed as JSON, or ``{"error": ...}``."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    proc = subprocess.run([sys.executable, "-m", module, "--worker", json.dumps(payload)],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def memory_env() -> dict:
+    return {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 16)}
