@@ -1,4 +1,9 @@
-"""The ``repro`` command. Thin: parse, call the modules, print. UserError -> one line, exit status 2."""
+"""The ``repro`` command. Thin: parse, call the modules, print.
+
+Exit status: 0 done; 1 a run failed, or a write failed (StoreError, one line); 2 bad input (UserError,
+one line); 3 a run was skipped because another process trains it; 128 + N stopped by signal N
+(``repro run``: 143 SIGTERM, 130 SIGINT, after checkpointing at a step boundary).
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +13,9 @@ import sys
 from pathlib import Path
 
 from repro import manifest as manifests
-from repro.errors import UserError
-from repro.store import RunDir, results_root, table
+from repro import signals
+from repro.errors import StoreError, UserError
+from repro.store import CorruptFile, RunDir, results_root, scan
 
 BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention"}
 
@@ -25,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except StoreError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except signals.Interrupted as err:
+        print(f"interrupted by {err.name}: {err.detail or 'no run was training'}", file=sys.stderr)
+        return err.exit_status
     except KeyboardInterrupt:
         print("interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint",
               file=sys.stderr)
@@ -155,6 +167,9 @@ def cmd_run(args) -> int:
     from repro import runner
     from repro.tracking import resolve_mode
 
+    signals.install()
+    if args.devices < 1:
+        raise UserError(f"--devices {args.devices}: allowed: a positive number of devices")
     m = manifests.resolve(args.name)
     if m.base is None:
         print(f"{m.name} trains nothing; `repro report {m.name}` draws it")
@@ -163,33 +178,40 @@ def cmd_run(args) -> int:
     root = _root(args)
     if args.dry_run:
         for s in specs:
-            state = RunDir(root, m.name, s.run_id).summary().get("status", "to run")
+            try:
+                state = RunDir(root, m.name, s.run_id).summary().get("status", "to run")
+            except CorruptFile:
+                state = "corrupt summary: redone by run"
             print(f"{s.run_id}  {s.cell_name}  [{state}]")
         return 0
     mode = resolve_mode(args.no_wandb)
-    failed = 0
+    failed = busy = 0
     for i, spec in enumerate(specs, 1):
         print(f"[{i}/{len(specs)}] {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, "
               f"data {spec.data.label})", flush=True)
         outcome = runner.run_spec(spec, m, root, devices=args.devices, wandb_mode=mode)
         s = outcome.summary
-        if outcome.status == "failed":
-            failed += 1
+        if outcome.status in ("failed", "busy"):
+            failed += outcome.status == "failed"
+            busy += outcome.status == "busy"
             continue
         scores = " / ".join(f"{split} {s[f'{split}_bits']:.4f}" for split in spec.eval.splits if f"{split}_bits" in s)
         print(f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
               f"on {s.get('dataset')}", flush=True)
-    return 1 if failed else 0
+    return 1 if failed else 3 if busy else 0
 
 
 def cmd_status(args) -> int:
     root = _root(args)
-    runs = table(root, manifests.resolve(args.name).name if args.name else None)
-    if runs.empty:
+    runs, corrupt = scan(root, manifests.resolve(args.name).name if args.name else None)
+    if runs.empty and not corrupt:
         print(f"no stored runs under {root}/runs")
         return 0
-    cols = [c for c in ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits") if c in runs]
-    _print_table(cols, [tuple(_fmt(r[c]) for c in cols) for _, r in runs.iterrows()])
+    if not runs.empty:
+        cols = [c for c in ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits") if c in runs]
+        _print_table(cols, [tuple(_fmt(r[c]) for c in cols) for _, r in runs.iterrows()])
+    for line in corrupt:
+        print(f"corrupt: {line}")
     return 0
 
 
