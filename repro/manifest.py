@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from repro import claims
+from repro import claims, safeyaml
 from repro.errors import UserError
 from repro.spec import RunSpec, SpecError, build_run
+from repro.store import check_name
 
 TOP_KEYS = {"name", "title", "paper", "renders", "description", "base", "grid", "scales", "reference",
             "requires", "claims", "parts", "notes"}
@@ -119,13 +118,9 @@ def load(path: str | Path) -> Manifest:
     """Read and validate one manifest file (every scale is expanded once to check it)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ManifestError(f"{where}: YAML syntax error: {getattr(err, 'problem', None) or err}") from None
-    except OSError as err:
-        raise ManifestError(f"{path}: cannot read: {err.strerror}") from None
+        data = safeyaml.read(path)
+    except safeyaml.YamlError as err:
+        raise ManifestError(str(err)) from None
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: expected a mapping at the top level")
     unknown = sorted(set(data) - TOP_KEYS)
@@ -137,6 +132,10 @@ def load(path: str | Path) -> Manifest:
     for key in ("name", "title", "paper"):
         if not isinstance(data[key], str):
             raise ManifestError(f"{path}: {key}: expected a string, got {data[key]!r}")
+    try:
+        check_name(data["name"])
+    except UserError as err:
+        raise ManifestError(f"{path}: {err}") from None
     for key in ("base", "grid", "scales", "reference"):
         if not isinstance(data.get(key) or {}, dict):
             raise ManifestError(f"{path}: {key}: expected a mapping")
@@ -339,8 +338,8 @@ def discover(root: Path | None = None) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for path in sorted(root.rglob("*.yaml")):
         try:
-            name = (yaml.safe_load(path.read_text()) or {}).get("name")
-        except (yaml.YAMLError, AttributeError):
+            name = (safeyaml.read(path) or {}).get("name")
+        except (UserError, AttributeError):
             name = None
         found[name if isinstance(name, str) else str(path)] = path
     return found
