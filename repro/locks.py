@@ -18,14 +18,21 @@ from repro.atomic import make_dirs, store_error
 
 class FileLock:
     """``with FileLock(path, wait=False) as lock``: ``lock.held`` says whether we got it; if not,
-    ``lock.holder`` is what the holder recorded. ``wait=True`` blocks until the lock is free."""
+    ``lock.holder`` is what the holder recorded. ``wait=True`` blocks until the lock is free;
+    ``remove=True`` deletes the lock file on release (a waiter then retries on the new file)."""
 
-    def __init__(self, path: Path, wait: bool = False):
-        self.path, self.wait = path, wait
+    def __init__(self, path: Path, wait: bool = False, remove: bool = False):
+        self.path, self.wait, self.remove = path, wait, remove
         self.held, self.holder, self._fd = False, "", -1
 
     def __enter__(self) -> "FileLock":
         make_dirs(self.path.parent)
+        while not self._acquire():
+            pass
+        return self
+
+    def _acquire(self) -> bool:
+        """One attempt; False when the file we locked was removed meanwhile (then try again)."""
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as err:
@@ -38,7 +45,14 @@ class FileLock:
             self.holder = _read(self._fd) or "an unknown process"
             os.close(self._fd)
             self._fd = -1
-            return self
+            return True
+        try:
+            current = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current != os.fstat(self._fd).st_ino:  # its holder removed it as we waited
+            os.close(self._fd)
+            return False
         self.held = True
         record = f"host {socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n"
         try:
@@ -46,11 +60,13 @@ class FileLock:
             os.pwrite(self._fd, record.encode(), 0)
         except OSError:
             pass  # the lock holds without the record (a full disk): others then see "an unknown process"
-        return self
+        return True
 
     def __exit__(self, *exc) -> None:
         if self._fd >= 0:
-            os.close(self._fd)  # releases the lock; the record stays (it is read only while locked)
+            if self.remove:
+                self.path.unlink(missing_ok=True)
+            os.close(self._fd)  # releases the lock; a record left is read only while someone holds it
             self._fd, self.held = -1, False
 
 

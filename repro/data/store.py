@@ -93,8 +93,9 @@ def load_array(directory: Path, split: str) -> np.ndarray:
 
 
 def lock(target: Path) -> FileLock:
-    """The lock of one dataset directory (preparation waits for it; see :func:`building`)."""
-    return FileLock(target.parent / f".{target.name}.lock", wait=True)
+    """The lock of one dataset directory (preparation waits for it; see :func:`building`); its file
+    goes with the preparation, so the data root holds only datasets."""
+    return FileLock(target.parent / f".{target.name}.lock", wait=True, remove=True)
 
 
 @contextlib.contextmanager
