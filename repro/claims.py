@@ -80,6 +80,11 @@ def parse(check: str) -> tuple[ast.Expression, list[tuple[str, dict[str, str]]]]
             raise ClaimError(f"claim {check!r}: unknown name {node.id!r} (write metric[key=value])")
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS):
             raise ClaimError(f"claim {check!r}: only {', '.join(_FUNCTIONS)} may be called")
+        if isinstance(node, ast.Constant) and (isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
+            raise ClaimError(f"claim {check!r}: constant {node.value!r} is not a number")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant) \
+                and node.right.value == 0:
+            raise ClaimError(f"claim {check!r}: division by zero")
     return tree, selections
 
 
@@ -102,6 +107,8 @@ def _judge(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
         result = _eval(tree.body, values)
     except NotEvaluable as why:
         return Verdict("not evaluable", str(why))
+    except ZeroDivisionError:
+        return Verdict("not evaluable", "a stored value divides by zero")
     shown = "; ".join(f"{m}[{', '.join(f'{k}={v}' for k, v in f.items())}] = {_fmt(values[f'_s{i}'])}"
                       for i, (m, f) in enumerate(selections))
     holds = bool(_as_series(result).all()) if isinstance(result, pd.Series) else bool(result)

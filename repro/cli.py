@@ -1,4 +1,9 @@
-"""The ``repro`` command. Thin: parse, call the modules, print. UserError -> one line, exit status 2."""
+"""The ``repro`` command. Thin: parse, call the modules, print.
+
+Exit status: 0 done; 1 a run failed, or a write failed (StoreError, one line); 2 bad input (UserError,
+one line); 3 a run was skipped because another process trains it; 128 + N stopped by signal N
+(``repro run``: 143 SIGTERM, 130 SIGINT, after checkpointing at a step boundary).
+"""
 from __future__ import annotations
 
 import argparse
@@ -13,10 +18,11 @@ import shtab
 
 from repro import lookup, overrides, progress, store
 from repro import manifest as manifests
-from repro.errors import UserError
+from repro import signals
+from repro.errors import StoreError, UserError
 from repro.manifest import DEFAULT_SCALE
 from repro.progress import say
-from repro.store import RunDir, results_root, table
+from repro.store import CorruptFile, RunDir, results_root, scan
 
 BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention", "st-step": "repro.bench.st_step"}
 
@@ -36,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except StoreError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except signals.Interrupted as err:
+        print(f"interrupted by {err.name}: {err.detail or 'no run was training'}", file=sys.stderr)
+        return err.exit_status
     except KeyboardInterrupt:
         print("interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint",
               file=sys.stderr)
@@ -249,6 +261,9 @@ def cmd_run(args) -> int:
     from repro import data, runner
     from repro.tracking import resolve_mode
 
+    signals.install()
+    if args.devices < 1:
+        raise UserError(f"--devices {args.devices}: allowed: a positive number of devices")
     found = _select(args)
     plan = lookup.with_parts(found, _args(args))
     for m in [m for m in plan if m.base is None]:
@@ -260,52 +275,78 @@ def cmd_run(args) -> int:
     _save(args, found)
     if args.dry_run:
         for m, s in specs:
-            state = RunDir(root, m.name, s.run_id).summary().get("status", "to run")
+            state = _state(RunDir(root, m.name, s.run_id))
             why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
             print(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
         return 0
     for name, options in {(s.data.name, tuple(sorted(s.data.options().items()))): 0 for _, s in specs}:
         data.ensure(name, say, **dict(options))
     known = manifests.discover()
-    for m in plan:  # remember manifests that discovery does not find, so that their name works later
-        if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
-            store.record_source(root, m.name, m.path, m.args)
     mode = resolve_mode(args.no_wandb)
-    failed, started = 0, time.monotonic()
+    failed = busy = 0
+    started = time.monotonic()
     for i, (m, spec) in enumerate(specs, 1):
         left = sum(s.train.steps for n, s in specs[i - 1:] if not RunDir(root, n.name, s.run_id).finished)
         line = progress.plan_line(i, len(specs), time.monotonic() - started, left, _per_step(root, specs))
         say(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
-        outcome = runner.run_spec(spec, m, root, devices=args.devices, wandb_mode=mode)
+        try:
+            outcome = runner.run_spec(spec, m, root, devices=args.devices, wandb_mode=mode)
+        finally:  # bad data writes nothing; once a run is stored, the store knows its manifest's name
+            if RunDir(root, m.name, spec.run_id).path.exists():
+                _remember(root, m, known)
         s = outcome.summary
-        if outcome.status == "failed":
-            failed += 1
+        if outcome.status in ("failed", "busy"):
+            failed += outcome.status == "failed"
+            busy += outcome.status == "busy"
             continue
         scores = " / ".join(f"{split} {s[f'{split}_bits']:.4f}" for split in spec.eval.splits if f"{split}_bits" in s)
         say(f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
             f"on {s.get('dataset')}")
-    return 1 if failed else 0
+    return 1 if failed else 3 if busy else 0
+
+
+def _state(run: RunDir) -> str:
+    """A run's status as `repro run` sees it (a corrupt summary or spec: the run is redone)."""
+    try:
+        state = run.summary().get("status", "to run")
+    except CorruptFile:
+        return "corrupt summary: redone by run"
+    return "corrupt spec: redone by run" if state == "finished" and not run.finished else state
+
+
+def _remember(root: Path, m, known: dict[str, Path]) -> None:
+    """Record a manifest that discovery does not find (or one with overrides), so that its name works later."""
+    if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
+        store.record_source(root, m.name, m.path, m.args)
 
 
 def _per_step(root: Path, specs: list) -> float | None:
     """Mean stored seconds per step of the finished runs among ``specs`` (None before any)."""
-    known = [RunDir(root, m.name, s.run_id).summary() for m, s in specs]
-    values = [k["seconds_per_step"] for k in known if k.get("status") == "finished" and k.get("seconds_per_step")]
+    runs = [RunDir(root, m.name, s.run_id) for m, s in specs]
+    known = [run.summary() for run in runs if run.finished]  # a corrupt summary is not finished
+    values = [k["seconds_per_step"] for k in known if k.get("seconds_per_step")]
     return sum(values) / len(values) if values else None
 
 
 def cmd_status(args) -> int:
     root = _root(args)
     names = [m.name for m in _select(args)] if args.name else [None]
-    runs = [r for name in names for r in table(root, name).to_dict("records")]
+    scanned = [scan(root, name) for name in names]
+    runs = [r for frame, _ in scanned for r in frame.to_dict("records")]
+    corrupt = [line for _, lines in scanned for line in lines]
     cols = ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits")
     if args.json:
         print(json.dumps([{c: _json_value(r.get(c)) for c in cols} for r in runs], indent=2))
+        for line in corrupt:  # stdout stays one JSON document
+            print(f"corrupt: {line}", file=sys.stderr)
         return 0
-    if not runs:
+    if not runs and not corrupt:
         print(f"no stored runs under {root}/runs")
         return 0
-    _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in runs])
+    if runs:
+        _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in runs])
+    for line in corrupt:
+        print(f"corrupt: {line}")
     return 0
 
 

@@ -1,5 +1,13 @@
-"""User-facing errors: the CLI prints the message on one line and exits with status 2, no traceback."""
+"""Errors the CLI reports on one line, without a traceback.
+
+``UserError``: bad input (manifest, flag, missing data); exit status 2. ``StoreError``: the file system
+refused a write (disk full, read-only, permissions); exit status 1. Both messages name what and where.
+"""
 
 
 class UserError(Exception):
     """Bad input from the user (manifest, flag, missing data). The message names what and where."""
+
+
+class StoreError(Exception):
+    """A write to the run store or data root failed; the message names the path and the OS error."""

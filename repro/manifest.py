@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from repro import claims
+from repro import claims, safeyaml
 from repro.errors import UserError
 from repro.spec import RunSpec, SpecError, build_run
+from repro.store import check_name
 
 TOP_KEYS = {"name", "title", "paper", "renders", "description", "base", "grid", "scales", "reference",
             "requires", "claims", "parts", "notes", "set", "sweep"}
@@ -199,13 +198,9 @@ def _absolute_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ManifestError(f"{where}: YAML syntax error: {getattr(err, 'problem', None) or err}") from None
-    except OSError as err:
-        raise ManifestError(f"{path}: cannot read: {err.strerror}") from None
+        data = safeyaml.read(path)
+    except safeyaml.YamlError as err:
+        raise ManifestError(str(err)) from None
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: expected a mapping at the top level")
     return data
@@ -219,6 +214,10 @@ def build(data: dict[str, Any], path: Path, args: list[str] = ()) -> Manifest:
     for key in ("name", "title", "paper"):
         if not isinstance(data[key], str):
             raise ManifestError(f"{path}: {key}: expected a string, got {data[key]!r}")
+    try:
+        check_name(data["name"])
+    except UserError as err:
+        raise ManifestError(f"{path}: {err}") from None
     for key in ("base", "grid", "scales", "reference", "set", "sweep"):
         if not isinstance(data.get(key) or {}, dict):
             raise ManifestError(f"{path}: {key}: expected a mapping")
@@ -439,8 +438,8 @@ def discover(root: Path | None = None) -> dict[str, Path]:
         if path.relative_to(root).parts[0] == SHARED:
             continue
         try:
-            name = (yaml.safe_load(path.read_text()) or {}).get("name")
-        except (yaml.YAMLError, AttributeError):
+            name = (safeyaml.read(path) or {}).get("name")
+        except (UserError, AttributeError):
             name = None
         found[name if isinstance(name, str) else str(path)] = path
     return found

@@ -25,7 +25,7 @@ import pandas as pd
 from repro import analysis, claims
 from repro.analysis import Context, markdown_table, reference_for
 from repro.manifest import DEFAULT_SCALE, Manifest, ManifestError, discover, load, resolve
-from repro.store import table, write_atomic
+from repro.store import scan, table, write_atomic
 
 COLUMNS = ["status", "dataset", "valid_bits", "test_bits", "params", "flops_per_token", "avg_span",
            "seconds_per_step", "peak_memory_bytes", "steps"]
@@ -93,10 +93,11 @@ def _parts(manifest: Manifest, root: Path) -> dict[str, tuple[Manifest, pd.DataF
 
 def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     """Write the manifest's report; returns its path and the claims judged at every stored scale."""
-    runs = table(root, manifest.name)
+    runs, corrupt = scan(root, manifest.name)
     out_dir = root / "reports"
     lines = [f"# {manifest.title}", "", f"Manifest `{manifest.name}` ({manifest.path.name}), paper "
              f"`{manifest.paper}`.", ""]
+    lines += [f"- corrupt run, left out (`repro run` redoes it): {line}" for line in corrupt] + [""] * bool(corrupt)
     if manifest.description:
         lines += [manifest.description.strip(), ""]
     results: list[ClaimResult] = []

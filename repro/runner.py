@@ -1,36 +1,42 @@
 """One RunSpec -> Lightning fit -> full-split evaluation -> the run store (+ W&B).
 
-A run whose summary says ``finished`` is skipped. Otherwise it starts, or resumes from its
-``last.ckpt`` (model, optimizer, scheduler, data position, RNG and recurrent state all restored).
-A diverging run is marked ``failed`` and keeps its last good checkpoint.
+A run whose summary says ``finished`` is skipped. Otherwise its data is opened and checked (one-line
+errors before anything is written), its lock taken (a run another process trains is skipped, saying
+who), and it starts, or resumes from its newest good checkpoint (model, optimizer, scheduler, data
+position, RNG and recurrent state, training measurements all restored). SIGTERM/SIGINT checkpoint at
+the next step boundary and mark it ``interrupted``; a diverging run is marked ``failed`` and keeps its
+last good checkpoint; any other exception after training started marks it ``failed`` with the message.
 """
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
 
+from repro import checkpoints, signals
 from repro import data as datasets
-from repro.errors import UserError
+from repro.checkpoints import StoreCheckpointIO
+from repro.errors import StoreError, UserError
 from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
 from repro.progress import ProgressLines, say
 from repro.spec import RunSpec, build_run
-from repro.store import FAILED, FINISHED, RUNNING, RunDir, finished_twin
+from repro.store import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.tracking import StoreLogger, finish_wandb, wandb_logger
-from repro.training import AtomicCheckpoint, Diverged, LMDataModule, LMModule, TrainingMeter
+from repro.training import BoundaryCheckpoint, Diverged, LMDataModule, LMModule, TrainingMeter
 
 
 @dataclass
 class Outcome:
     spec: RunSpec
-    status: str  # finished | skipped | reused | failed
+    status: str  # finished | skipped | reused | failed | busy (another process trains it)
     summary: dict
 
 
@@ -56,6 +62,8 @@ def select(specs: list[RunSpec], only: Sequence[str]) -> list[RunSpec]:
 
 def with_max_steps(spec: RunSpec, max_steps: int | None) -> RunSpec:
     """Cap the training length (a different run: the id changes with the spec)."""
+    if max_steps is not None and max_steps < 1:
+        raise UserError(f"--max-steps {max_steps}: allowed: a positive number of steps")
     if max_steps is None or max_steps >= spec.train.steps:
         return spec
     return replace(spec, train=replace(spec.train, steps=max_steps))
@@ -78,101 +86,172 @@ def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1,
     if run.finished:
         return Outcome(spec, "skipped", run.summary())
     twin = finished_twin(root, spec.manifest, spec.run_id)
-    if twin is not None:
-        echo(f"  same spec already finished under {twin.path.parent.name}: reused, not retrained")
-        return Outcome(spec, "reused", run.adopt(twin, spec.manifest, spec.cell))
+    data = None if twin is not None else open_data(spec, manifest)  # bad data or sizes: before any write
+    with run.lock() as lock:
+        if not lock.held:
+            echo(f"  skipped: run {spec.run_id} is being trained by {lock.holder}")
+            return Outcome(spec, "busy", {})
+        removed = run.clean_temps()
+        if removed:
+            echo(f"  removed {len(removed)} temporary file(s) a killed run left")
+        for read, name in ((run.summary, "summary.json"), (run.spec, "spec.yaml")):
+            try:
+                if (run.path / name).exists():
+                    read()
+            except CorruptFile as err:  # the summary starts afresh, the spec is rewritten
+                echo(f"  {err}: the run is redone")
+                if name == "summary.json":
+                    run.write_summary({})
+        if run.finished:  # finished by another process since we looked
+            return Outcome(spec, "skipped", run.summary())
+        if twin is not None:
+            echo(f"  same spec already finished under {twin.path.parent.name}: reused, not retrained")
+            return Outcome(spec, "reused", run.adopt(twin, spec.manifest, spec.cell))
+        return _train(spec, manifest, run, data, devices, wandb_mode, callbacks, echo)
+
+
+@dataclass
+class RunData:
+    """What a run reads, opened and checked before anything is written."""
+
+    train: np.ndarray
+    vocab: Any
+    info: Any
+    splits: dict[str, np.ndarray]  # the evaluated splits (valid always: analyses read it)
+    batches: LMDataModule
+    source_version: str | None  # the dataset's source version and whether it was verified
+    verified: bool
+
+
+def open_data(spec: RunSpec, manifest: Manifest) -> RunData:
+    """Open every split the run needs and check that its sizes fit the spec (UserError otherwise)."""
     options = spec.data.options()
-    train_data, vocab = datasets.open_split(spec.data.name, "train", **options)
-    info = datasets.dataset_info(spec.data.name)
+    train, vocab = datasets.open_split(spec.data.name, "train", **options)
+    names = {*spec.eval.splits, "valid", *(["test"] if spec.eval.context_sweep else [])}
+    splits = {name: datasets.open_split(spec.data.name, name, **options)[0] for name in sorted(names)}
+    block, where = spec.data.block, f"{manifest.path}: data.block: {spec.data.block}"
+    for name, array in {"train": train, **splits}.items():
+        if array.ndim == 2 and array.shape[1] != block:
+            raise UserError(f"{where} differs from the sequence length of {spec.data.name}; allowed: {array.shape[1]}")
+        room = (len(array) - 1) // (spec.train.batch_size if name == "train" else 1)
+        if array.ndim == 1 and room < block:
+            what = f"{spec.train.batch_size} training streams of {room:,} tokens" if name == "train" else \
+                f"its {room:,} targets"
+            raise UserError(f"{where} is longer than the {name} split of {spec.data.name} ({what}); "
+                            f"allowed: at most {room:,}")
+    try:
+        batches = LMDataModule(spec, train, vocab.size)
+    except UserError as err:
+        raise UserError(f"{manifest.path}: {err}") from None
     source_version, verified = datasets.provenance(spec.data.name, **options)
-    valid_data = datasets.open_split(spec.data.name, "valid", **options)[0] if spec.train.val_every else None
+    return RunData(train, vocab, datasets.dataset_info(spec.data.name), splits, batches, source_version, verified)
+
+
+def _train(spec: RunSpec, manifest: Manifest, run: RunDir, data: RunData, devices: int, wandb_mode: str,
+           callbacks: Sequence[pl.Callback], echo: Callable[[str], None]) -> Outcome:
     pl.seed_everything(spec.train.seed, verbose=False)
-    module = LMModule(spec, vocab.size, info.shape, valid=valid_data)
+    module = LMModule(spec, data.vocab.size, data.info.shape, valid=data.splits["valid"] if spec.train.val_every else None)
+    resume = checkpoints.latest(run.checkpoints, echo)
+    run.cut_metrics(resume[1] if resume else 0)  # what a killed run logged beyond its checkpoint goes
     run.write_spec({"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell,
                     "code_version": code_version(), **spec.resolved()})
     store_logger = StoreLogger(run)
     wb = wandb_logger(wandb_mode, spec, manifest.paper, manifest.renders, run)
     params = sum(p.numel() for p in module.model.parameters())
-    summary = run.update_summary(
-        status=RUNNING, manifest=spec.manifest, run_id=spec.run_id, scale=spec.scale, cell=spec.cell,
-        family=spec.family, dataset=spec.data.label, dataset_version=source_version, dataset_verified=verified,
-        dataset_unit=vocab.unit, train_tokens=int(train_data.size),
-        params=params, wandb_run_id=wb.experiment.id if wb is not None else None)
-    resume = run.last_checkpoint
+    earlier = {k: v for k, v in run.summary().items() if k != "error"}
+    run.write_summary({
+        **earlier, "status": RUNNING, "manifest": spec.manifest, "run_id": spec.run_id, "scale": spec.scale,
+        "cell": spec.cell, "family": spec.family, "dataset": spec.data.label, "dataset_version": data.source_version,
+        "dataset_verified": data.verified, "dataset_unit": data.vocab.unit, "train_tokens": int(data.train.size),
+        "params": params, "wandb_run_id": wb.experiment.id if wb is not None else None})
     if resume is not None:
-        step = torch.load(resume, map_location="cpu", weights_only=False)["global_step"]
-        run.truncate_metrics(step)
-        echo(f"  resuming {spec.run_id} from step {step}")
-    run.checkpoints.mkdir(parents=True, exist_ok=True)
+        echo(f"  resuming {spec.run_id} from step {resume[1]}")
     if not sys.stderr.isatty():  # a log or a pipe: Lightning's bar is off, print lines instead
         callbacks = [*callbacks, ProgressLines(spec.train.steps, max(spec.train.log_every, spec.train.steps // 20),
                                                echo=echo)]
-    trainer = _trainer(spec, run, [store_logger] + ([wb] if wb is not None else []), devices, callbacks)
-    started = time.perf_counter()
+    trainer = _trainer(spec, run, store_logger, [store_logger] + ([wb] if wb is not None else []), devices, callbacks)
     try:
-        trainer.fit(module, datamodule=LMDataModule(spec, train_data, vocab.size), ckpt_path=resume,
-                    weights_only=False)  # our own checkpoint: it holds RNG states (numpy objects)
-    except Exception as err:  # under ddp_spawn a worker's Diverged arrives wrapped, hence the text test
-        store_logger.save()
+        with signals.deferring(forward=devices > 1):
+            trainer.fit(module, datamodule=data.batches, ckpt_path=resume[0] if resume else None, weights_only=True)
+        stopped = signals.requested() or int(trainer.callback_metrics.get(BoundaryCheckpoint.STOPPED, 0))
+        if stopped:
+            raise signals.Interrupted(stopped)
+        final = {"steps": spec.train.steps, **_evaluate_and_analyse(spec, module, trainer, run, data)}
+    except signals.Interrupted as err:
+        err.detail = _stopped(run, wb, err.exit_status)
+        raise
+    except Exception as err:  # under ddp_spawn a worker's exception arrives wrapped, hence the text tests
         message = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        summary = run.update_summary(status=FAILED, error=message)
+        with contextlib.suppress(StoreError):  # a full disk may refuse this too; the error says why
+            store_logger.flush()
+            run.update_summary(status=FAILED, error=message)
         if wb is not None:
             wb.experiment.finish(exit_code=1)
         if not (isinstance(err, Diverged) or "Diverged" in str(err)):
             raise
         echo(f"  run {spec.run_id} diverged: {message}; marked failed, last good checkpoint kept")
-        return Outcome(spec, "failed", summary)
-    train_seconds = round(time.perf_counter() - started, 2)
-    final = {"train_seconds": train_seconds, "steps": spec.train.steps,
-             **_evaluate_and_analyse(spec, module.model, trainer, run, vocab, train_data)}
+        return Outcome(spec, "failed", run.summary())
     summary = run.update_summary(status=FINISHED, **final)
     if wb is not None:
         finish_wandb(wb, run)
     return Outcome(spec, "finished", summary)
 
 
-def _trainer(spec: RunSpec, run: RunDir, loggers: list, devices: int, callbacks: Sequence[pl.Callback]) -> pl.Trainer:
+def _stopped(run: RunDir, wb, exit_status: int) -> str:
+    """Mark an interrupted run; the line that says where it stopped."""
+    with contextlib.suppress(StoreError):
+        run.update_summary(status=INTERRUPTED)
+    if wb is not None:
+        wb.experiment.finish(exit_code=exit_status)
+    kept = checkpoints.latest(run.checkpoints, echo=lambda line: None)
+    where = f"checkpoint of step {kept[1]} kept" if kept else "no checkpoint yet"
+    return f"run {run.run_id} of {run.path.parent.name} marked interrupted, {where}; `repro run` resumes it"
+
+
+def _trainer(spec: RunSpec, run: RunDir, store_logger: StoreLogger, loggers: list, devices: int,
+             callbacks: Sequence[pl.Callback]) -> pl.Trainer:
     return pl.Trainer(
         accelerator="auto", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto",
         precision=spec.train.precision, max_steps=spec.train.steps, max_epochs=-1, logger=loggers,
-        callbacks=[AtomicCheckpoint(run.checkpoints, spec.train.checkpoint_every), TrainingMeter(), *callbacks],
-        enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0, enable_model_summary=False,
-        log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(),
+        callbacks=[BoundaryCheckpoint(run.checkpoints, spec.train.checkpoint_every, store_logger), TrainingMeter(),
+                   *callbacks],
+        plugins=[StoreCheckpointIO()], enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0,
+        enable_model_summary=False, log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(),
         default_root_dir=str(run.path), use_distributed_sampler=False,
     )
 
 
-def _evaluate_and_analyse(spec: RunSpec, model: torch.nn.Module, trainer: pl.Trainer, run: RunDir,
-                          vocab, train_data) -> dict:
-    """Summary numbers of a trained model: speed, memory, FLOPs, its statistics, bits on every split
-    (and at every swept context), the unigram level of the valid split; stores the family's figure
-    arrays (analysis.npz)."""
+def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, run: RunDir, data: RunData) -> dict:
+    """Summary numbers of a trained model: training time, speed and memory (kept with the checkpoints,
+    so a resumed run reports its whole training), FLOPs, its statistics as of the final checkpoint, bits
+    on every split (and at every swept context), the unigram level of the valid split; stores the family's
+    figure arrays (analysis.npz)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = model.to(device)
-    measured = {key: float(trainer.callback_metrics[key]) if key in trainer.callback_metrics else None
-                for key in (TrainingMeter.SECONDS, TrainingMeter.PEAK)}
-    if measured[TrainingMeter.PEAK] is not None:
-        measured[TrainingMeter.PEAK] = int(measured[TrainingMeter.PEAK])
-    final = {**measured, "flops_per_token": float(model.flops_per_token()), **model.stats()}
-    splits = {name: datasets.open_split(spec.data.name, name, **spec.data.options())[0]
-              for name in {*spec.eval.splits, "valid", *(["test"] if spec.eval.context_sweep else [])}}
-    final["unigram_bits"] = unigram_bits(train_data, splits["valid"], vocab.size)
+    model = module.model.to(device)
+    metrics = trainer.callback_metrics
+    final: dict[str, Any] = {key: float(metrics[key]) if key in metrics else None
+                             for key in (TrainingMeter.TRAIN_SECONDS, TrainingMeter.SECONDS, TrainingMeter.PEAK)}
+    if final[TrainingMeter.PEAK] is not None:
+        final[TrainingMeter.PEAK] = int(final[TrainingMeter.PEAK])
+    final.update({"flops_per_token": float(model.flops_per_token()), **(module.checkpoint_stats or model.stats())})
+    final["unigram_bits"] = unigram_bits(data.train, data.splits["valid"], data.vocab.size)
     for name in spec.eval.splits:
-        result = evaluate(model, splits[name], spec, device, vocab.size, progress=True)
+        result = evaluate(model, data.splits[name], spec, device, data.vocab.size, progress=True)
         final.update({f"{name}_bits": result["bits"], f"{name}_targets": result["targets"],
                       "eval_procedure": result["procedure"], "eval_min_context": result["min_context"]})
     for context in spec.eval.context_sweep:
         swept = replace(spec, eval=replace(spec.eval, min_context=context))
-        final[f"test_bits_ctx{context}"] = evaluate(model, splits["test"], swept, device, vocab.size)["bits"]
+        final[f"test_bits_ctx{context}"] = evaluate(model, data.splits["test"], swept, device, data.vocab.size)["bits"]
     analyses = getattr(model, "analyses", None)
     if analyses is not None:  # arrays behind figures that need the trained model (analysis never loads it)
-        run.write_arrays("analysis.npz", analyses(splits["valid"], vocab))
+        run.write_arrays("analysis.npz", analyses(data.splits["valid"], data.vocab))
     return final
 
 
 def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, RunSpec, object, object]:
     """The model of a stored run with its last checkpoint's weights, its spec, vocabulary and dataset info."""
-    if run.last_checkpoint is None:
+    found = checkpoints.latest(run.checkpoints)
+    if found is None:
         raise UserError(f"{run.path}: no checkpoint (checkpoints are not committed: re-run it with `repro run`)")
     stored = run.spec()
     spec = build_run(stored["manifest"], stored["scale"], stored.get("cell") or {},
@@ -180,8 +259,7 @@ def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch
     _, vocab = datasets.open_split(spec.data.name, "valid", **spec.data.options())
     info = datasets.dataset_info(spec.data.name)
     module = LMModule(spec, vocab.size, info.shape)
-    state = torch.load(run.last_checkpoint, map_location="cpu", weights_only=False)["state_dict"]
-    module.load_state_dict(state)
+    module.load_state_dict(checkpoints.load(found[0])["state_dict"])
     return module.model.to(device).eval(), spec, vocab, info
 
 

@@ -1,14 +1,17 @@
 """Typed run specifications.
 
 A :class:`RunSpec` is one fully resolved training run: its data, model, train and eval sections.
-Sections are dataclasses; :func:`build` turns a plain dict (from YAML) into one, checking every key
-and type and naming the key path in the error. The run id is a stable hash of the resolved spec.
+Sections are dataclasses; :func:`build` turns a plain dict (from YAML) into one, checking every key,
+type and value range (``BOUNDS``; floats must be finite) and naming the key path in the error;
+:func:`check_relations` checks what ties keys together (heads divide the width, contexts fit the
+block, the dataset exists and takes the options). The run id is a stable hash of the resolved spec.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -126,8 +129,56 @@ class RunSpec:
         return " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in self.cell.items())
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The allowed range of a numeric key (of every element, for a list)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, v: float) -> bool:
+        return ((self.low is None or (v > self.low if self.low_open else v >= self.low))
+                and (self.high is None or (v < self.high if self.high_open else v <= self.high)))
+
+    def __str__(self) -> str:
+        parts = [f"{'>' if self.low_open else '>='} {self.low}"] if self.low is not None else []
+        parts += [f"{'<' if self.high_open else '<='} {self.high}"] if self.high is not None else []
+        return " and ".join(parts)
+
+
+POSITIVE, NON_NEGATIVE = Bound(1), Bound(0)
+# Every bounded key, by dotted path (model keys of every family; a family without the key skips it).
+BOUNDS = {
+    "data.block": POSITIVE, "data.seq_len": Bound(2),
+    "model.layers": POSITIVE, "model.d_model": POSITIVE, "model.d_ff": POSITIVE, "model.heads": POSITIVE,
+    "model.dropout": Bound(0, 1, high_open=True), "model.stride": POSITIVE, "model.c": POSITIVE,
+    "model.ff_mult": Bound(0, low_open=True), "model.qk_mult": Bound(0, low_open=True),
+    "model.init_std": Bound(0, low_open=True),
+    "model.span.limit": POSITIVE, "model.span.ramp": POSITIVE, "model.span.loss_coef": NON_NEGATIVE,
+    "model.span.init": Bound(0, 1),
+    "train.lr": Bound(0, 10, low_open=True), "train.warmup": NON_NEGATIVE, "train.final_phase": NON_NEGATIVE,
+    "train.weight_decay": NON_NEGATIVE, "train.betas": Bound(0, 1, high_open=True), "train.clip": NON_NEGATIVE,
+    "train.batch_size": POSITIVE, "train.steps": POSITIVE, "train.val_every": NON_NEGATIVE,
+    "train.val_tokens": POSITIVE, "train.checkpoint_every": POSITIVE, "train.log_every": POSITIVE,
+    "train.seed": Bound(0, 2**32 - 1),
+    "eval.batch_size": POSITIVE, "eval.min_context": NON_NEGATIVE, "eval.context_sweep": NON_NEGATIVE,
+}
+
+
+def _check_bound(key: str, value: Any) -> None:
+    bound = BOUNDS.get(key)
+    if bound is None or value is None:
+        return
+    for i, v in enumerate(value if isinstance(value, list) else [value]):
+        if not bound.admits(v):
+            where = f"{key}[{i}]" if isinstance(value, list) else key
+            raise SpecError(where, f"got {v!r}; allowed: {bound}")
+
+
 def build(cls: type, data: Any, path: str = "") -> Any:
-    """Instantiate dataclass ``cls`` from ``data``, validating keys and types recursively."""
+    """Instantiate dataclass ``cls`` from ``data``, validating keys, types and value ranges recursively."""
     if not isinstance(data, dict):
         raise SpecError(path, f"expected a mapping, got {_show(data)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -138,6 +189,8 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         raise SpecError(key, f"unknown key; allowed keys: {', '.join(sorted(fields))}")
     values = {name: _coerce(hints[name], value, f"{path}.{name}" if path else name)
               for name, value in data.items()}
+    for name, value in values.items():
+        _check_bound(f"{path}.{name}" if path else name, value)
     return cls(**values)
 
 
@@ -188,6 +241,8 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
                 pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SpecError(path, f"expected a number, got {_show(value)}")
+        if not math.isfinite(float(value)):
+            raise SpecError(path, f"got {value!r}; allowed: a finite number")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -215,10 +270,54 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
         raise SpecError("train.clip_mode", f"per_tensor clipping is the official adaptive-span Adagrad's "
                         f"(it scales each tensor's learning rate); with optimizer {train.optimizer!r} use "
                         f"global_norm")
-    return RunSpec(
+    spec = RunSpec(
         manifest=manifest, scale=scale, cell=dict(cell), family=name,
         data=build(DataSpec, config.get("data") or {}, "data"),
         model=build(family(name).Config, model, "model"),
         train=train,
         eval=build(EvalSpec, config.get("eval") or {}, "eval"),
     )
+    check_relations(spec)
+    return spec
+
+
+def check_relations(spec: RunSpec) -> None:
+    """Constraints between keys, and the dataset's, that need no data (sizes are checked at run)."""
+    from repro.data import catalog
+    from repro.data.text import FILE_KINDS
+    from repro.data.views import BYTE_VOCABS
+
+    d, m, e = spec.data, spec.model, spec.eval
+    if d.name not in catalog.names():
+        raise SpecError("data.name", f"got {d.name!r}; allowed: one of {', '.join(catalog.names())}")
+    options = catalog.get(d.name).options
+    for key, value in d.options().items():
+        if key not in options:
+            raise SpecError(f"data.{key}", f"got {value!r}; dataset {d.name} takes no {key} "
+                                           f"(it takes: {', '.join(sorted(options)) or 'no options'})")
+    for key, value, allowed in (("kind", d.kind, FILE_KINDS), ("vocab", d.vocab, BYTE_VOCABS)):
+        if value is not None and value not in allowed:
+            raise SpecError(f"data.{key}", f"got {value!r}; allowed: one of {', '.join(allowed)}")
+    heads = getattr(m, "heads", None)
+    for key, width in (("d_model", getattr(m, "d_model", None)),
+                       ("qk_mult", round(m.d_model * m.qk_mult) if hasattr(m, "qk_mult") else None)):
+        if heads is not None and width is not None and (width < heads or width % heads):
+            value = getattr(m, key)
+            raise SpecError(f"model.{key}", f"got {value!r}: a width of {width} does not split into "
+                                            f"model.heads = {heads} equal heads; allowed: a multiple of {heads}")
+    pattern = getattr(m, "pattern", "dense")
+    if pattern == "fixed" and (m.c is None or m.c > m.stride):
+        raise SpecError("model.c", f"got {m.c!r}; allowed: 1 to model.stride = {m.stride} (the fixed pattern)")
+    if pattern != "dense" and getattr(m, "combine", None) == "multihead" and heads < 2:
+        raise SpecError("model.heads", f"got {heads}; allowed: >= 2 with combine: multihead")
+    if getattr(m, "embedding", None) == "data" and catalog.get(d.name).info.shape is None:
+        raise SpecError("model.embedding", f"got 'data'; allowed: attn (dataset {d.name} is not an image dataset)")
+    if spec.train.final_phase > spec.train.steps:
+        raise SpecError("train.final_phase", f"got {spec.train.final_phase}; allowed: <= train.steps = {spec.train.steps}")
+    for i, split in enumerate(e.splits):
+        if split not in ("train", "valid", "test") or split in e.splits[:i]:
+            raise SpecError(f"eval.splits[{i}]", f"got {split!r}; allowed: train, valid, test, each once")
+    for key, context in [("eval.min_context", e.min_context)] + \
+            [(f"eval.context_sweep[{i}]", c) for i, c in enumerate(e.context_sweep)]:
+        if context is not None and context >= d.block:
+            raise SpecError(key, f"got {context}; allowed: < data.block = {d.block}")

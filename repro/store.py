@@ -1,7 +1,9 @@
 """The run store: ``<results>/runs/<manifest>/<run_id>/`` with spec.yaml, metrics.csv, summary.json.
 
-Every file is written atomically (temp file in the same directory, then rename), so a reader or an
-interrupted writer never sees half a file. ``table`` flattens the store into one pandas row per run.
+Every file is written atomically and durably (:mod:`repro.atomic`), so a reader or a killed writer
+never sees half a file. One trainer per run: :meth:`RunDir.lock` is an OS lock the kernel releases when
+its holder dies. A file that does not parse is :class:`CorruptFile` (listed, never a crash);
+``scan``/``table`` flatten the store into one pandas row per readable run.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import csv
 import io
 import json
 import os
-import tempfile
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,26 @@ import numpy as np
 import pandas as pd
 import yaml
 
-FINISHED, RUNNING, FAILED = "finished", "running", "failed"
+from repro import atomic, safeyaml
+from repro.errors import UserError
+from repro.locks import FileLock
+
+FINISHED, RUNNING, FAILED, INTERRUPTED = "finished", "running", "failed", "interrupted"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+LIGHTNING_TEMP = ".temp.ckpt"  # Lightning's weight hand-over file under ddp_spawn
+
+
+class CorruptFile(UserError):
+    """A store file that does not parse; the message names the file and the reason."""
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """A manifest name is one plain path component (letters, digits, ``-``, ``_``, ``.``), so that
+    everything the store writes stays under the results root."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise UserError(f"{what}: {name!r} is not a plain name; allowed: letters, digits, '-', '_', '.', "
+                        "starting with a letter or digit")
+    return name
 
 
 def results_root(path: str | Path | None = None) -> Path:
@@ -25,19 +46,11 @@ def results_root(path: str | Path | None = None) -> Path:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic.write_bytes(path, data)
 
 
 def write_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode())
+    atomic.write_bytes(path, text.encode())
 
 
 SOURCES = "sources"  # <results>/sources/<manifest>.json: where a manifest outside experiments/ came from
@@ -47,9 +60,8 @@ def record_source(root: Path, manifest: str, path: Path, args: list[str]) -> Non
     """Remember the file (and command-line overrides) of a manifest that discovery does not find, so that
     later commands can name it by its name."""
     source = {"path": str(path.resolve()), "args": list(args)}
-    target = root / SOURCES / f"{manifest}.json"
-    if not target.exists() or json.loads(target.read_text()) != source:
-        write_atomic(target, json.dumps(source, indent=2) + "\n")
+    if sources(root).get(manifest) != source:  # absent, different or unreadable: (re)written
+        write_atomic(root / SOURCES / f"{check_name(manifest, 'manifest')}.json", json.dumps(source, indent=2) + "\n")
 
 
 def sources(root: Path) -> dict[str, dict[str, Any]]:
@@ -76,7 +88,7 @@ class RunDir:
     """One run's directory."""
 
     def __init__(self, root: Path, manifest: str, run_id: str):
-        self.path = root / "runs" / manifest / run_id
+        self.path = root / "runs" / check_name(manifest, "manifest") / check_name(run_id, "run id")
         self.run_id = run_id
 
     @property
@@ -88,11 +100,29 @@ class RunDir:
         last = self.checkpoints / "last.ckpt"
         return last if last.exists() else None
 
+    def lock(self) -> FileLock:
+        """``with run.lock() as lock:`` -- ``lock.held``, else ``lock.holder`` says who trains this run."""
+        return FileLock(self.path / ".lock")
+
+    def clean_temps(self) -> list[Path]:
+        """Remove what killed writers left (temp files, Lightning's hand-over file). Under the lock only."""
+        removed = atomic.clean_temps(self.path) + atomic.clean_temps(self.checkpoints)
+        if (self.path / LIGHTNING_TEMP).exists():
+            (self.path / LIGHTNING_TEMP).unlink()
+            removed.append(self.path / LIGHTNING_TEMP)
+        return removed
+
     def summary(self) -> dict[str, Any]:
+        path = self.path / "summary.json"
         try:
-            return json.loads((self.path / "summary.json").read_text())
+            summary = json.loads(path.read_text())
         except FileNotFoundError:
             return {}
+        except (OSError, ValueError) as err:
+            raise CorruptFile(f"{path}: corrupt ({_reason(err)})") from None
+        if not isinstance(summary, dict):
+            raise CorruptFile(f"{path}: corrupt (expected a JSON object)")
+        return summary
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_atomic(self.path / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -106,7 +136,16 @@ class RunDir:
         write_atomic(self.path / "spec.yaml", yaml.safe_dump(spec, sort_keys=False))
 
     def spec(self) -> dict[str, Any]:
-        return yaml.safe_load((self.path / "spec.yaml").read_text())
+        path = self.path / "spec.yaml"
+        if not path.exists():
+            raise CorruptFile(f"{path}: missing")
+        try:
+            spec = safeyaml.read(path)
+        except safeyaml.YamlError as err:
+            raise CorruptFile(f"{path}: corrupt ({str(err).split(': ', 1)[-1]})") from None
+        if not isinstance(spec, dict):
+            raise CorruptFile(f"{path}: corrupt (expected a mapping)")
+        return spec
 
     def write_arrays(self, name: str, arrays: dict[str, Any]) -> None:
         """Numpy arrays of a run (e.g. attention statistics for a figure), written atomically."""
@@ -121,16 +160,15 @@ class RunDir:
     def adopt(self, source: "RunDir", manifest: str, cell: dict[str, Any]) -> dict[str, Any]:
         """Take over a finished run of the same spec stored under another manifest (the run id is the
         spec's hash, so the result is the same): files copied, the checkpoint hard-linked when possible."""
-        self.path.mkdir(parents=True, exist_ok=True)
         for name in ("metrics.csv", "analysis.npz"):
             if (source.path / name).exists():
                 write_bytes_atomic(self.path / name, (source.path / name).read_bytes())
         if source.last_checkpoint is not None:
-            self.checkpoints.mkdir(exist_ok=True)
+            atomic.make_dirs(self.checkpoints)
             try:
                 os.link(source.last_checkpoint, self.checkpoints / "last.ckpt")
             except OSError:
-                pass  # another filesystem: `repro sample` then needs the source run's checkpoint
+                pass  # another filesystem (or already linked): `repro sample` then needs the source run's
         self.write_spec({**source.spec(), "manifest": manifest, "cell": cell})
         summary = {**source.summary(), "manifest": manifest, "cell": cell,
                    "reused_from": source.path.parent.name}
@@ -139,9 +177,14 @@ class RunDir:
 
     @property
     def finished(self) -> bool:
-        return self.summary().get("status") == FINISHED
+        """The summary says finished and the spec reads (a corrupt file makes the run unfinished)."""
+        try:
+            return self.summary().get("status") == FINISHED and bool(self.spec())
+        except CorruptFile:
+            return False
 
-    # metrics.csv: one row per logged step; columns grow as new metrics appear.
+    # metrics.csv: one row per logged step; columns grow as new metrics appear. Rows reach the file
+    # with each checkpoint (appended, fsynced); a (re)start cuts what lies beyond its checkpoint.
     @property
     def metrics_path(self) -> Path:
         return self.path / "metrics.csv"
@@ -150,7 +193,7 @@ class RunDir:
         return pd.read_csv(self.metrics_path) if self.metrics_path.exists() else pd.DataFrame()
 
     def append_metrics(self, rows: list[dict[str, Any]]) -> None:
-        """Append rows, rewriting the file atomically when a new column appears."""
+        """Append rows (fsynced), rewriting the file atomically when a new column appears."""
         if not rows:
             return
         old = self.metrics()
@@ -160,37 +203,71 @@ class RunDir:
             merged = pd.concat([old, pd.DataFrame(rows)], ignore_index=True)
             write_atomic(self.metrics_path, merged.to_csv(index=False))
             return
-        with open(self.metrics_path, "a", newline="") as fh:
-            csv.DictWriter(fh, fieldnames=columns).writerows(rows)
+        text = io.StringIO()
+        csv.DictWriter(text, fieldnames=columns, lineterminator="\n").writerows(rows)
+        try:
+            with open(self.metrics_path, "a", newline="") as fh:
+                fh.write(text.getvalue())
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as err:
+            raise atomic.store_error(self.metrics_path, err) from None
 
-    def truncate_metrics(self, after_step: int) -> None:
-        """Drop rows logged after ``after_step`` (a resumed run logs them again)."""
-        old = self.metrics()
-        if not old.empty and (old["step"] > after_step).any():
-            write_atomic(self.metrics_path, old[old["step"] <= after_step].to_csv(index=False))
+    def cut_metrics(self, before_step: int) -> None:
+        """Keep the complete rows logged before ``before_step`` (the step a run restarts from): a torn
+        last line, and rows a killed run logged beyond its checkpoint, go."""
+        if not self.metrics_path.exists():
+            return
+        raw = self.metrics_path.read_bytes()
+        whole = raw[:raw.rfind(b"\n") + 1]
+        if not whole.strip():
+            self.metrics_path.unlink()
+            return
+        try:
+            old = pd.read_csv(io.BytesIO(whole))
+            kept = old[pd.to_numeric(old["step"], errors="coerce") < before_step]
+        except (ValueError, KeyError, pd.errors.ParserError):
+            kept = None  # unreadable: start the log afresh
+        if kept is None or kept.empty:
+            self.metrics_path.unlink()
+        elif len(kept) < len(old) or len(whole) < len(raw):
+            write_atomic(self.metrics_path, kept.to_csv(index=False))
 
 
 SECTIONS = ("data", "model", "train", "eval")
 
 
-def table(root: Path, manifest: str | None = None) -> pd.DataFrame:
-    """The tidy table of the store: one row per stored run with manifest, run_id, scale, the grid cell's
-    keys, the resolved spec flattened into dotted columns (``model.span.limit``), then every key of
-    the summary (lists such as per-head spans included)."""
-    rows = []
+def _reason(err: Exception) -> str:
+    return err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:200]
+
+
+def scan(root: Path, manifest: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The tidy table of the store: one row per readable stored run with manifest, run_id, scale, the
+    grid cell's keys, the resolved spec flattened into dotted columns (``model.span.limit``), then every
+    key of the summary (lists such as per-head spans included); and, apart, one line per run whose spec
+    or summary is corrupt."""
+    rows, corrupt = [], []
     base = root / "runs"
     dirs = sorted((base / manifest).glob("*/spec.yaml")) if manifest else sorted(base.glob("*/*/spec.yaml"))
     for spec_path in dirs:
-        run = RunDir(root, spec_path.parent.parent.name, spec_path.parent.name)
-        spec = run.spec()
-        summary = run.summary()
+        try:
+            run = RunDir(root, spec_path.parent.parent.name, spec_path.parent.name)
+            spec, summary = run.spec(), run.summary()
+        except UserError as err:
+            corrupt.append(str(err))
+            continue
         row = {"manifest": run.path.parent.name, "run_id": run.run_id, "scale": spec.get("scale"),
                **(spec.get("cell") or {}), "status": summary.get("status", "pending")}
         for section in SECTIONS:
             row.update(_flatten(spec.get(section) or {}, section))
         row.update({k: v for k, v in summary.items() if k not in row and not isinstance(v, dict)})
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), corrupt
+
+
+def table(root: Path, manifest: str | None = None) -> pd.DataFrame:
+    """:func:`scan`'s rows of the readable runs."""
+    return scan(root, manifest)[0]
 
 
 def _flatten(tree: dict[str, Any], prefix: str) -> dict[str, Any]:

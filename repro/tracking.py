@@ -33,7 +33,9 @@ _PER_HEAD = re.compile(r"^(?P<stat>.+)/(?P<layer>\d+)/(?P<head>\d+)$")
 
 
 class StoreLogger(Logger):
-    """Appends logged metrics to the run's metrics.csv (buffered; flushed with every checkpoint)."""
+    """Appends logged metrics to the run's metrics.csv: buffered, written by :meth:`flush` just before
+    each checkpoint (Lightning's frequent ``save`` calls do nothing), so the file never runs ahead of
+    the checkpoint by more than what a restart cuts (``RunDir.cut_metrics``)."""
 
     def __init__(self, run: RunDir):
         super().__init__()
@@ -59,12 +61,16 @@ class StoreLogger(Logger):
 
     @rank_zero_only
     def save(self) -> None:
+        pass  # Lightning calls this after every log call; rows go out with the checkpoints (flush)
+
+    @rank_zero_only
+    def flush(self) -> None:
         self.run.append_metrics([self._rows[s] for s in sorted(self._rows)])
         self._rows.clear()
 
     @rank_zero_only
     def finalize(self, status: str) -> None:
-        self.save()
+        self.flush()
 
 
 def wandb_host() -> str:

@@ -3,14 +3,14 @@
 The module owns the optimisation recipe (Adagrad with the official per-tensor clipping, Adam(W) with
 global-norm clipping, warm-up, constant/cosine, the lr/10 final phase), the recurrent state carried
 between training blocks, divergence detection and everything a checkpoint needs for an exact resume
-(RNG states, the state).
+(RNG states, the state), and the callbacks that checkpoint at step boundaries and measure training.
 """
 from __future__ import annotations
 
 import math
-import os
 import random
 import resource
+import signal
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset
 
+from repro import signals
+from repro.checkpoints import LAST
 from repro.data.batching import SequenceBatches, StreamBatches
 from repro.evaluation import evaluate
 from repro.models import family
@@ -58,6 +60,8 @@ class LMModule(pl.LightningModule):
         self.model = family(spec.family).Model(spec.model, vocab_size, spec.data.block, shape)
         self.valid = valid  # split used by quick validations (None: no quick validation)
         self._state: Any = None  # recurrent state carried across training blocks
+        self._resumed_rng: dict[str, Any] | None = None  # RNG states of the checkpoint, applied at the first step
+        self.checkpoint_stats: dict[str, Any] | None = None  # model.stats() as of the last checkpoint
 
     def forward(self, x: torch.Tensor, state: Any = None):
         return self.model(x, state)
@@ -118,17 +122,40 @@ class LMModule(pl.LightningModule):
         if train.clip > 0 and train.clip_mode == "global_norm":
             torch.nn.utils.clip_grad_norm_(self.parameters(), train.clip)
 
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        if self._resumed_rng is not None:  # now: creating the data loader's iterator drew from the RNG
+            set_rng_state(self._resumed_rng)
+            self._resumed_rng = None
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["repro_rng"] = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-                                   "python": random.getstate()}
+        checkpoint["repro_rng"] = rng_state()
         checkpoint["repro_model_state"] = self._state
+        self.checkpoint_stats = checkpoint["repro_stats"] = self.model.stats()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        rng = checkpoint["repro_rng"]
-        torch.set_rng_state(rng["torch"])
-        np.random.set_state(rng["numpy"])
-        random.setstate(rng["python"])
+        self._resumed_rng = checkpoint["repro_rng"]
         self._state = checkpoint["repro_model_state"]
+        self.checkpoint_stats = checkpoint.get("repro_stats")
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG's state as tensors and plain data (a checkpoint loads with ``weights_only``)."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "gauss": float(gauss)}}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    n = state["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def _flatten(stats: dict[str, Any], prefix: str) -> Iterator[tuple[str, float]]:
@@ -171,54 +198,114 @@ class LMDataModule(pl.LightningDataModule):
         return DataLoader(_TrainBatches(self.batches, self.trainer), batch_size=None)
 
 
-class AtomicCheckpoint(pl.Callback):
-    """Every ``every`` steps, save ``last.ckpt`` via a temp file and a rename (a kill never corrupts it),
-    then flush the loggers, so the stored metrics always reach at least the checkpoint's step."""
+class BoundaryCheckpoint(pl.Callback):
+    """Saves ``last.ckpt`` at step boundaries: every ``every`` steps and when training ends, which is
+    also how a signal stops it (the step in progress finishes, training stops, the final save runs and
+    ``STOPPED`` in ``trainer.callback_metrics`` says which signal; the runner then raises).
 
-    def __init__(self, directory: Path, every: int):
-        self.directory, self.every = directory, every
+    A periodic boundary is the start of the next step: every hook and log of the finished step has run
+    (z' clamped, the scheduler stepped, metrics logged) and the next batch is fetched but unused. The
+    store's metrics are flushed just before, so metrics.csv always reaches the checkpoint's step.
+    Parameters that are no longer finite are never saved: the run diverged, its last checkpoint is good.
+    """
+
+    STOPPED = "stopped_by_signal"
+
+    def __init__(self, directory: Path, every: int, store_logger: Any):
+        self.directory, self.every, self.store_logger = directory, every, store_logger
+        self.saved, self.stopping = -1, False
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.saved = trainer.global_step  # a resumed run's checkpoint already holds this step
+        signals.defer(escalate=trainer.world_size == 1)  # DDP workers always reach the boundary
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step % self.every == 0:
+            self._save(trainer, pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step % self.every == 0 or trainer.global_step == trainer.max_steps:
-            self.save(trainer)
+        stop = signals.requested() is not None
+        if trainer.world_size > 1:  # every rank stops after the same step
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if stop:
+            self.stopping = trainer.should_stop = True
 
-    def save(self, trainer: pl.Trainer) -> None:
-        tmp = self.directory / f".last.ckpt.{os.getpid()}"
-        trainer.save_checkpoint(tmp)
-        if trainer.is_global_zero:
-            os.replace(tmp, self.directory / "last.ckpt")
-            for logger in trainer.loggers:
-                logger.save()
-        trainer.strategy.barrier()
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._save(trainer, pl_module)
+        if self.stopping:
+            trainer.callback_metrics[self.STOPPED] = torch.tensor(signals.requested() or signal.SIGTERM)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        # Lightning counts the batch fetched for the next step as "ready"; at the boundary it is unused,
+        # so record the save as one after the last completed batch: a resumed run then continues the
+        # logging step (and the batch count) where the saved run was, and fetches that batch again.
+        progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]
+        for part in ("total", "current"):
+            progress[part]["ready"] = progress[part]["completed"]
+
+    def _save(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.global_step == self.saved:
+            return
+        if not torch.stack([p.detach().isfinite().all() for p in pl_module.parameters()]).all():
+            raise Diverged(f"parameters became non-finite at step {trainer.global_step}")  # keep the good one
+        self.store_logger.flush()
+        trainer.save_checkpoint(self.directory / LAST, weights_only=False)
+        self.saved = trainer.global_step
 
 
 class TrainingMeter(pl.Callback):
-    """Median wall-clock seconds per training step (the first ``skip`` steps, warm-up, not counted) and
-    the peak memory of training, measured in the process that trains.
+    """Median wall-clock seconds per training step (each session's first ``skip`` steps, warm-up, not
+    counted), the peak memory of training and the training wall time, measured in the process that
+    trains and kept in the checkpoint, so a resumed run reports its whole training.
 
-    Results go into ``trainer.callback_metrics`` (``SECONDS`` and ``PEAK``), which Lightning carries
-    back to the main process under ``ddp_spawn``.
+    Results go into ``trainer.callback_metrics`` at the end of every fit (even one that had no step
+    left to train), which Lightning carries back to the main process under ``ddp_spawn``.
     """
 
-    SECONDS, PEAK = "seconds_per_step", "peak_memory_bytes"
+    SECONDS, PEAK, TRAIN_SECONDS = "seconds_per_step", "peak_memory_bytes", "train_seconds"
 
     def __init__(self, skip: int = 3):
-        self.skip, self.times, self._t0 = skip, [], 0.0
+        self.skip = skip
+        self.times: list[float] = []  # step times after warm-up, every session of the run
+        self.warm: list[float] = []  # warm-up step times (used only when a run is too short for others)
+        self.peak, self.seconds = 0, 0.0  # earlier sessions' peak memory and training seconds
+        self._device: torch.device | None = None
+        self._started = self._t0 = 0.0
+        self._steps = 0
 
     def on_train_start(self, trainer, pl_module) -> None:
-        reset_peak_memory(pl_module.device)
+        self._device = pl_module.device
+        reset_peak_memory(self._device)
+        self._started, self._steps = time.perf_counter(), 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._t0 = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.times.append(time.perf_counter() - self._t0)
+        (self.times if self._steps >= self.skip else self.warm).append(time.perf_counter() - self._t0)
+        self._steps += 1
 
-    def on_train_end(self, trainer, pl_module) -> None:
-        times = self.times[self.skip:] or self.times
+    def _peak(self) -> int:
+        return max(self.peak, peak_memory_bytes(self._device)) if self._device is not None else self.peak
+
+    def _seconds(self) -> float:
+        return self.seconds + (time.perf_counter() - self._started if self._device is not None else 0.0)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"times": torch.tensor(self.times, dtype=torch.float64),
+                "warm": torch.tensor(self.warm, dtype=torch.float64), "peak": self._peak(), "seconds": self._seconds()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.times, self.warm = state["times"].tolist(), state["warm"].tolist()
+        self.peak, self.seconds = int(state["peak"]), float(state["seconds"])
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        times = self.times or self.warm
         if times:
             trainer.callback_metrics[self.SECONDS] = torch.tensor(float(np.median(times)))
-        trainer.callback_metrics[self.PEAK] = torch.tensor(float(peak_memory_bytes(pl_module.device)))
+        if self._device is not None or self.peak:
+            trainer.callback_metrics[self.PEAK] = torch.tensor(float(self._peak()))
+        trainer.callback_metrics[self.TRAIN_SECONDS] = torch.tensor(round(self._seconds(), 2), dtype=torch.float64)
 
 
 def reset_peak_memory(device: torch.device) -> None:

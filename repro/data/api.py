@@ -11,10 +11,10 @@ import numpy as np
 
 from repro.data import catalog, debian, views
 from repro.data.audio import SEQ_LEN
-from repro.data.errors import DataError, DatasetMissing
+from repro.data.errors import CorruptData, DataError, DatasetMissing
 from repro.data.job import Job
 from repro.data.fetch import digest_file
-from repro.data.store import SPLITS, building, data_root, load_array, read_meta, write_meta
+from repro.data.store import SPLITS, building, data_root, load_array, lock, read_meta, write_meta
 from repro.data.text import FILE_KINDS
 from repro.data.vocab import Vocab
 
@@ -56,7 +56,8 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
     """Prepare ``name`` from ``src`` (or its download / Debian package) into the data root; returns its directory.
 
     The splits are written into a temporary directory renamed into place at the end, so a failure
-    leaves no partial dataset behind, and a previously prepared copy stays intact until replaced.
+    leaves no partial dataset behind, and a previously prepared copy stays intact until replaced. The
+    dataset's lock serialises preparations of it (each removes what a killed one left).
     A Debian package is fetched and unpacked into a temporary directory too (:func:`debian.fetch`).
     """
     ds = catalog.get(name)
@@ -74,6 +75,7 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
             raise DataError(f"{src}: no such file or directory")
     started = time.time()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(lock(target))
         fetched, releases = None, ds.debian.releases if ds.debian else ()
         if src is None and ds.debian is not None:
             data_root(root).mkdir(parents=True, exist_ok=True)
@@ -154,13 +156,19 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
     if split not in SPLITS:
         raise DataError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     directory = dataset_dir(name, root, **options)
-    meta = read_meta(directory)
-    if name == "file" and (meta is None or _stale(meta)):
-        prepare("file", root=root, **{k: v for k, v in options.items() if k in ("path", "kind")})
+    try:
         meta = read_meta(directory)
-    if meta is None:
-        raise _missing(name, root, options)
-    array, vocab = load_array(directory, split), Vocab.from_json(meta["vocab"])
+        if name == "file" and (meta is None or _stale(meta)):
+            prepare("file", root=root, **{k: v for k, v in options.items() if k in ("path", "kind")})
+            meta = read_meta(directory)
+        if meta is None:
+            raise _missing(name, root, options)
+        array, vocab = load_array(directory, split), Vocab.from_json(meta["vocab"])
+        if list(array.shape) != list(meta["splits"][split].get("shape", array.shape)):
+            raise CorruptData(f"{directory / split}.npy: corrupt (shape {list(array.shape)}, meta.json says "
+                              f"{meta['splits'][split]['shape']})")
+    except CorruptData as err:
+        raise CorruptData(f"{err}; run `{prepare_command(name, root, **options)}` again") from None
     if "vocab" in options:
         array, vocab = views.byte_vocab_view(directory, meta, split, array, options["vocab"])
     if "seq_len" in ds.options:
@@ -186,7 +194,7 @@ def verify(name: str, root=None, **options) -> list[str]:
         raise _missing(name, root, options)
     problems = []
     for split in SPLITS:
-        path, want = directory / f"{split}.npy", meta["splits"][split]["sha256"]
+        path, want = directory / f"{split}.npy", meta["splits"][split].get("sha256")
         got = digest_file(path) if path.exists() else "missing"
         if got != want:
             problems.append(f"{path}: sha256 {got}, expected {want}")

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import soundfile
-from scipy.signal import resample_poly
 
 from repro.data import vocab as vocabs
 from repro.data.debian import Package, Release
@@ -50,7 +49,11 @@ def load_mono(path: Path, rate: int = RATE) -> np.ndarray:
         raise DataError(f"{path}: cannot decode audio ({e})") from None
     x = x.mean(axis=1)
     g = gcd(rate, sr)
-    return x if sr == rate else resample_poly(x, rate // g, sr // g).astype(np.float32)
+    if sr == rate:
+        return x
+    from scipy.signal import resample_poly  # here: scipy takes seconds to import, and only this needs it
+
+    return resample_poly(x, rate // g, sr // g).astype(np.float32)
 
 
 def audio_files(src: Path) -> list[Path]:

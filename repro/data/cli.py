@@ -5,6 +5,7 @@ import argparse
 import time
 
 from repro.data import api, catalog, store
+from repro.data.errors import CorruptData
 from repro.data.text import FILE_KINDS
 
 
@@ -55,7 +56,10 @@ def cmd_list(args) -> int:
     rows = [["name", "kind", "size", "vocabulary", "source", "prepared"]]
     for name in catalog.names():
         info = catalog.get(name).info
-        prepared = "-" if name == "file" else ("yes" if api.is_prepared(name, args.root) else "no")
+        try:
+            prepared = "-" if name == "file" else ("yes" if api.is_prepared(name, args.root) else "no")
+        except CorruptData as err:
+            prepared = f"corrupt: {err}"
         rows.append([name, info.kind, info.size, info.vocab, info.source, prepared])
     print_table(rows)
     print(f"data root: {store.data_root(args.root)}")

@@ -14,3 +14,7 @@ class DatasetMissing(DataError):
 
 class ChecksumMismatch(DataError):
     """A file's size or hash differs from the pinned value; the message names both values."""
+
+
+class CorruptData(DataError):
+    """A prepared dataset's file does not parse (meta.json, a .npy header); the message names it."""

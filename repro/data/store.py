@@ -1,8 +1,9 @@
 """The prepared-data store on disk: where datasets live, the 90/5/5 split, atomic writes, meta.json.
 
 Layout: ``<root>/<name>/{train,valid,test}.npy`` plus ``meta.json`` (vocabulary, counts, checksums of
-sources and splits). A dataset directory appears only complete: preparation writes into a temporary
-sibling directory that is renamed into place at the end, and removed if anything fails.
+sources and splits). A dataset directory appears only complete: preparation (under the dataset's
+lock) writes into a temporary sibling directory, fsynced, renamed into place at the end, and removed if
+anything fails; a killed preparation's leftovers go at the next one.
 """
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
+from repro import atomic
+from repro.data.errors import CorruptData
 from repro.data.fetch import digest_file
+from repro.locks import FileLock
 
 SPLITS = ("train", "valid", "test")
 META = "meta.json"
@@ -43,11 +46,19 @@ def split_bounds(n: int) -> dict[str, tuple[int, int]]:
 
 
 def read_meta(directory: Path) -> dict | None:
-    """The dataset's meta.json, or None if the directory holds no prepared dataset."""
+    """The dataset's meta.json, or None if the directory holds no prepared dataset; CorruptData (naming
+    the file) if it does not parse or lacks the vocabulary and splits."""
+    path = directory / META
     try:
-        return json.loads((directory / META).read_text())
+        meta = json.loads(path.read_text())
     except FileNotFoundError:
         return None
+    except (OSError, ValueError) as err:
+        raise CorruptData(f"{path}: corrupt ({str(err).splitlines()[0][:200]})") from None
+    if not (isinstance(meta, dict) and isinstance(meta.get("vocab"), dict) and isinstance(meta.get("splits"), dict)
+            and all(isinstance(meta["splits"].get(s), dict) for s in SPLITS)):
+        raise CorruptData(f"{path}: corrupt (expected an object with vocab and splits {', '.join(SPLITS)})")
+    return meta
 
 
 def split_record(path: Path, array: np.ndarray) -> dict:
@@ -55,46 +66,68 @@ def split_record(path: Path, array: np.ndarray) -> dict:
     return {"shape": list(array.shape), "dtype": str(array.dtype), "sha256": digest_file(path)}
 
 
+def _write_synced(path: Path, write) -> None:
+    """Write a file inside a building directory (not yet visible), fsynced before the rename."""
+    try:
+        with open(path, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        raise atomic.store_error(path, err) from None
+
+
 def save_array(directory: Path, split: str, array: np.ndarray) -> dict:
     """Write ``<split>.npy``; returns its :func:`split_record`."""
     path = directory / f"{split}.npy"
-    np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+    _write_synced(path, lambda f: np.save(f, np.ascontiguousarray(array), allow_pickle=False))
     return split_record(path, array)
 
 
 def load_array(directory: Path, split: str) -> np.ndarray:
-    return np.load(directory / f"{split}.npy", mmap_mode="r", allow_pickle=False)
+    path = directory / f"{split}.npy"
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise CorruptData(f"{path}: corrupt ({str(err).splitlines()[0][:200]})") from None
+
+
+def lock(target: Path) -> FileLock:
+    """The lock of one dataset directory (preparation waits for it; see :func:`building`); its file
+    goes with the preparation, so the data root holds only datasets."""
+    return FileLock(target.parent / f".{target.name}.lock", wait=True, remove=True)
 
 
 @contextlib.contextmanager
 def building(target: Path) -> Iterator[Path]:
-    """Yield a fresh temporary directory; on success it replaces ``target``, on failure it is removed."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
+    """Yield a fresh temporary directory; on success it replaces ``target``, on failure it is removed.
+    Hold :func:`lock` around it: leftovers of a killed preparation of ``target`` are removed first."""
+    atomic.clean_temps(target.parent, prefix=f".{target.name}.")
+    tmp = atomic.temp_dir(target, "building")
     try:
         yield tmp
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / "d")
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
+        try:
+            atomic.fsync_dir(tmp)
+            if target.exists():
+                old = atomic.temp_dir(target, "old")
+                os.replace(target, old / "d")
+                os.replace(tmp, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, target)
+            atomic.fsync_dir(target.parent)
+        except OSError as err:
+            raise atomic.store_error(target, err) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_meta(directory: Path, meta: dict) -> None:
-    (directory / META).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    text = json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    _write_synced(directory / META, lambda f: f.write(text.encode()))
 
 
 def atomic_save_array(path: Path, array: np.ndarray) -> None:
     """Write one .npy next to prepared data (a derived cache) without ever exposing a partial file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, np.ascontiguousarray(array), allow_pickle=False)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    with atomic.replacing(path) as f:
+        np.save(f, np.ascontiguousarray(array), allow_pickle=False)

@@ -1,0 +1,89 @@
+"""Checkpoints: written atomically with the previous one kept, read back as plain data only.
+
+``last.ckpt`` is written through a temp file; the file it replaces becomes ``previous.ckpt``, so a
+kill at any moment leaves at least one complete checkpoint. Reading checks the zip archive and its
+CRCs, then unpickles with torch's weights-only unpickler (tensors and plain containers: a crafted
+pickle cannot run code). A truncated, empty, garbled or bit-flipped file is *corrupt* (the run falls
+back to the previous checkpoint); a sound archive that holds other objects is *refused*.
+"""
+from __future__ import annotations
+
+import pickle
+import re
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
+
+from repro import atomic
+from repro.errors import UserError
+
+LAST, PREVIOUS = "last.ckpt", "previous.ckpt"
+
+
+class CorruptCheckpoint(Exception):
+    """The file is not a complete checkpoint (the message names it and why)."""
+
+
+class UnsafeCheckpoint(UserError):
+    """The file holds pickled objects beyond tensors and plain data: refused, never executed."""
+
+
+def load(path: Path, mmap: bool = False) -> dict[str, Any]:
+    """A checkpoint's contents (tensors on the CPU); CorruptCheckpoint or UnsafeCheckpoint otherwise."""
+    try:
+        if not zipfile.is_zipfile(path):
+            raise CorruptCheckpoint(f"{path}: not a checkpoint (empty, truncated or not a zip archive)")
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as err:
+        raise CorruptCheckpoint(f"{path}: unreadable ({err})") from None
+    if bad is not None:
+        raise CorruptCheckpoint(f"{path}: member {bad} fails its CRC check")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as err:
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        what = f"a reference to {found.group(1)}" if found else "pickled objects"
+        raise UnsafeCheckpoint(f"{path}: refused to load: it holds {what}, not only tensors and plain data "
+                               "(delete it to restart the run)") from None
+    except Exception as err:  # a sound zip whose records torch cannot read
+        raise CorruptCheckpoint(f"{path}: unreadable ({type(err).__name__}: {str(err)[:200]})") from None
+
+
+def latest(directory: Path, echo: Callable[[str], None] = print) -> tuple[Path, int] | None:
+    """The newest good checkpoint in ``directory`` and its step: ``last.ckpt``, else ``previous.ckpt``
+    (saying why), else None (saying so when a corrupt one was passed over). Refuses unsafe files."""
+    for name in (LAST, PREVIOUS):
+        path = directory / name
+        if not path.exists():
+            continue
+        try:
+            step = int(load(path, mmap=True)["global_step"])
+        except (CorruptCheckpoint, KeyError, TypeError, ValueError) as err:
+            echo(f"  {err if isinstance(err, CorruptCheckpoint) else f'{path}: no global_step'}: passed over")
+            continue
+        return path, step
+    if any((directory / name).exists() for name in (LAST, PREVIOUS)):
+        echo("  no usable checkpoint: the run restarts from step 0")
+    return None
+
+
+class StoreCheckpointIO(CheckpointIO):
+    """Lightning's checkpoint I/O through :func:`repro.atomic.replacing` and :func:`load`."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any = None) -> None:
+        path = Path(path)
+        with atomic.replacing(path, keep=path.with_name(PREVIOUS) if path.name == LAST else None) as fh:
+            torch.save(checkpoint, fh)
+
+    def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
+        try:
+            return load(Path(path))
+        except CorruptCheckpoint as err:
+            raise UserError(str(err)) from None
+
+    def remove_checkpoint(self, path) -> None:
+        Path(path).unlink(missing_ok=True)

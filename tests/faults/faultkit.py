@@ -1,0 +1,138 @@
+"""The fault-injection matrix's toolkit: tiny manifests, and the code its child processes run.
+
+Children are real processes forked from a fork server that has already imported the package (a fresh
+interpreter takes seconds to import torch and Lightning; a fork takes milliseconds). A child runs the
+``repro`` CLI (or ``run_spec``) with faults injected: a signal sent to itself at a chosen point of
+training (the kernel delivers it like any other), a file-size limit (a full disk), another user.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import textwrap
+from pathlib import Path
+
+import lightning.pytorch as pl
+
+MODELS = {
+    "dense": "{family: sparse_transformer, pattern: dense, layers: 1, d_model: 32, heads: 2, stride: 8, dropout: 0.1}",
+    "strided": "{family: sparse_transformer, pattern: strided, layers: 1, d_model: 32, heads: 2, stride: 8, "
+               "dropout: 0.1}",
+    "adaptive": "{family: adaptive_span, layers: 1, d_model: 32, d_ff: 64, heads: 2, dropout: 0.1, "
+                "span: {kind: adaptive, limit: 48, ramp: 8, loss_coef: 1.0e-3}}",
+    "dynamic": "{family: adaptive_span, layers: 1, d_model: 32, d_ff: 64, heads: 2, dropout: 0.1, "
+               "span: {kind: dynamic, limit: 48, ramp: 8, loss_coef: 1.0e-3}}",
+}
+
+
+def manifest(corpus: Path, model: str = "dense", name: str = "f-run", steps: int = 20, grid: str = "",
+             train: str = "", top: str = "") -> str:
+    return textwrap.dedent(f"""\
+        name: {name}
+        title: "fault matrix"
+        paper: suite
+        base:
+          data: {{name: file, path: "{corpus}", kind: text8, block: 32}}
+          model: {MODELS[model]}
+          train: {{optimizer: adam, lr: 3.0e-3, batch_size: 4, steps: {steps}, checkpoint_every: 5, log_every: 2{train}}}
+          eval: {{batch_size: 32, min_context: 16}}
+        scales:
+          tiny: {{}}
+        """) + grid + top
+
+
+class SignalAt(pl.Callback):
+    """Sends ``signum`` to this process at the end of step ``step``, or inside it (``inside=True``:
+    between the forward and the backward pass), ``times`` times."""
+
+    def __init__(self, step: int, signum: int, inside: bool = False, times: int = 1):
+        self.step, self.signum, self.inside, self.times = step, signum, inside, times
+
+    def _fire(self) -> None:
+        for _ in range(self.times):
+            os.kill(os.getpid(), self.signum)
+
+    def on_before_backward(self, trainer, pl_module, loss) -> None:
+        if self.inside and trainer.global_step + 1 == self.step:
+            self._fire()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not self.inside and trainer.global_step == self.step:
+            self._fire()
+
+
+class SignalParentAt(pl.Callback):
+    """In DDP rank 0: sends ``signum`` to the main process (as ``kill <pid>`` would) at the end of ``step``."""
+
+    def __init__(self, step: int, signum: int):
+        self.step, self.signum = step, signum
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_rank == 0 and trainer.global_step == self.step:
+            os.kill(os.getppid(), self.signum)
+
+
+class Gate(pl.Callback):
+    """At the end of step ``step``: set ``ready`` and wait for ``go`` (another process's turn)."""
+
+    def __init__(self, step: int, ready, go):
+        self.step, self.ready, self.go = step, ready, go
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            self.ready.set()
+            self.go.wait(120)
+
+
+def child(argv: list[str], env: dict, out: str, callbacks: list = (), kill_in_eval: int = 0, kill_in_save: int = 0,
+          file_limit: int = 0, as_user: int | None = None, umask: int | None = None) -> None:
+    """Process target: ``repro ARGV`` with stdout/stderr to ``out``.out/.err and the faults asked for
+    (``kill_in_eval``: this signal when the final evaluation starts; ``kill_in_save=N``: kill -9 half-way
+    through writing the N-th checkpoint); exits with the CLI's status (or dies of the signal)."""
+    os.environ.clear()
+    os.environ.update(env)
+    for fd, suffix in ((1, ".out"), (2, ".err")):
+        os.dup2(os.open(out + suffix, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    if umask is not None:
+        os.umask(umask)
+    if file_limit:  # a "full disk": writes past this size fail with EFBIG
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    if as_user is not None:
+        os.setgid(as_user)
+        os.setuid(as_user)
+    import torch
+
+    from repro import cli, runner
+
+    torch.set_num_threads(1)  # tiny models: one thread is far faster
+
+    if callbacks:
+        plain = runner.run_spec
+        runner.run_spec = lambda *a, **k: plain(*a, **{**k, "callbacks": list(callbacks)})
+    if kill_in_eval:
+        evaluate = runner.evaluate
+
+        def dying(*args, **kwargs):
+            os.kill(os.getpid(), kill_in_eval)
+            return evaluate(*args, **kwargs)
+
+        runner.evaluate = dying
+    if kill_in_save:
+        save, calls = torch.save, [0]
+
+        def dying_save(obj, f, *args, **kwargs):
+            calls[0] += 1
+            if calls[0] == kill_in_save:
+                f.write(b"PK\x03\x04 half a checkpoint")
+                f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return save(obj, f, *args, **kwargs)
+
+        torch.save = dying_save
+    code = cli.main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

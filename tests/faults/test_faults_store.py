@@ -1,0 +1,226 @@
+"""The store under faults: corrupt, crafted or half-written files, a full disk, a read-only results
+directory, temp files a kill left, modes that follow the umask, fsync before rename."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from faultkit import SignalAt
+
+from repro import atomic, data
+from repro import manifest as manifests
+from repro import runner
+from repro.cli import main
+from repro.store import RunDir
+
+
+def killed_store(tmp_path, write_manifest, kid, **faults):
+    """A store whose run a child left behind (kill -9 at step 12 unless other faults are given)."""
+    path = write_manifest()
+    m = manifests.load(path)
+    (spec,) = m.expand("tiny")
+    code, _, _ = kid(["run", str(path)], **(faults or {"callbacks": [SignalAt(12, signal.SIGKILL)]}))
+    assert code == -signal.SIGKILL
+    return m, spec, RunDir(tmp_path / "results", m.name, spec.run_id)
+
+
+def resume(m, spec, root):
+    said = []
+    summary = runner.run_spec(spec, m, root, echo=said.append).summary
+    return summary, "\n".join(said)
+
+
+CORRUPTIONS = {
+    "truncated": lambda b: b[:len(b) // 2],
+    "empty": lambda b: b"",
+    "garbage": lambda b: os.urandom(len(b)),
+    "bit-flipped": lambda b: b[:len(b) // 2] + bytes([b[len(b) // 2] ^ 0xFF]) + b[len(b) // 2 + 1:],
+}
+
+
+def test_a_corrupt_last_checkpoint_falls_back_to_the_previous_one(tmp_path, write_manifest, kid, straight):
+    m, spec, run = killed_store(tmp_path, write_manifest, kid)
+    for name, corrupt in [*CORRUPTIONS.items(), ("both", None)]:
+        root = tmp_path / name
+        shutil.copytree(tmp_path / "results", root)
+        ckpts = RunDir(root, m.name, spec.run_id).checkpoints
+        for file in ["last.ckpt", "previous.ckpt"] if corrupt is None else ["last.ckpt"]:
+            (ckpts / file).write_bytes((corrupt or CORRUPTIONS["truncated"])((ckpts / file).read_bytes()))
+        summary, said = resume(m, spec, root)
+        assert summary["status"] == "finished", name
+        assert abs(summary["test_bits"] - straight()[0]["test_bits"]) < 1e-4, name
+        assert f"{ckpts / 'last.ckpt'}: " in said and "passed over" in said, (name, said)
+        expected = "no usable checkpoint: the run restarts from step 0" if corrupt is None else "from step 5"
+        assert expected in said, (name, said)
+
+
+def test_a_kill_while_writing_a_checkpoint_keeps_the_last_and_its_temp_goes(tmp_path, write_manifest, kid, straight):
+    m, spec, run = killed_store(tmp_path, write_manifest, kid, kill_in_save=3)
+    temps = list(run.checkpoints.glob(".last.ckpt.*.tmp"))
+    assert len(temps) == 1 and torch.load(run.last_checkpoint, weights_only=True)["global_step"] == 10
+    for name in (".summary.json.x1.tmp", ".analysis.npz.x2.tmp", ".temp.ckpt"):  # as other kills leave them
+        (run.path / name).write_bytes(b"partial")
+    summary, said = resume(m, spec, run.path.parents[2])
+    assert "removed 4 temporary file(s)" in said and "from step 10" in said
+    assert abs(summary["test_bits"] - straight()[0]["test_bits"]) < 1e-4
+    assert not [p for p in run.path.rglob(".*") if p.name != ".lock"]
+
+
+def test_a_crafted_checkpoint_is_refused_never_run(tmp_path, write_manifest, capsys):
+    path = write_manifest()
+    assert main(["run", str(path)]) == 0
+    m = manifests.load(path)
+    run = RunDir(tmp_path / "results", m.name, m.expand("tiny")[0].run_id)
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f"touch {marker}",)
+
+    torch.save({"global_step": 20, "state_dict": {}, "x": Payload()}, run.last_checkpoint)
+    run.update_summary(status="running")
+    capsys.readouterr()
+    for argv in (["run", str(path)], ["sample", run.run_id]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{run.last_checkpoint}: refused to load: it holds a reference to" in err[0]
+    assert not marker.exists()
+
+
+def test_corrupt_summary_and_spec_are_listed_and_redone(tmp_path, write_manifest, capsys):
+    path = write_manifest(train=", seed: 0", grid="grid:\n  train.seed: [0, 1]\n")
+    assert main(["run", str(path)]) == 0
+    a, b = (RunDir(tmp_path / "results", s.manifest, s.run_id) for s in manifests.load(path).expand("tiny"))
+    bits = a.summary()["test_bits"]
+    summary_text = (a.path / "summary.json").read_text()
+    (a.path / "summary.json").write_text(summary_text[:len(summary_text) // 2])
+    (b.path / "spec.yaml").write_text("run_id: [unclosed\n")
+    capsys.readouterr()
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"corrupt: {a.path / 'summary.json'}: corrupt" in out and f"corrupt: {b.path / 'spec.yaml'}: corrupt" in out
+    assert main(["status", "f-run", "--json"]) == 0  # by name (the store knows it): stdout stays JSON
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == [] and captured.err.count("corrupt: ") == 2
+    assert main(["report", str(path)]) == 0
+    assert "corrupt run, left out" in (tmp_path / "results" / "reports" / "f-run.md").read_text()
+    assert main(["run", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"{a.run_id}  f-run  seed=0  [corrupt summary: redone by run]" in out
+    assert f"{b.run_id}  f-run  seed=1  [corrupt spec: redone by run]" in out
+    source = tmp_path / "results" / "sources" / "f-run.json"
+    source.write_text("{")  # a damaged name record is rewritten by the next run
+    assert main(["run", str(path)]) == 0
+    assert json.loads(source.read_text())["path"] == str(path.resolve())
+    out = capsys.readouterr().out
+    assert out.count(": the run is redone") == 2 and out.count("resuming") == 2
+    assert a.summary()["status"] == b.summary()["status"] == "finished" and b.spec()["run_id"] == b.run_id
+    assert abs(a.summary()["test_bits"] - bits) < 1e-9
+
+
+def test_a_full_disk_fails_in_one_line_leaving_nothing_half_written(tmp_path, write_manifest, kid, capsys):
+    path = write_manifest()
+    m = manifests.load(path)
+    spec = m.expand("tiny")[0]
+    data.open_split(spec.data.name, "train", **spec.data.options())  # prepared first: the limit is the store's
+    code, _, err = kid(["run", str(path)], file_limit=100_000)  # a checkpoint is ~220 KB
+    run = RunDir(tmp_path / "results", m.name, spec.run_id)
+    assert code == 1
+    assert err.strip().splitlines()[-1] == f"error: {run.checkpoints / 'last.ckpt'}: cannot write: File too large"
+    assert "Traceback" not in err
+    assert not list(run.path.rglob("*.tmp")) and run.last_checkpoint is None
+    assert run.summary()["status"] == "failed" and "File too large" in run.summary()["error"]
+    assert main(["run", str(path)]) == 0 and run.summary()["status"] == "finished"  # space again: it runs
+
+
+def test_a_read_only_results_directory_fails_in_one_line(corpus, write_manifest, kid, monkeypatch):
+    base = Path(tempfile.mkdtemp())  # world-readable, unlike pytest's tmp dirs: another user reads it
+    try:
+        os.chmod(base, 0o755)
+        monkeypatch.setenv("REPRO_DATA", str(base / "data"))
+        monkeypatch.setenv("REPRO_RESULTS", str(base / "results"))
+        shutil.copy(corpus, base / "corpus.txt")
+        path = base / "m.yaml"
+        path.write_text(write_manifest().read_text().replace(str(corpus), str(base / "corpus.txt")))
+        spec = manifests.load(path).expand("tiny")[0]
+        data.open_split(spec.data.name, "train", **spec.data.options())
+        (base / "results").mkdir(mode=0o555)
+        code, _, err = kid(["run", str(path)], as_user=None if os.geteuid() else 65534)
+        assert code == 1
+        run = RunDir(base / "results", "f-run", spec.run_id)
+        assert err.strip().splitlines()[-1] == f"error: {run.path}: cannot create directory: Permission denied"
+        assert "Traceback" not in err
+        assert not any((base / "results").iterdir())
+    finally:
+        shutil.rmtree(base)
+
+
+def test_files_and_directories_follow_the_umask(tmp_path, write_manifest, kid):
+    path = write_manifest()
+    code, _, err = kid(["run", str(path), "--max-steps", "6"], umask=0o027)
+    assert code == 0, err
+    run = next((tmp_path / "results" / "runs" / "f-run").iterdir())
+    (dataset,) = (p for p in (tmp_path / "data" / "file").iterdir() if p.is_dir())
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [run, run / "checkpoints", dataset]}
+    modes.update({p: stat.S_IMODE(p.stat().st_mode) for p in [*run.glob("*.*"), *run.glob("checkpoints/*"),
+                                                               *dataset.iterdir()]})
+    assert len(modes) >= 12
+    assert all(mode == (0o750 if p.is_dir() else 0o640) for p, mode in modes.items()), modes
+
+
+def test_atomic_writes_fsync_the_file_before_the_rename_and_the_directory_after(tmp_path, monkeypatch):
+    events = []
+    fsync, replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a), str(b))), replace(a, b))[1])
+    target = tmp_path / "summary.json"
+    atomic.write_bytes(target, b"{}")
+    (_, tmp), (_, src, dst), (_, directory) = events
+    assert src == tmp and dst == str(target) and directory == str(tmp_path)
+
+
+def test_a_corrupt_dataset_is_one_line_before_training(tmp_path, write_manifest, corpus, capsys):
+    text8 = tmp_path / "data" / "text8"
+    text8.mkdir(parents=True)
+    (text8 / "meta.json").write_text('{"vocab": {"size": 27')
+    assert main(["data", "list"]) == 0
+    assert f"corrupt: {text8 / 'meta.json'}: corrupt" in capsys.readouterr().out
+    assert main(["data", "verify", "text8"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+    path = write_manifest()
+    spec = manifests.load(path).expand("tiny")[0]
+    directory = data.dataset_dir("file", **spec.data.options())
+    data.open_split("file", "train", **spec.data.options())
+    leftover = directory.parent / f".{directory.name}.building-x1"  # a preparation killed half-way
+    leftover.mkdir()
+    valid = directory / "valid.npy"
+    valid.write_bytes(b"\x93NUMPY garbage" + valid.read_bytes()[14:])
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{valid}: corrupt" in err[0] and "repro data prepare file" in err[0]
+    assert not (tmp_path / "results").exists()
+    assert main(["data", "prepare", "file", "--from", str(corpus), "--kind", "text8"]) == 0
+    assert not leftover.exists() and main(["run", str(path)]) == 0
+
+
+def test_an_error_after_training_started_marks_the_run_failed(tmp_path, write_manifest, monkeypatch):
+    path = write_manifest()
+    m = manifests.load(path)
+    (spec,) = m.expand("tiny")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("evaluation broke")
+
+    monkeypatch.setattr(runner, "evaluate", broken)
+    with pytest.raises(RuntimeError):
+        runner.run_spec(spec, m, tmp_path / "results", echo=lambda s: None)
+    summary = RunDir(tmp_path / "results", m.name, spec.run_id).summary()
+    assert summary["status"] == "failed" and summary["error"] == "evaluation broke"
