@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from repro.errors import UserError
+from repro.fields import later, plain
 from repro.models import FAMILIES, family
 
 
@@ -36,7 +37,7 @@ class DataSpec:
     block: int = 512  # training context: characters per block (text) or the sequence length (images/audio)
     path: Optional[str] = None  # `file` corpora: the file (relative: to the manifest's folder)
     kind: Optional[str] = None  # `file` corpora: bytes | chars | text8
-    sha256: Optional[str] = None  # `file` corpora: the file's content hash, set when the manifest resolves
+    sha256: Optional[str] = later(None)  # `file` corpora: the file's content hash, set when the manifest resolves
     vocab: Optional[str] = None  # byte corpora: bytes (256) | as205 (adaptive-span's observed-symbol vocabulary)
     seq_len: Optional[int] = None  # audio: samples per sequence
 
@@ -59,7 +60,7 @@ class TrainSpec:
     lr: float = 3e-4
     warmup: int = 0  # steps of linear warm-up from 0
     schedule: Literal["constant", "cosine"] = "constant"  # after warm-up
-    final_phase: int = 0  # the last `final_phase` steps run at lr / 10 (adaptive-span large models)
+    final_phase: int = 0  # the last `final_phase` of the `steps` run at lr / 10 (adaptive-span large models)
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     clip: float = 0.0  # 0 = no clipping
@@ -74,6 +75,13 @@ class TrainSpec:
     checkpoint_every: int = 100
     log_every: int = 10
     seed: int = 0
+    # text streams (repro.data.batching.StreamBatches): `wrap` restarts every pass at offset 0 and carries
+    # the recurrent cache across the wrap; `random_offset` is the official adaptive-span trainer's: every
+    # pass after the first starts the streams at a seeded random offset in [0, block), cache reset
+    stream_passes: Literal["wrap", "random_offset"] = later("wrap")
+    # the weights scored at the end: `last`, or `best_valid` (the lowest quick-validation bits, kept in
+    # best.ckpt; needs val_every), as the Sparse Transformer paper scores its best model
+    select: Literal["last", "best_valid"] = later("last")
 
 
 @dataclass
@@ -98,16 +106,14 @@ class RunSpec:
     eval: EvalSpec
 
     def resolved(self) -> dict[str, Any]:
-        """Plain-dict form of everything that determines the run's result (``data.sha256`` only where set,
-        so specs without a `file` corpus keep their ids)."""
-        data = dataclasses.asdict(self.data)
-        if data["sha256"] is None:
-            del data["sha256"]
+        """Plain-dict form of everything that determines the run's result. Fields added later are left out
+        at their defaults (``repro.fields.later``: ``data.sha256`` without a `file` corpus, ...), so earlier
+        specs keep their ids."""
         return {
-            "data": data,
-            "model": {"family": self.family, **dataclasses.asdict(self.model)},
-            "train": dataclasses.asdict(self.train),
-            "eval": dataclasses.asdict(self.eval),
+            "data": plain(self.data),
+            "model": {"family": self.family, **plain(self.model)},
+            "train": plain(self.train),
+            "eval": plain(self.eval),
         }
 
     @property
@@ -270,6 +276,8 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
         raise SpecError("train.clip_mode", f"per_tensor clipping is the official adaptive-span Adagrad's "
                         f"(it scales each tensor's learning rate); with optimizer {train.optimizer!r} use "
                         f"global_norm")
+    if train.select == "best_valid" and not train.val_every:
+        raise SpecError("train.select", "best_valid picks the best quick validation: set train.val_every > 0")
     spec = RunSpec(
         manifest=manifest, scale=scale, cell=dict(cell), family=name,
         data=build(DataSpec, config.get("data") or {}, "data"),

@@ -15,10 +15,13 @@ A sequential character Transformer (post-norm residual blocks, ReLU feed-forward
   layer, summed over layers (what produced the published numbers); ``"sum"`` is lambda * sum of z over
   every head, as the paper's text writes it. The dynamic span penalises the mean z_t the same way.
 
-Distances. Query t sees r = t - x for x = 0 .. S-1: itself and the S - 1 previous tokens. The fixed
-span thus sees exactly S tokens and the mask formula applies to x = t - r as written; m_z(0) = 1, so no
-row is ever empty. (The official code shifts by one: its queries see the S previous tokens, not
-themselves.)
+Distances, ``window``. ``paper`` (the default): query t sees r = t - x for x = 0 .. S-1, itself and the
+S - 1 previous tokens; the fixed span sees exactly S tokens, the mask formula applies to x = t - r as the
+paper writes it, m_z(0) = 1, so no row is ever empty, and history missing before a stream's start is
+padding that gets no weight. ``official`` (the code behind the published numbers): query t sees the S
+previous tokens r = t - 1 .. t - S, not itself, with mask m_z(t - r - 1) and position embedding
+p_{t-r-1}; history missing before a stream's start is zero hidden states that do take weight, as the
+official code's zero-initialised cache (its keys and values are 0; a stream's first query sees only them).
 
 Initialisation, ``init``. Both: embeddings and p_x ~ N(0, 1), the feed-forward and output layers at
 PyTorch's defaults, z' = 0, b = -4 for the dynamic span. ``official`` (the default: the code that
@@ -43,6 +46,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from repro.fields import later
 from repro.models.base import ModelOutput
 from repro.models.relative_attention import band_attention, chunk_size
 
@@ -71,6 +75,7 @@ class Config:
     heads: int = 8
     dropout: float = 0.3  # on attention weights and ReLU outputs
     init: Literal["official", "paper"] = "official"  # W_q, W_k, W_v, W_o: see the module docstring
+    window: Literal["paper", "official"] = later("paper")  # which distances a query sees: module docstring
     span: SpanConfig = field(default_factory=SpanConfig)
 
 
@@ -91,6 +96,7 @@ class SpanAttention(nn.Module):
         d, H = cfg.d_model, cfg.heads
         assert d % H == 0, "d_model must be a multiple of heads"
         self.H, self.dh, self.span, self.dropout = H, d // H, cfg.span, cfg.dropout
+        self.shift = 1 if cfg.window == "official" else 0  # distance of the band's first column (x = 0)
         self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
         if cfg.init == "paper":  # W_q, W_k, W_v, W_o ~ U(-1/sqrt(d_h), 1/sqrt(d_h)); official: PyTorch's
             for lin in (self.q, self.k, self.v, self.o):
@@ -118,11 +124,11 @@ class SpanAttention(nn.Module):
         return min(S, _round_up(z_max + self.span.ramp))
 
     def cache_len(self, z_max: float | None = None) -> int:
-        """Past hidden states kept for the next block."""
+        """Past hidden states kept for the next block (one more under the official window)."""
         S = self.span.limit
         if self.span.kind == "adaptive" and self.trim:
-            return min(S - 1, self.window(z_max) - 1 + TRIM_MULTIPLE)
-        return S - 1
+            return min(S - 1, self.window(z_max) - 1 + TRIM_MULTIPLE) + self.shift
+        return S - 1 + self.shift
 
     def forward(self, h, cache, pe, z_max: float | None = None):
         """``z_max``: this layer's largest adaptive z, if the caller already read it (one sync)."""
@@ -135,11 +141,15 @@ class SpanAttention(nn.Module):
         else:
             W = self.window(z_max)
         C = cache.shape[1]
-        W_span, W = W, min(W, C + M)  # no band wider than the history
+        W_span = W
+        if not self.shift:  # paper window: no band wider than the history (missing history gets no weight)
+            W = min(W, C + M)
         P = W - 1
-        C_used = min(C, P)
-        kv = torch.cat([cache[:, C - C_used:], h], 1)
-        n_pad = P - C_used
+        # keys: the states at C - P - shift .. C + M - 1 - shift of [cache, block]; before a stream's start,
+        # padding (no weight under the paper window, zero states under the official one)
+        first = C - P - self.shift
+        kv = torch.cat([cache, h], 1)[:, max(0, first):C + M - self.shift]
+        n_pad = max(0, -first)
 
         def heads(t):
             return t.view(B, -1, self.H, self.dh).transpose(1, 2)
@@ -156,8 +166,8 @@ class SpanAttention(nn.Module):
         else:
             mask = None
         out = band_attention(q, k, v, pe[:, :W].flip(-1), chunk=chunk_size(M, W), mask=mask,
-                             n_invalid=n_pad, dropout=self.dropout, training=self.training,
-                             record=self.record)
+                             n_invalid=0 if self.shift else n_pad, dropout=self.dropout,
+                             training=self.training, record=self.record)
         out = self.o(out.transpose(1, 2).reshape(B, M, -1))
         self.last = {"window": W_span, "band": W}
         loss = None
@@ -330,7 +340,8 @@ def _as_batch(x: torch.Tensor) -> torch.Tensor:
 def attention_by_distance(model: Model, x: torch.Tensor, state: Any = None) -> np.ndarray:
     """Mean attention weight at each distance 0..S-1 per layer and head (Figure 1): (layers, heads, S).
 
-    Averages over batch and queries that can see that distance; NaN where none can (short history)."""
+    Averages over batch and queries that can see that distance; NaN where none can (short history). Under
+    the official window distance 0 (the query itself) has weight 0 and distance S lies beyond the array."""
     S, was_training = model.cfg.span.limit, model.training
     model.eval()
     for layer in model.layers:
@@ -340,10 +351,12 @@ def attention_by_distance(model: Model, x: torch.Tensor, state: Any = None) -> n
         out = np.full((len(model.layers), model.cfg.heads, S), np.nan)
         for i, layer in enumerate(model.layers):
             rec = layer.attn.record[0]
-            s, n = rec["sum"].flip(-1).double(), rec["count"].flip(-1).double()  # distance order
-            W, W_span = s.shape[-1], layer.attn.last["window"]
-            out[i, :, :W] = torch.where(n > 0, s / n.clamp(min=1), torch.nan).numpy()
-            out[i, :, W_span:] = 0.0  # beyond the span every weight is exactly 0
+            s, n = rec["sum"].flip(-1).double(), rec["count"].flip(-1).double()  # distance - shift order
+            W, W_span, shift = s.shape[-1], layer.attn.last["window"], layer.attn.shift
+            weights = torch.where(n > 0, s / n.clamp(min=1), torch.nan).numpy()
+            out[i, :, shift:shift + W] = weights[..., :S - shift]
+            out[i, :, :shift] = 0.0  # the official window never attends the query itself
+            out[i, :, W_span + shift:] = 0.0  # beyond the span every weight is exactly 0
         return out
     finally:
         for layer in model.layers:

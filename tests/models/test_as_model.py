@@ -17,9 +17,9 @@ torch.set_num_threads(1)
 
 
 def make(kind="adaptive", S=64, R=8, layers=2, d=16, heads=2, d_ff=32, vocab=11, dropout=0.0, z=None,
-         seed=0, **span):
+         seed=0, window="paper", **span):
     torch.manual_seed(seed)
-    cfg = AS.Config(layers=layers, d_model=d, d_ff=d_ff, heads=heads, dropout=dropout,
+    cfg = AS.Config(layers=layers, d_model=d, d_ff=d_ff, heads=heads, dropout=dropout, window=window,
                     span=AS.SpanConfig(kind=kind, limit=S, ramp=R, **span))
     m = AS.Model(cfg, vocab, block=32).double().eval()
     if z is not None:
@@ -41,11 +41,15 @@ def run_blocks(model, x, block):
 # ---- a dense, quadratic reference: every pair (t, r) scored explicitly ------------------------------
 
 def dense_attention(attn, h, pe):
+    """Paper window: query t sees r = t - x, x = 0..S-1. Official window: the stream is preceded by S zero
+    states and query t sees r = t - 1 .. t - S with mask and position argument x = t - r - 1."""
     B, T, d = h.shape
     H, dh, S, R = attn.H, attn.dh, attn.span.limit, attn.span.ramp
-    q, k, v = (lin(h).view(B, T, H, dh).transpose(1, 2) for lin in (attn.q, attn.k, attn.v))
-    t = torch.arange(T, device=h.device)
-    x = t[:, None] - t[None, :]  # distance t - r
+    pad = S if attn.shift else 0
+    hk = F.pad(h, (0, 0, pad, 0))  # zero hidden states before the stream (official window)
+    q = attn.q(h).view(B, T, H, dh).transpose(1, 2)
+    k, v = (lin(hk).view(B, T + pad, H, dh).transpose(1, 2) for lin in (attn.k, attn.v))
+    x = (torch.arange(T)[:, None] + pad) - torch.arange(T + pad)[None, :] - attn.shift  # mask argument
     band = (x >= 0) & (x < S)
     pos = torch.einsum("bhtd,dtr->bhtr", q, pe[:, x.clamp(0, S - 1)])
     s = ((q @ k.transpose(-1, -2)) + pos) / math.sqrt(dh)
@@ -119,34 +123,39 @@ def test_model_gradient_to_z_matches_finite_differences():
             assert abs(fd) > 1e-3  # the mask really depends on z
 
 
+@pytest.mark.parametrize("window", ["paper", "official"])
 @pytest.mark.parametrize("kind", ["adaptive", "dynamic"])
-def test_trimmed_and_untrimmed_attention_agree(kind):
-    model = make(kind, S=300, R=16, z=[[0.05, 0.2], [0.1, 0.02]] if kind == "adaptive" else None)
+def test_trimmed_and_untrimmed_attention_agree(kind, window):
+    model = make(kind, S=300, R=16, z=[[0.05, 0.2], [0.1, 0.02]] if kind == "adaptive" else None, window=window)
     x = torch.randint(0, 12, (2, 8 * 40))
     trimmed, st = run_blocks(model, x, 40)
     assert all(layer.attn.last["window"] < 300 for layer in model.layers)  # it did trim
+    kept = 299 + (window == "official")  # the official window reaches one state further back
     if kind == "adaptive":
-        assert all(s.shape[1] < 299 for s in st)  # and kept a shorter cache
+        assert all(s.shape[1] < kept for s in st)  # and kept a shorter cache
     model.trim = False
     full, st_full = run_blocks(model, x, 40)
     assert all(layer.attn.last["window"] == 300 for layer in model.layers)
-    assert all(s.shape[1] == 299 for s in st_full)
+    assert all(s.shape[1] == kept for s in st_full)
     assert (trimmed - full).abs().max().item() < 1e-6
 
 
+@pytest.mark.parametrize("window", ["paper", "official"])
 @pytest.mark.parametrize("kind", ["fixed", "adaptive", "dynamic"])
-def test_block_by_block_with_cache_equals_all_at_once(kind):
-    model = make(kind, S=100, R=16, z=[[0.3, 0.6], [0.1, 0.9]] if kind == "adaptive" else None)
+def test_block_by_block_with_cache_equals_all_at_once(kind, window):
+    model = make(kind, S=100, R=16, z=[[0.3, 0.6], [0.1, 0.9]] if kind == "adaptive" else None, window=window)
     x = torch.randint(0, 12, (3, 160))
     blocks, _ = run_blocks(model, x, 32)
     once = model(x).logits
     assert (blocks - once).abs().max().item() < 1e-9
 
 
+@pytest.mark.parametrize("window", ["paper", "official"])
 @pytest.mark.parametrize("kind", ["fixed", "adaptive", "dynamic"])
-def test_attention_equals_dense_reference(kind):
-    """fixed: dense attention with a band mask of the last S tokens; adaptive/dynamic: dense with m exp(s)."""
-    model = make(kind, S=24, R=8, z=[[0.2, 0.7], [0.45, 0.0]] if kind == "adaptive" else None)
+def test_attention_equals_dense_reference(kind, window):
+    """fixed: dense attention with a band mask of the last S tokens (official window: the S before the
+    query, zero states before the stream); adaptive/dynamic: dense with m exp(s)."""
+    model = make(kind, S=24, R=8, z=[[0.2, 0.7], [0.45, 0.0]] if kind == "adaptive" else None, window=window)
     x = torch.randint(0, 12, (2, 80))
     blocks, _ = run_blocks(model, x, 16)
     assert (blocks - dense_model(model, x)).abs().max().item() < 1e-9
@@ -176,6 +185,24 @@ def test_fixed_span_sees_exactly_the_last_S_tokens_itself_included():
     x3 = x.clone()
     x3[0, 40 - S] = (x3[0, 40 - S] + 1) % 11  # distance S - 1: inside
     assert not torch.allclose(model(x3).logits[0, -1], base[0, -1])
+
+
+def test_official_window_sees_the_S_previous_tokens_not_itself():
+    S = 8
+    model = make("fixed", S=S, layers=1, window="official")
+    x = torch.randint(0, 11, (1, 40))
+    base = model(x).logits
+    for distance, reached in ((S + 1, False), (S, True)):  # the paper window reaches S - 1 at most
+        x2 = x.clone()
+        x2[0, 39 - distance] = (x2[0, 39 - distance] + 1) % 11
+        assert torch.allclose(model(x2).logits[0, -1], base[0, -1]) is not reached
+    attn = model.layers[0].attn  # the query's own key and value do not enter: only its q does
+    h = model.emb(x)
+    with torch.no_grad():
+        attn.k.weight[:] = 0  # every key 0: uniform weights over the S states before the query
+    flat, _, _ = attn(h, h.new_zeros(1, 0, 16), model.pe.detach() * 0)
+    v = attn.v(h)
+    assert torch.allclose(flat[0, 20], attn.o(v[0, 20 - S:20].mean(0)))  # t - S .. t - 1, not t
 
 
 def test_dynamic_span_gradients_reach_v_and_b():
