@@ -62,13 +62,15 @@ class LMModule(pl.LightningModule):
         self._state: Any = None  # recurrent state carried across training blocks
         self._resumed_rng: dict[str, Any] | None = None  # RNG states of the checkpoint, applied at the first step
         self.checkpoint_stats: dict[str, Any] | None = None  # model.stats() as of the last checkpoint
+        self.last_quick_valid: tuple[int, float] | None = None  # (optimizer steps, bits) of the latest one
 
     def forward(self, x: torch.Tensor, state: Any = None):
         return self.model(x, state)
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x, y = batch
-        if self._state is None:
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        """``batch``: (x, y, new_pass); a new pass over the data starts the recurrent state afresh."""
+        x, y, new_pass = batch
+        if self._state is None or bool(new_pass):
             self._state = self.model.init_state(x.size(0), x.device)
         out = self.model(x, self._state)
         self._state = detach_state(out.state)
@@ -92,6 +94,7 @@ class LMModule(pl.LightningModule):
                 self.log(key, value)
         if self.valid is not None and train.val_every and step % train.val_every == 0:
             bits = self.quick_validation()  # straight to the loggers: self.log would repeat it every step
+            self.last_quick_valid = (step, bits)  # for repro.selection.BestCheckpoint
             for logger in self.loggers:
                 logger.log_metrics({"valid/bits_quick": bits}, step=step - 1)
 
@@ -169,10 +172,9 @@ def _flatten(stats: dict[str, Any], prefix: str) -> Iterator[tuple[str, float]]:
 
 
 class _TrainBatches(IterableDataset):
-    """Endless training batches from the trainer's current step on: resuming resumes the data position.
-
-    Under DDP every rank takes its slice of the same global batch, so recurrent streams stay contiguous.
-    """
+    """Endless training batches (x, y, new_pass) from the trainer's current step on: resuming resumes the
+    data position. Under DDP every rank takes its slice of the same global batch, so recurrent streams
+    stay contiguous."""
 
     def __init__(self, batches: StreamBatches | SequenceBatches, trainer: pl.Trainer):
         self.batches, self.trainer = batches, trainer
@@ -181,7 +183,7 @@ class _TrainBatches(IterableDataset):
         step, world, rank = self.trainer.global_step, self.trainer.world_size, self.trainer.global_rank
         while True:
             x, y = self.batches[step]
-            yield x.chunk(world)[rank], y.chunk(world)[rank]
+            yield x.chunk(world)[rank], y.chunk(world)[rank], torch.tensor(self.batches.starts_pass(step))
             step += 1
 
 
@@ -190,7 +192,7 @@ class LMDataModule(pl.LightningDataModule):
         super().__init__()
         b = spec.train.batch_size
         if train.ndim == 1:
-            self.batches = StreamBatches(train, b, spec.data.block)
+            self.batches = StreamBatches(train, b, spec.data.block, spec.train.stream_passes, spec.train.seed)
         else:
             self.batches = SequenceBatches(train, b, spec.train.seed, start_token)
 

@@ -4,7 +4,8 @@ Training:
 
 * :class:`StreamBatches` — text in the Transformer-XL way: the token stream is cut into ``B``
   contiguous streams and batch ``i`` is block ``i`` of every stream, so a model carrying a cache sees
-  each stream in order. The position is just ``i`` (resumable); ``i`` wraps around for later epochs.
+  each stream in order. The position is a pure function of ``i`` (resumable): later passes over the data
+  wrap around to offset 0, or start at a seeded random offset (the official adaptive-span trainer's).
 * :class:`SequenceBatches` — whole images/audio clips, shuffled per epoch from ``(seed, epoch)``.
 
 Evaluation (:func:`eval_batches`) predicts every target of a split exactly once and says, with a
@@ -12,6 +13,7 @@ mask, which positions count.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -29,25 +31,54 @@ class StreamBatches:
     """Training batches of ``B`` contiguous streams, ``block`` tokens at a time; ``y`` is ``x`` shifted by one.
 
     Stream ``b`` holds tokens ``[b*L, (b+1)*L]`` with ``L = (N-1) // B`` (one token of overlap gives
-    the last target); the ragged end of each stream shorter than a block is dropped.
+    the last target). A pass over the data reads every stream from an offset ``o`` in whole blocks while
+    one fits, ``(L - o) // block`` of them. ``passes="wrap"``: every pass starts at ``o = 0`` and a model's
+    cache carries over the wrap. ``"random_offset"`` (the official adaptive-span trainer): pass ``p >= 1``
+    starts every stream at ``o = default_rng((seed, p)).integers(block)`` and :meth:`starts_pass` tells
+    the trainer to reset the cache there. Pass 0 starts at 0 either way.
     """
 
-    def __init__(self, tokens: np.ndarray, batch_size: int, block: int):
+    def __init__(self, tokens: np.ndarray, batch_size: int, block: int, passes: str = "wrap", seed: int = 0):
         if tokens.ndim != 1:
             raise DataError(f"StreamBatches needs a 1-D token stream, got shape {tokens.shape}")
+        if passes not in ("wrap", "random_offset"):
+            raise DataError(f"passes must be wrap or random_offset, got {passes!r}")
         self.tokens, self.batch_size, self.block = tokens, batch_size, block
+        self.passes, self.seed = passes, seed
         self.stream_len = (len(tokens) - 1) // batch_size
         self.blocks = self.stream_len // block
         if self.blocks < 1:
             raise DataError(f"{len(tokens):,} tokens are too few for {batch_size} streams of one "
                             f"{block}-token block")
         self._offsets = np.arange(batch_size)[:, None] * self.stream_len + np.arange(block + 1)[None, :]
+        self._starts = [0]  # random_offset: the first batch of each pass, extended on demand
 
     def __len__(self) -> int:
         return self.blocks
 
+    def offset(self, p: int) -> int:
+        """Where pass ``p`` starts in every stream."""
+        if p == 0 or self.passes == "wrap":
+            return 0
+        return int(np.random.default_rng((self.seed, p)).integers(self.block))
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(pass, block within the pass) of batch ``i``."""
+        if self.passes == "wrap":
+            return divmod(i, self.blocks)
+        while self._starts[-1] <= i:
+            p = len(self._starts) - 1
+            self._starts.append(self._starts[-1] + (self.stream_len - self.offset(p)) // self.block)
+        p = bisect.bisect_right(self._starts, i) - 1
+        return p, i - self._starts[p]
+
+    def starts_pass(self, i: int) -> bool:
+        """True where batch ``i`` begins a pass whose streams do not continue the previous batch's."""
+        return self.passes == "random_offset" and i > 0 and self.locate(i)[1] == 0
+
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        chunk = self.tokens[self._offsets + (i % self.blocks) * self.block]
+        p, k = self.locate(i)
+        chunk = self.tokens[self._offsets + self.offset(p) + k * self.block]
         return _long(chunk[:, :-1]), _long(chunk[:, 1:])
 
 
@@ -73,6 +104,10 @@ class SequenceBatches:
         if epoch != self._epoch:
             self._epoch, self._order = epoch, np.random.default_rng((self.seed, epoch)).permutation(len(self.seqs))
         return self._order
+
+    def starts_pass(self, i: int) -> bool:
+        """Whole sequences carry no state from batch to batch: never a pass to reset for."""
+        return False
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         epoch, j = divmod(i, len(self))

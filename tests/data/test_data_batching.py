@@ -27,6 +27,33 @@ def test_stream_batches_wrap_into_next_epoch_and_reject_tiny_data():
         StreamBatches(np.arange(20, dtype=np.uint8), batch_size=4, block=16)
 
 
+def test_stream_passes_start_at_seeded_random_offsets_like_the_official_trainer():
+    tokens = np.arange(1001, dtype=np.int64)  # token value = position: offsets can be read off the batch
+    wrap = StreamBatches(tokens, batch_size=4, block=16)
+    sb = StreamBatches(tokens, batch_size=4, block=16, passes="random_offset", seed=5)
+    L = 1000 // 4
+    assert all(torch.equal(sb[i][0], wrap[i][0]) for i in range(len(wrap)))  # pass 0: offset 0 as before
+    assert [sb.starts_pass(i) for i in range(len(wrap) + 1)] == [False] * len(wrap) + [True]
+    assert not wrap.starts_pass(len(wrap))  # wrap carries the cache over
+    i, offsets = 0, []
+    for p in range(8):  # every pass: the streams from a seeded offset in [0, block), whole blocks while one fits
+        o = int(sb[i][0][0, 0])
+        offsets.append(o)
+        assert 0 <= o < 16 and o == sb.offset(p)
+        n = (L - o) // 16
+        for k in range(n):
+            x, y = sb[i + k]
+            assert x[:, 0].tolist() == [b * L + o + 16 * k for b in range(4)]
+            assert torch.equal(y, x + 1) and int(y.max()) <= 3 * L + L  # never past the stream's last target
+            assert sb.starts_pass(i + k) == (k == 0 and i > 0)
+        i += n
+    assert offsets[0] == 0 and len(set(offsets[1:])) > 1
+    again = StreamBatches(tokens, batch_size=4, block=16, passes="random_offset", seed=5)
+    assert torch.equal(again[i - 3][0], sb[i - 3][0])  # a pure function of the step: a resume reads the same
+    other = StreamBatches(tokens, batch_size=4, block=16, passes="random_offset", seed=6)
+    assert [other.offset(p) for p in range(1, 8)] != offsets[1:]
+
+
 def test_sequence_batches_shuffle_per_epoch_deterministically():
     seqs = np.arange(50 * 6, dtype=np.int64).reshape(50, 6).astype(np.uint16)
     sb = SequenceBatches(seqs, batch_size=8, seed=3, start_token=99)
