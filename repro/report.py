@@ -116,6 +116,8 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         frame = _table(manifest, rows, keys)
         csv_frames.append(frame.assign(scale=scale))
         lines += [f"## Scale `{scale}` — dataset: {analysis.datasets(rows)}", "", SCALE_NOTE.get(scale, f"**Scale: {scale}**"), ""]
+        if not rows.empty:
+            lines += [evaluation_note(rows), ""]
         lines += [markdown_table(frame) if not rows.empty else
                   f"No run of the current resolution is stored: `repro run {manifest.command} --scale {scale}`.", ""]
         if not others.empty:
@@ -141,6 +143,34 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     if csv_frames:
         write_atomic(out_dir / f"{manifest.name}.csv", pd.concat(csv_frames).to_csv(index=False))
     return path, results
+
+
+def evaluation_note(rows: pd.DataFrame) -> str:
+    """How the runs' bits were scored, once per distinct procedure (the procedure moves the bits a little)."""
+    phrases: list[str] = []
+    for _, row in rows.iterrows():
+        phrase = _procedure(row)
+        if phrase not in phrases:
+            phrases.append(phrase)
+    return "Evaluation: " + "; ".join(phrases) + "."
+
+
+def _procedure(row: pd.Series) -> str:
+    procedure = row.get("eval_procedure")
+    if _missing(procedure):
+        return "no split scored"
+    if procedure == "stream":
+        text = (f"each split read as {int(row['eval.batch_size'])} contiguous streams, block by block, carrying "
+                f"the model's cache; every target scored once")
+    elif procedure == "windows":
+        text = (f"windows of {int(row['data.block'])} tokens advancing by {int(row['data.block'] - row['eval_min_context'])}; "
+                f"every target scored once, with at least {int(row['eval_min_context'])} tokens of context")
+    else:
+        text = "whole sequences after a start token; every element scored"
+    if row.get("selected") == "best_valid":
+        return text + (f"; the weights of the best quick validation (step {int(row['selected_step'])}) scored, "
+                       f"not the last")
+    return text + "; the last weights scored"
 
 
 def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:

@@ -27,6 +27,7 @@ from repro.errors import StoreError, UserError
 from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
 from repro.progress import ProgressLines, say
+from repro.selection import callbacks as selection_callbacks, load_selected
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.tracking import StoreLogger, finish_wandb, wandb_logger
@@ -176,7 +177,10 @@ def _train(spec: RunSpec, manifest: Manifest, run: RunDir, data: RunData, device
         stopped = signals.requested() or int(trainer.callback_metrics.get(BoundaryCheckpoint.STOPPED, 0))
         if stopped:
             raise signals.Interrupted(stopped)
-        final = {"steps": spec.train.steps, **_evaluate_and_analyse(spec, module, trainer, run, data)}
+        selected = load_selected(spec, run.checkpoints, module.model)
+        if selected["selected"] == "best_valid":
+            module.checkpoint_stats = None  # the statistics of the weights scored, not of the last ones
+        final = {"steps": spec.train.steps, **selected, **_evaluate_and_analyse(spec, module, trainer, run, data)}
     except signals.Interrupted as err:
         err.detail = _stopped(run, wb, err.exit_status)
         raise
@@ -213,7 +217,9 @@ def _trainer(spec: RunSpec, run: RunDir, store_logger: StoreLogger, loggers: lis
     return pl.Trainer(
         accelerator="auto", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto",
         precision=spec.train.precision, max_steps=spec.train.steps, max_epochs=-1, logger=loggers,
-        callbacks=[BoundaryCheckpoint(run.checkpoints, spec.train.checkpoint_every, store_logger), TrainingMeter(),
+        # best.ckpt is written before last.ckpt at a boundary: a resume never misses a validation it passed
+        callbacks=[*selection_callbacks(spec, run.checkpoints),
+                   BoundaryCheckpoint(run.checkpoints, spec.train.checkpoint_every, store_logger), TrainingMeter(),
                    *callbacks],
         plugins=[StoreCheckpointIO()], enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0,
         enable_model_summary=False, log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(),
@@ -249,7 +255,7 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
 
 
 def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, RunSpec, object, object]:
-    """The model of a stored run with its last checkpoint's weights, its spec, vocabulary and dataset info."""
+    """The model of a stored run with the weights it scored (last or best), its spec, vocabulary and dataset info."""
     found = checkpoints.latest(run.checkpoints)
     if found is None:
         raise UserError(f"{run.path}: no checkpoint (checkpoints are not committed: re-run it with `repro run`)")
@@ -260,6 +266,7 @@ def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch
     info = datasets.dataset_info(spec.data.name)
     module = LMModule(spec, vocab.size, info.shape)
     module.load_state_dict(checkpoints.load(found[0])["state_dict"])
+    load_selected(spec, run.checkpoints, module.model)  # the weights the run scored
     return module.model.to(device).eval(), spec, vocab, info
 
 
