@@ -7,10 +7,17 @@ Pre-norm residual blocks in the paper's form::
     b(H) = dropout(ff(norm(H + a(H))))
     H'   = H + a(H) + b(H)
 
-with ff(x) = W2 f(W1 x + b1) + b2, f(x) = x * sigmoid(1.702 x), W2 and Wp initialised with the base
-std scaled by 1/sqrt(2N) (N = layers); learned position embeddings: ``attn`` (row = i // l and
-column = i mod l, text/audio) or ``data`` (row, column, channel of an image); attention through
-:func:`repro.models.kernels.attend` (dense, strided, fixed; interleaved, merged, multihead).
+with ff(x) = W2 f(W1 x + b1) + b2, f(x) = x * sigmoid(1.702 x); learned position embeddings: ``attn``
+(row = i // l and column = i mod l, text/audio) or ``data`` (row, column, channel of an image);
+attention through :func:`repro.models.kernels.attend` (dense, strided, fixed; interleaved, merged,
+multihead).
+
+Initialisation, ``init``. ``normal`` (the default): every weight and embedding N(0, init_std), W2 and Wp
+N(0, init_std / sqrt(2N)) (N = layers), biases 0. ``paper`` (section 6 of the paper): the token embedding
+N(0, 0.125 / sqrt(d)), each of the n_emb position embeddings N(0, 0.125 / sqrt(d n_emb)), every weight of
+attention and feed-forward N(0, 0.125 / sqrt(d_in)) with W2 and Wp further scaled by 1 / sqrt(2N), biases
+0, and the output (logit) layer 0. Dropout: at the end of each residual branch, and on the summed
+embeddings unless ``dropout_embedding`` is off (the paper drops only the residual branches).
 Stateless across blocks: ``state`` is ignored and returned as ``None``. :meth:`Model.step` decodes
 one position with cached keys and values (``repro.sampling``).
 """
@@ -25,6 +32,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
+from repro.fields import later
 from repro.models import patterns as P
 from repro.models.base import ModelOutput
 from repro.models.kernels import attend
@@ -48,6 +56,8 @@ class Config:
     checkpointing: bool = False  # recompute each residual block in the backward pass
     impl: Literal["auto", "blocked", "flex", "masked"] = "auto"
     init_std: float = 0.02  # base std of weights and embeddings (W2, Wp: init_std / sqrt(2N))
+    init: Literal["normal", "paper"] = later("normal")  # see the module docstring
+    dropout_embedding: bool = later(True)  # also drop the summed embeddings (the paper does not)
 
 
 def gelu_sigmoid(x: torch.Tensor) -> torch.Tensor:
@@ -150,6 +160,9 @@ class Model(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        if self.cfg.init == "paper":
+            self._init_paper()
+            return
         std, scaled = self.cfg.init_std, self.cfg.init_std / math.sqrt(2 * self.cfg.layers)
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -159,6 +172,21 @@ class Model(nn.Module):
         for b in self.blocks:
             nn.init.normal_(b.w2.weight, 0.0, scaled)
             nn.init.normal_(b.attn.proj.weight, 0.0, scaled)
+
+    @torch.no_grad()
+    def _init_paper(self) -> None:
+        d, residual = self.cfg.d_model, 1.0 / math.sqrt(2 * self.cfg.layers)
+        nn.init.normal_(self.tok.weight, 0.0, 0.125 / math.sqrt(d))
+        for emb in self.pos:
+            nn.init.normal_(emb.weight, 0.0, 0.125 / math.sqrt(d * len(self.pos)))
+        for b in self.blocks:
+            for lin in (b.attn.q, b.attn.k, b.attn.v, b.attn.proj, b.w1, b.w2):
+                nn.init.normal_(lin.weight, 0.0, 0.125 / math.sqrt(lin.in_features))
+                nn.init.zeros_(lin.bias)
+            b.w2.weight.mul_(residual)
+            b.attn.proj.weight.mul_(residual)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
 
     def position_indices(self, positions: torch.Tensor) -> list[torch.Tensor]:
         if self.cfg.embedding == "attn":
@@ -176,7 +204,9 @@ class Model(nn.Module):
 
     def forward(self, x: torch.Tensor, state: Any = None) -> ModelOutput:
         T = x.shape[1]
-        h = self.drop(self.embed(x, torch.arange(T, device=x.device)))
+        h = self.embed(x, torch.arange(T, device=x.device))
+        if self.cfg.dropout_embedding:
+            h = self.drop(h)
         for blk in self.blocks:
             if self.cfg.checkpointing and self.training and torch.is_grad_enabled():
                 h = checkpoint(blk, h, use_reentrant=False)

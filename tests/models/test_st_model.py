@@ -57,6 +57,52 @@ def test_st_init_scaling_and_gelu():
     assert torch.allclose(gelu_sigmoid(x), x * torch.sigmoid(1.702 * x))
 
 
+@pytest.mark.parametrize("embedding,shape,n_emb", [("attn", None, 2), ("data", (8, 8, 3), 3)])
+def test_st_paper_init_statistics(embedding, shape, n_emb):
+    """Section 6: token embedding N(0, 0.125/sqrt(d)), position embeddings N(0, 0.125/sqrt(d n_emb)), attention
+    and feed-forward weights N(0, 0.125/sqrt(d_in)) (W2, Wp further / sqrt(2N)), biases 0, logits' weight 0."""
+    torch.manual_seed(0)
+    d, N = 256, 6
+    m = Model(Config(layers=N, d_model=d, heads=4, ff_mult=4.0, qk_mult=0.5, stride=16, init="paper",
+                     embedding=embedding), 256, 192, shape=shape)
+
+    def close(t, std):
+        assert abs(t.mean().item()) < 0.05 * std and abs(t.std().item() - std) / std < 0.03
+
+    close(m.tok.weight, 0.125 / math.sqrt(d))
+    assert len(m.pos) == n_emb
+    close(torch.cat([e.weight.flatten() for e in m.pos]), 0.125 / math.sqrt(d * n_emb))
+    for b in m.blocks:
+        for lin in (b.attn.q, b.attn.k, b.attn.v, b.w1):
+            close(lin.weight, 0.125 / math.sqrt(lin.in_features))
+        close(b.attn.proj.weight, 0.125 / math.sqrt(d) / math.sqrt(2 * N))
+        close(b.w2.weight, 0.125 / math.sqrt(4 * d) / math.sqrt(2 * N))
+        assert all((lin.bias == 0).all() for lin in (b.attn.q, b.attn.k, b.attn.v, b.attn.proj, b.w1, b.w2))
+    assert (m.out.weight == 0).all() and (m.out.bias == 0).all()
+    x = torch.randint(0, 256, (2, 192))
+    assert torch.equal(m(x).logits, torch.zeros(2, 192, 256))  # a uniform first prediction, as the paper's
+
+
+def test_st_dropout_only_at_the_end_of_residual_branches():
+    """With ``dropout_embedding`` off nothing but the residual branches is dropped: with the branches'
+    output weights zeroed, training and evaluation agree; with it on (the default) they do not."""
+    x = torch.randint(0, 256, (2, 24))
+
+    def train_vs_eval(**kw):
+        torch.manual_seed(0)
+        m = Model(small(dropout=0.5, **kw), 256, 24)
+        with torch.no_grad():
+            for b in m.blocks:
+                b.w2.weight.zero_(), b.w2.bias.zero_(), b.attn.proj.weight.zero_(), b.attn.proj.bias.zero_()
+        return torch.equal(m.train()(x).logits, m.eval()(x).logits)
+
+    assert train_vs_eval(dropout_embedding=False)
+    assert not train_vs_eval()
+    torch.manual_seed(0)
+    m = Model(small(dropout=0.5, dropout_embedding=False), 256, 24)
+    assert not torch.equal(m.train()(x).logits, m.eval()(x).logits)  # the branches themselves are dropped
+
+
 def test_st_data_embedding_and_qk_mult():
     cfg = small("strided", embedding="data", qk_mult=0.5, ff_mult=2.0)
     m = Model(cfg, 256, 48, shape=(4, 4, 3))
