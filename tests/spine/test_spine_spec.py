@@ -36,6 +36,23 @@ def test_run_id_is_stable_and_follows_the_spec():
     assert a.run_id != c.run_id
 
 
+def test_fields_added_later_keep_earlier_run_ids():
+    """A field declared with repro.fields.later is out of the resolved spec (and the id) at its default, in
+    it when set: the paper-scale options added for the audit leave every stored tiny/small run's id alone."""
+    plain = build_run("m", "tiny", {}, BASE)
+    assert plain.run_id == "7f1245cdc2d3"  # the id this spec had before any later field existed
+    for section, key, default, other in [("train", "stream_passes", "wrap", "random_offset"),
+                                         ("train", "select", "last", "best_valid"),
+                                         ("model", "init", "normal", "paper"),
+                                         ("model", "dropout_embedding", True, False)]:
+        assert key not in plain.resolved()[section]
+        extra = {"val_every": 5} if key == "select" else {}
+        same = build_run("m", "tiny", {}, {**BASE, section: {**BASE[section], key: default}})
+        changed = build_run("m", "tiny", {}, {**BASE, section: {**BASE[section], key: other, **extra}})
+        assert same.run_id == plain.run_id and changed.resolved()[section][key] == other
+        assert changed.run_id != plain.run_id
+
+
 def test_a_file_corpus_is_identified_by_content_and_resolved_next_to_its_manifest(tmp_path, monkeypatch, capsys):
     """Editing corpus.txt makes a new run (not 'skipped' with old bits); the same manifest and corpus in
     another folder is the same run; a relative path is the manifest's folder's, not the working directory's."""
