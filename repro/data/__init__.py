@@ -25,7 +25,8 @@ wiki-lead      text   4.91M bytes                     256 bytes | as205    PyPI 
 linux-doc      text   21.4M bytes                     256 bytes | as205    Debian linux-doc-6.1 6.1.192-3
 file           text   any local file                  bytes|chars|text8    --from PATH / manifest
 cifar10        image  48,000/2,000/10,000 x 3,072     256 levels           cs.toronto.edu (python tarball)
-imagenet64     image  ~1.27M/10,000/50,000 x 12,288   256 levels           image-net.org (login; --from DIR)
+imagenet64     image  1,271,149/10,000/49,999         256 levels           {train,valid}_64x64.tar (van den Oord 2016; --from DIR)
+imagenet64-2017 image ~1.27M/10,000/50,000            256 levels           Imagenet64_*_npz (Chrabaszcz 2017; --from DIR)
 fashion-mnist  image  55,000/5,000/10,000 x 784       256 levels           Debian dataset-fashion-mnist 0.0~git20200523.55506a9-1
 audio          audio  any folder, N x seq_len         256 mu-law levels    --from DIR (e.g. MAESTRO)
 moh-audio      audio  13.3M samples (18.4 min)        256 mu-law levels    Debian asterisk-moh-opsound-wav 2.03-1.1
@@ -42,7 +43,8 @@ is written into a temporary directory and renamed into place only when complete.
 Splits. Text corpora are one stream: the last 5% is test, the previous 5% valid, the rest train
 (exactly 90M/5M/5M for text8 and enwik8, as in both papers' code). CIFAR-10 holds out 2,000 training
 images (fixed seed) as valid, as the Sparse Transformer paper; ImageNet 64x64 holds out 10,000 and
-tests on the official 50,000 validation images; Fashion-MNIST holds out 5,000. Images are byte
+tests on the official validation images (the split the paper scored; 49,999 in van den Oord et al.'s
+set); Fashion-MNIST holds out 5,000. Images are byte
 sequences in raster order with the channels innermost (r, g, b, r, g, b, ...).
 
 Vocabulary. text8 and wiki-lead8 have 27 symbols. For byte corpora two vocabularies are supported:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from repro.data import audio, images, text
+from repro.data import audio, imagenet, images, text
 from repro.data.debian import Package
 from repro.data.errors import DataError
 from repro.data.job import Job
@@ -76,10 +76,15 @@ def _entries() -> list[Dataset]:
         Dataset(DatasetInfo("cifar10", I, "CIFAR-10, 32x32x3 -> 3,072-byte sequences (48k/2k/10k)",
                             images.CIFAR_URL, (32, 32, 3), "dim", "60k images", "256 levels"),
                 images.prepare_cifar10),
-        Dataset(DatasetInfo("imagenet64", I, "downsampled ImageNet 64x64x3 -> 12,288-byte sequences",
+        Dataset(DatasetInfo("imagenet64", I, "ImageNet 64x64 of van den Oord et al. 2016 (the paper's) -> "
+                            "12,288-byte sequences", "image-net.org/small (login): {train,valid}_64x64.tar",
+                            (64, 64, 3), "dim", "1.33M images", "256 levels"),
+                imagenet.prepare_imagenet64, needs_from="DIR"),
+        Dataset(DatasetInfo("imagenet64-2017", I, "ImageNet 64x64 of Chrabaszcz et al. 2017 (another "
+                            "downsampling) -> 12,288-byte sequences",
                             "image-net.org (login): Imagenet64_{train,val}_npz", (64, 64, 3), "dim",
                             "1.33M images", "256 levels"),
-                images.prepare_imagenet64, needs_from="DIR"),
+                imagenet.prepare_imagenet64_2017, needs_from="DIR"),
         Dataset(DatasetInfo("fashion-mnist", I, "Fashion-MNIST, 28x28 greyscale -> 784-byte sequences (55k/5k/10k)",
                             f"Debian {images.FASHION.name}", (28, 28, 1), "dim", "70k images", "256 levels"),
                 images.prepare_fashion_mnist, debian=images.FASHION),

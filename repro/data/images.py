@@ -2,13 +2,12 @@
 
 A validation split is held out from the training images with a fixed seed (:func:`holdout`), as the
 Sparse Transformer paper does for CIFAR-10 (48,000 / 2,000); the official test images are the test split.
+Downsampled ImageNet is :mod:`repro.data.imagenet`.
 """
 from __future__ import annotations
 
 import io
 import pickle
-import zipfile
-from pathlib import Path
 
 import numpy as np
 
@@ -17,7 +16,7 @@ from repro.data.debian import Package, Release
 from repro.data.errors import DataError
 from repro.data.fetch import Pin
 from repro.data.job import Job
-from repro.data.store import save_array, split_record
+from repro.data.store import save_array
 
 HOLDOUT_SEED = 0
 
@@ -92,67 +91,6 @@ def prepare_cifar10(job: Job) -> dict:
               "valid": save_array(job.out, "valid", train[valid]),
               "test": save_array(job.out, "test", cifar_batch("test_batch", members[list(CIFAR_MEMBERS)[5]]))}
     return image_meta(256, splits, {"url": CIFAR_URL})
-
-
-# --- Downsampled ImageNet 64x64 ---------------------------------------------------------------------
-
-IMAGENET_VALID = 10_000
-IMAGENET_SIDE = 64
-
-
-def npz_rows(path: Path) -> int:
-    """Number of images in an npz batch, read from the array header without decompressing the data."""
-    with archives.reading(path), zipfile.ZipFile(path) as z, z.open("data.npy") as f:
-        major, _ = np.lib.format.read_magic(f)
-        read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-        shape, _, _ = read_header(f)
-    return shape[0]
-
-
-def npz_images(path: Path) -> np.ndarray:
-    with archives.reading(path), np.load(path, allow_pickle=False) as z:
-        data = z["data"]
-    if data.ndim != 2 or data.shape[1] != 3 * IMAGENET_SIDE ** 2:
-        raise DataError(f"{path}: expected (N, 12288) pixels, got {data.shape}")
-    return planar_to_raster(data.astype(np.uint8, copy=False), IMAGENET_SIDE)
-
-
-def imagenet_files(src: Path) -> tuple[list[Path], Path]:
-    train = sorted(src.rglob("train_data_batch_*.npz"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
-    val = sorted(src.rglob("val_data.npz"))
-    if not train or not val:
-        raise DataError(f"{src}: expected Imagenet64_train_npz/train_data_batch_*.npz and "
-                        f"Imagenet64_val_npz/val_data.npz (download them from image-net.org after logging in)")
-    return train, val[0]
-
-
-def prepare_imagenet64(job: Job) -> dict:
-    """Streams the training batches into memory-mapped .npy files (the full set is ~16 GB)."""
-    train_files, val_file = imagenet_files(job.src)
-    counts = [npz_rows(p) for p in train_files]
-    if sum(counts) <= IMAGENET_VALID:
-        raise DataError(f"{job.src}: {sum(counts):,} training images, need more than the {IMAGENET_VALID:,} held out")
-    valid_mask = holdout(sum(counts), IMAGENET_VALID)
-    cols = 3 * IMAGENET_SIDE ** 2
-    out = {s: np.lib.format.open_memmap(job.out / f"{s}.npy", mode="w+", dtype=np.uint8,
-                                        shape=(int(m.sum()), cols))
-           for s, m in (("train", ~valid_mask), ("valid", valid_mask))}
-    at = {"train": 0, "valid": 0}
-    start = 0
-    for path, n in zip(train_files, counts):
-        images, held = npz_images(path), valid_mask[start:start + n]
-        if len(images) != n:
-            raise DataError(f"{path}: header says {n} images, data has {len(images)}")
-        for split, rows in (("train", images[~held]), ("valid", images[held])):
-            out[split][at[split]:at[split] + len(rows)] = rows
-            at[split] += len(rows)
-        start += n
-    splits = {}
-    for split, array in out.items():
-        array.flush()
-        splits[split] = split_record(job.out / f"{split}.npy", array)
-    splits["test"] = save_array(job.out, "test", npz_images(val_file))
-    return image_meta(256, splits, {"dir": str(job.src), "train_files": len(train_files)})
 
 
 # --- Fashion-MNIST (Debian dataset-fashion-mnist) ---------------------------------------------------

@@ -76,30 +76,6 @@ def test_cifar10_refuses_pickled_code(root, tmp_path):
         images.cifar_batch("evil", pickle.dumps({b"data": print}))
 
 
-def test_imagenet64_streams_batches_in_numeric_order(root, tmp_path, monkeypatch):
-    src = tmp_path / "in64"
-    (src / "Imagenet64_train_npz").mkdir(parents=True)
-    (src / "Imagenet64_val_npz").mkdir()
-    stored = []
-    for k, n in ((1, 3), (2, 3), (10, 4)):
-        arr = planar(n, 64, offset=k)
-        stored.append(arr)
-        np.savez_compressed(src / "Imagenet64_train_npz" / f"train_data_batch_{k}.npz", data=arr, labels=np.zeros(n))
-    np.savez(src / "Imagenet64_val_npz" / "val_data.npz", data=planar(2, 64, 99), labels=np.zeros(2))
-    monkeypatch.setattr(images, "IMAGENET_VALID", 3)
-    data.prepare("imagenet64", src=src)
-    train, _ = data.open_split("imagenet64", "train")
-    valid, _ = data.open_split("imagenet64", "valid")
-    test, _ = data.open_split("imagenet64", "test")
-    assert train.shape == (7, 12288) and valid.shape == (3, 12288) and test.shape == (2, 12288)
-    mask = images.holdout(10, 3)
-    check_raster(train, np.concatenate(stored)[~mask], 64)
-    check_raster(valid, np.concatenate(stored)[mask], 64)
-    assert data.verify("imagenet64") == []
-    with pytest.raises(DataError, match="has no public download"):
-        data.prepare("imagenet64")
-
-
 def test_fashion_mnist_from_a_debian_like_tree(root, tmp_path, monkeypatch, releases):
     def idx(n):
         imgs = (np.arange(n * 784) % 256).astype(np.uint8)
