@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from repro import manifest as manifests
-from repro import runner
+from repro import report, runner
 from repro.data import open_split
 from repro.data.batching import StreamBatches
 from repro.evaluation import evaluate
@@ -105,6 +105,12 @@ def test_passes_reset_the_cache_best_weights_are_scored_and_a_resume_is_exact(tm
     last = torch.load(run.last_checkpoint, weights_only=False)["state_dict"]
     assert summary["selected_step"] < 40  # lr 0.1 is high enough that the last validations got worse
     assert any(not torch.equal(v, last[f"model.{k}"]) for k, v in model.state_dict().items())
+
+    # the report says how the bits were scored and which weights
+    text = report.render(m, tmp_path / "straight")[0].read_text()
+    assert (f"Evaluation: each split read as 8 contiguous streams, block by block, carrying the model's cache; "
+            f"every target scored once; the weights of the best quick validation (step {summary['selected_step']}) "
+            f"scored, not the last.") in text
 
     # a SIGKILL after the first pass boundary, resumed from the step-20 checkpoint: the same run
     killed = tmp_path / "killed"
