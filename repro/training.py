@@ -67,10 +67,10 @@ class LMModule(pl.LightningModule):
     def forward(self, x: torch.Tensor, state: Any = None):
         return self.model(x, state)
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        """``batch``: (x, y, new_pass); a new pass over the data starts the recurrent state afresh."""
-        x, y, new_pass = batch
-        if self._state is None or bool(new_pass):
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
+        """``batch``: (x, y) or (x, y, new_pass); a new pass over the data starts the recurrent state afresh."""
+        x, y, *new_pass = batch
+        if self._state is None or (new_pass and bool(new_pass[0])):
             self._state = self.model.init_state(x.size(0), x.device)
         out = self.model(x, self._state)
         self._state = detach_state(out.state)
