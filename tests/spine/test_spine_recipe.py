@@ -128,3 +128,16 @@ def test_best_valid_needs_quick_validation(tmp_path, as_manifest):
     as_manifest.write_text(as_manifest.read_text().replace("val_every: 5", "val_every: 0"))
     with pytest.raises(manifests.ManifestError, match="train.select: best_valid.*val_every"):
         manifests.load(as_manifest)
+
+
+@pytest.mark.parametrize("name,full", [("as-table1", 250_000), ("as-table2", 150_000)])
+def test_large_models_train_the_papers_steps_then_20k_more_at_a_tenth(name, full):
+    """The paper and the official scripts: 250k (text8) / 150k (enwik8) steps at lr 0.07, then 20k more at
+    lr / 10 (`--niter 250` then `--lr 0.007 --niter 270`)."""
+    from repro.training import lr_factor
+
+    (large,) = [s for s in manifests.resolve(name).expand("paper") if s.cell["variant"] == "adaptive-large"]
+    factors = [lr_factor(step, large.train) for step in range(large.train.steps)]
+    assert len(factors) == full + 20_000
+    assert factors[large.train.warmup:full] == [1.0] * (full - large.train.warmup)
+    assert factors[full:] == [pytest.approx(0.1)] * 20_000
