@@ -103,6 +103,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=1, metavar="N", help="accelerators per run (default 1)")
     p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
+    p.add_argument("--run-id", default=None, metavar="ID", help="only the run with this id (what a job runs)")
+    cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
+    cluster.add_argument("--launcher", choices=("local", "slurm"), default=None,
+                         help="local: run the runs as --max-parallel local processes and wait; slurm: submit them "
+                              "as one job array and return with the job ids (default: one after another, here)")
+    cluster.add_argument("--max-parallel", type=int, default=None, metavar="K",
+                         help="local: processes at a time (default 1); slurm: array tasks at a time")
+    cluster.add_argument("--partition", default=None, help="SLURM partition")
+    cluster.add_argument("--nodes", type=int, default=1, metavar="N", help="SLURM nodes per run (1)")
+    cluster.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="SLURM GPUs per node")
+    cluster.add_argument("--cpus-per-task", type=int, default=None, metavar="C", help="SLURM CPUs per task")
+    cluster.add_argument("--time", type=int, default=None, metavar="MIN", help="SLURM time limit in minutes")
+    cluster.add_argument("--mem", default=None, metavar="M", help="SLURM memory per node (e.g. 32G)")
+    cluster.add_argument("--slurm-arg", action="append", default=[], metavar="KEY=VALUE",
+                         help="any other sbatch option, without its dashes (repeatable: --slurm-arg qos=high)")
 
     p = command("status", cmd_status, "stored runs and their state")
     p.add_argument("name", nargs="?", help="a manifest or group (default: every stored run)").complete = \
@@ -264,6 +279,7 @@ def cmd_run(args) -> int:
     signals.install()
     if args.devices < 1:
         raise UserError(f"--devices {args.devices}: allowed: a positive number of devices")
+    _check_launcher(args)
     found = _select(args)
     plan = lookup.with_parts(found, _args(args))
     for m in [m for m in plan if m.base is None]:
@@ -272,6 +288,10 @@ def cmd_run(args) -> int:
     root = _root(args)
     specs = [(m, runner.with_max_steps(s, args.max_steps))
              for m in plan for s in runner.select(m.expand(args.scale), args.only)]
+    if args.run_id is not None:
+        specs = [(m, s) for m, s in specs if s.run_id == args.run_id]
+        if not specs:
+            raise UserError(f"--run-id {args.run_id}: no run of {args.name} at scale {args.scale} has this id")
     _save(args, found)
     if args.dry_run:
         for m, s in specs:
@@ -281,6 +301,9 @@ def cmd_run(args) -> int:
         return 0
     for name, options in {(s.data.name, tuple(sorted(s.data.options().items()))): 0 for _, s in specs}:
         data.ensure(name, say, **dict(options))
+    if args.launcher:
+        return _launch(args, root, [(m.name, s.run_id) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
+                       len(specs))
     known = manifests.discover()
     mode = resolve_mode(args.no_wandb)
     failed = busy = 0
@@ -303,6 +326,47 @@ def cmd_run(args) -> int:
         say(f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
             f"on {s.get('dataset')}")
     return 1 if failed else 3 if busy else 0
+
+
+SLURM_OPTIONS = ("partition", "gpus_per_node", "cpus_per_task", "time", "mem", "slurm_arg")
+
+
+def _check_launcher(args) -> None:
+    """One-line errors for launcher options that do not fit together (before anything is written)."""
+    given = [f"--{o.replace('_', '-')}" for o in SLURM_OPTIONS if getattr(args, o) not in (None, [])]
+    if args.nodes != 1:
+        given.append("--nodes")
+    if args.launcher != "slurm" and given:
+        raise UserError(f"{', '.join(given)}: SLURM options; allowed only with --launcher slurm")
+    if args.max_parallel is not None and (args.launcher is None or args.max_parallel < 1):
+        raise UserError(f"--max-parallel {args.max_parallel}: allowed: a positive number, with --launcher local|slurm")
+    if args.nodes != 1:
+        raise UserError(f"--nodes {args.nodes}: multi-node runs (DDP across nodes) are not supported yet; allowed: 1")
+    for option in ("gpus_per_node", "cpus_per_task", "time"):
+        if getattr(args, option) is not None and getattr(args, option) < 1:
+            raise UserError(f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number")
+    from repro.launch import slurm_args
+
+    slurm_args(args.slurm_arg)
+    if args.launcher:
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            raise UserError(f"--launcher {args.launcher} needs submitit: pip install -e '.[cluster]'") from None
+
+
+def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
+    from repro import launch
+
+    if len(runs) < total:
+        say(f"{total - len(runs)} of {total} run(s) already finished: not submitted")
+    if not runs:
+        return 0
+    if args.launcher == "local":
+        return launch.run_local(args, root, runs, args.max_parallel or 1, say)
+    options = launch.Slurm(args.partition, args.nodes, args.gpus_per_node, args.cpus_per_task, args.time, args.mem,
+                           launch.slurm_args(args.slurm_arg))
+    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say)
 
 
 def _state(run: RunDir) -> str:
@@ -335,6 +399,9 @@ def cmd_status(args) -> int:
     runs = [r for frame, _ in scanned for r in frame.to_dict("records")]
     corrupt = [line for _, lines in scanned for line in lines]
     cols = ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits")
+    jobs = _jobs(root, names, runs)
+    if jobs:
+        cols += ("job", "job_state")
     if args.json:
         print(json.dumps([{c: _json_value(r.get(c)) for c in cols} for r in runs], indent=2))
         for line in corrupt:  # stdout stays one JSON document
@@ -348,6 +415,22 @@ def cmd_status(args) -> int:
     for line in corrupt:
         print(f"corrupt: {line}")
     return 0
+
+
+def _jobs(root: Path, names: list, runs: list[dict]) -> dict:
+    """The job records of the shown manifests' runs, each with its state; a submitted run that has not
+    started yet (nothing stored) is added to ``runs`` as ``submitted``."""
+    from repro.launch import records, state
+
+    jobs = {key: job for key, job in records(root).items() if names == [None] or key[0] in names}
+    stored = {(r["manifest"], r["run_id"]): r for r in runs}
+    for key in jobs:
+        if key not in stored:
+            stored[key] = {"manifest": key[0], "run_id": key[1], "status": "submitted"}
+            runs.append(stored[key])
+    for key, job in jobs.items():
+        stored[key].update(job=job["job_id"], job_state=state(job, stored[key].get("status")))
+    return jobs
 
 
 def cmd_report(args) -> int:

@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
-.venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,dashboard]'
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,dashboard,cluster]'

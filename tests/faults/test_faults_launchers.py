@@ -1,0 +1,67 @@
+"""``repro run --launcher local``: the selection as parallel local processes through submitit's local
+executor, with the same results as a direct run; the store records each run's job for ``repro status``."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from repro import manifest as manifests
+from repro import runner
+from repro.cli import main
+from repro.store import RunDir
+
+TWO_RUNS = "grid:\n  train.seed: [1, 2]\n"
+
+
+def two_run_manifest(write_manifest):
+    return write_manifest(train=", seed: 1", grid=TWO_RUNS, steps=12)
+
+
+def direct(path, root):
+    """Both runs trained here, one after another: {run_id: summary}."""
+    m = manifests.load(path)
+    return {s.run_id: runner.run_spec(s, m, root, echo=lambda line: None).summary for s in m.expand("tiny")}
+
+
+@pytest.fixture
+def one_thread_jobs(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the jobs' torch uses one thread, as this process does
+
+
+def test_local_launcher_with_two_processes_equals_a_direct_run(tmp_path, write_manifest, one_thread_jobs, capsys):
+    path = two_run_manifest(write_manifest)
+    root = tmp_path / "results"
+    assert main(["--results", str(root), "run", str(path), "--launcher", "local", "--max-parallel", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("as local job") == 2 and out.count("done") == 2, out
+    expected = direct(path, tmp_path / "direct")
+    name = manifests.load(path).name
+    for run_id, summary in expected.items():
+        got = RunDir(root, name, run_id).summary()
+        assert got["status"] == "finished"
+        assert (got["valid_bits"], got["test_bits"]) == (summary["valid_bits"], summary["test_bits"])
+    assert main(["--results", str(root), "status", "--json"]) == 0
+    rows = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert {rows[r]["job_state"] for r in expected} == {"finished"} and all(rows[r]["job"] for r in expected)
+    # a second launch submits nothing: both runs are finished
+    assert main(["--results", str(root), "run", str(path), "--launcher", "local"]) == 0
+    assert "2 of 2 run(s) already finished: not submitted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--partition", "gpu"], "--partition: SLURM options; allowed only with --launcher slurm"),
+    (["--max-parallel", "2"], "--max-parallel 2: allowed: a positive number, with --launcher local|slurm"),
+    (["--launcher", "local", "--max-parallel", "0"], "--max-parallel 0: allowed: a positive number"),
+    (["--launcher", "slurm", "--slurm-arg", "qos"], "--slurm-arg 'qos': expected KEY=VALUE"),
+    (["--launcher", "slurm", "--nodes", "2"], "--nodes 2: multi-node runs (DDP across nodes) are not supported yet"),
+    (["--launcher", "slurm", "--time", "0"], "--time 0: allowed: a positive number"),
+    (["--run-id", "0000"], "--run-id 0000: no run of"),
+])
+def test_bad_launcher_options_are_one_line_errors_writing_nothing(tmp_path, write_manifest, argv, says, capsys):
+    path = two_run_manifest(write_manifest)
+    root = tmp_path / "results"
+    assert main(["--results", str(root), "run", str(path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and len(err.strip().splitlines()) == 1, err
+    assert not root.exists()
