@@ -59,7 +59,9 @@ class Slurm:
     def parameters(self) -> dict:
         given = {"partition": self.partition, "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
                  "cpus_per_task": self.cpus_per_task, "time": self.time, "mem": self.mem}
-        return {**{k: v for k, v in given.items() if v is not None}, "additional_parameters": dict(self.extra)}
+        # time None: no --time (the partition's default), never submitit's 5 minutes
+        return {**{k: v for k, v in given.items() if v is not None}, "time": self.time,
+                "additional_parameters": dict(self.extra)}
 
 
 def slurm_args(items: list[str]) -> dict[str, str]:
