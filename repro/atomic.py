@@ -5,6 +5,7 @@ Temp files are named ``.<name>.<random>.tmp`` (``clean_temps`` removes those a k
 Files and directories get the modes the umask gives (``mkstemp``/``mkdtemp`` alone would make them
 private), so others on a shared machine can read a store when the umask lets them.
 """
+
 from __future__ import annotations
 
 import contextlib

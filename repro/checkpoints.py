@@ -6,6 +6,7 @@ CRCs, then unpickles with torch's weights-only unpickler (tensors and plain cont
 pickle cannot run code). A truncated, empty, garbled or bit-flipped file is *corrupt* (the run falls
 back to the previous checkpoint); a sound archive that holds other objects is *refused*.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -47,8 +48,9 @@ def load(path: Path, mmap: bool = False) -> dict[str, Any]:
     except pickle.UnpicklingError as err:
         found = re.search(r"GLOBAL ([\w.]+)", str(err))
         what = f"a reference to {found.group(1)}" if found else "pickled objects"
-        raise UnsafeCheckpoint(f"{path}: refused to load: it holds {what}, not only tensors and plain data "
-                               "(delete it to restart the run)") from None
+        raise UnsafeCheckpoint(
+            f"{path}: refused to load: it holds {what}, not only tensors and plain data (delete it to restart the run)"
+        ) from None
     except Exception as err:  # a sound zip whose records torch cannot read
         raise CorruptCheckpoint(f"{path}: unreadable ({type(err).__name__}: {str(err)[:200]})") from None
 

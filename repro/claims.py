@@ -17,6 +17,7 @@ to say anything (the spans moved, the baseline uses its context, the model learn
 is reproduced when its expression is true everywhere; when a precondition does not hold it is *not
 evaluable*, with the failed precondition and its numbers.
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,13 +31,25 @@ import pandas as pd
 from repro.errors import UserError
 
 _SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\[([^\[\]]*)\]")
-_FUNCTIONS = {"mean": lambda s: _as_series(s).mean(), "min": lambda s: _as_series(s).min(),
-              "max": lambda s: _as_series(s).max(), "abs": abs,
-              "all": lambda s: bool(_as_series(s).all()), "any": lambda s: bool(_as_series(s).any()),
-              "first": lambda s: _as_series(s).iloc[0], "last": lambda s: _as_series(s).iloc[-1]}
+_FUNCTIONS = {
+    "mean": lambda s: _as_series(s).mean(),
+    "min": lambda s: _as_series(s).min(),
+    "max": lambda s: _as_series(s).max(),
+    "abs": abs,
+    "all": lambda s: bool(_as_series(s).all()),
+    "any": lambda s: bool(_as_series(s).any()),
+    "first": lambda s: _as_series(s).iloc[0],
+    "last": lambda s: _as_series(s).iloc[-1],
+}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_COMPARE = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 
 
 class ClaimError(UserError):
@@ -72,18 +85,39 @@ def parse(check: str) -> tuple[ast.Expression, list[tuple[str, dict[str, str]]]]
     except SyntaxError as err:
         raise ClaimError(f"claim {check!r} does not parse: {err.msg}") from None
     for node in ast.walk(tree):
-        allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Call, ast.Name,
-                   ast.Constant, ast.Load, ast.And, ast.Or, ast.Not, ast.USub, *_BINARY, *_COMPARE)
+        allowed = (
+            ast.Expression,
+            ast.BinOp,
+            ast.UnaryOp,
+            ast.Compare,
+            ast.BoolOp,
+            ast.Call,
+            ast.Name,
+            ast.Constant,
+            ast.Load,
+            ast.And,
+            ast.Or,
+            ast.Not,
+            ast.USub,
+            *_BINARY,
+            *_COMPARE,
+        )
         if not isinstance(node, allowed):
             raise ClaimError(f"claim {check!r}: {type(node).__name__} is not allowed in a check")
         if isinstance(node, ast.Name) and not (node.id.startswith("_s") or node.id in _FUNCTIONS):
             raise ClaimError(f"claim {check!r}: unknown name {node.id!r} (write metric[key=value])")
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS):
             raise ClaimError(f"claim {check!r}: only {', '.join(_FUNCTIONS)} may be called")
-        if isinstance(node, ast.Constant) and (isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
+        if isinstance(node, ast.Constant) and (
+            isinstance(node.value, bool) or not isinstance(node.value, (int, float))
+        ):
             raise ClaimError(f"claim {check!r}: constant {node.value!r} is not a number")
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant) \
-                and node.right.value == 0:
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.right, ast.Constant)
+            and node.right.value == 0
+        ):
             raise ClaimError(f"claim {check!r}: division by zero")
     return tree, selections
 
@@ -102,15 +136,16 @@ def evaluate(check: str, runs: pd.DataFrame, cell_keys: list[str], requires: lis
 def _judge(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
     tree, selections = parse(check)
     try:
-        values = {f"_s{i}": _select(runs, cell_keys, metric, filters)
-                  for i, (metric, filters) in enumerate(selections)}
+        values = {f"_s{i}": _select(runs, cell_keys, metric, filters) for i, (metric, filters) in enumerate(selections)}
         result = _eval(tree.body, values)
     except NotEvaluable as why:
         return Verdict("not evaluable", str(why))
     except ZeroDivisionError:
         return Verdict("not evaluable", "a stored value divides by zero")
-    shown = "; ".join(f"{m}[{', '.join(f'{k}={v}' for k, v in f.items())}] = {_fmt(values[f'_s{i}'])}"
-                      for i, (m, f) in enumerate(selections))
+    shown = "; ".join(
+        f"{m}[{', '.join(f'{k}={v}' for k, v in f.items())}] = {_fmt(values[f'_s{i}'])}"
+        for i, (m, f) in enumerate(selections)
+    )
     holds = bool(_as_series(result).all()) if isinstance(result, pd.Series) else bool(result)
     return Verdict("reproduced" if holds else "not reproduced", shown)
 

@@ -4,6 +4,7 @@ Exit status: 0 done; 1 a run failed, or a write failed (StoreError, one line); 2
 one line); 3 a run was skipped because another process trains it; 128 + N stopped by signal N
 (``repro run``: 143 SIGTERM, 130 SIGINT, after checkpointing at a step boundary).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,16 +50,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted by {err.name}: {err.detail or 'no run was training'}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
-        print("interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint",
-              file=sys.stderr)
+        print(
+            "interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint", file=sys.stderr
+        )
         return 130
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repro", description=__doc__)
     parser.add_argument("--results", default=None, help=RESULTS_HELP)
-    shtab.add_argument_to(parser, ["--print-completion"], help="print a shell completion script (bash, zsh, tcsh): "
-                          "e.g. `eval \"$(repro --print-completion bash)\"`", preamble=COMPLETION)
+    shtab.add_argument_to(
+        parser,
+        ["--print-completion"],
+        help='print a shell completion script (bash, zsh, tcsh): e.g. `eval "$(repro --print-completion bash)"`',
+        preamble=COMPLETION,
+    )
     # every subcommand takes --results too (after it: `repro run smoke --results DIR`)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--results", default=argparse.SUPPRESS, help=RESULTS_HELP)
@@ -70,13 +76,22 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     def manifest_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
-        name = p.add_argument("name", help="a manifest: its name, a group (every name ending with it: `table1`), "
-                                           "or a path")
+        name = p.add_argument(
+            "name", help="a manifest: its name, a group (every name ending with it: `table1`), or a path"
+        )
         name.complete = {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
-        p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                       help="set a dotted key in every run (model.span.ramp=64); with -m, KEY=V1,V2 sweeps it")
-        p.add_argument("-m", "--multirun", action="store_true",
-                       help="make every KEY=V1,V2 override a grid axis (added, or replacing the manifest's)")
+        p.add_argument(
+            "overrides",
+            nargs="*",
+            metavar="KEY=VALUE",
+            help="set a dotted key in every run (model.span.ramp=64); with -m, KEY=V1,V2 sweeps it",
+        )
+        p.add_argument(
+            "-m",
+            "--multirun",
+            action="store_true",
+            help="make every KEY=V1,V2 override a grid axis (added, or replacing the manifest's)",
+        )
         if scale:
             p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
 
@@ -95,40 +110,70 @@ def _parser() -> argparse.ArgumentParser:
 
     p = command("run", cmd_run, "train every run of a manifest or group (finished runs are skipped)")
     manifest_args(p)
-    p.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
-                   help="only the runs whose grid cell has this value (repeatable; KEY may be a dotted suffix)")
-    p.add_argument("--max-steps", type=int, default=None, metavar="N",
-                   help="cap every run at N steps (a different run id: kept out of reports)")
-    p.add_argument("--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only the runs whose grid cell has this value (repeatable; KEY may be a dotted suffix)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="cap every run at N steps (a different run id: kept out of reports)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing"
+    )
     p.add_argument("--devices", type=int, default=1, metavar="N", help="accelerators per run (default 1)")
     p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
     p.add_argument("--run-id", default=None, metavar="ID", help="only the run with this id (what a job runs)")
     cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
-    cluster.add_argument("--launcher", choices=("local", "slurm"), default=None,
-                         help="local: run the runs as --max-parallel local processes and wait; slurm: submit them "
-                              "as one job array and return with the job ids (default: one after another, here)")
-    cluster.add_argument("--max-parallel", type=int, default=None, metavar="K",
-                         help="local: processes at a time (default 1); slurm: array tasks at a time")
+    cluster.add_argument(
+        "--launcher",
+        choices=("local", "slurm"),
+        default=None,
+        help="local: run the runs as --max-parallel local processes and wait; slurm: submit them "
+        "as one job array and return with the job ids (default: one after another, here)",
+    )
+    cluster.add_argument(
+        "--max-parallel",
+        type=int,
+        default=None,
+        metavar="K",
+        help="local: processes at a time (default 1); slurm: array tasks at a time",
+    )
     cluster.add_argument("--partition", default=None, help="SLURM partition")
     cluster.add_argument("--nodes", type=int, default=1, metavar="N", help="SLURM nodes per run (1)")
     cluster.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="SLURM GPUs per node")
     cluster.add_argument("--cpus-per-task", type=int, default=None, metavar="C", help="SLURM CPUs per task")
     cluster.add_argument("--time", type=int, default=None, metavar="MIN", help="SLURM time limit in minutes")
     cluster.add_argument("--mem", default=None, metavar="M", help="SLURM memory per node (e.g. 32G)")
-    cluster.add_argument("--slurm-arg", action="append", default=[], metavar="KEY=VALUE",
-                         help="any other sbatch option, without its dashes (repeatable: --slurm-arg qos=high)")
+    cluster.add_argument(
+        "--slurm-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other sbatch option, without its dashes (repeatable: --slurm-arg qos=high)",
+    )
 
     p = command("status", cmd_status, "stored runs and their state")
-    p.add_argument("name", nargs="?", help="a manifest or group (default: every stored run)").complete = \
-        {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
+    p.add_argument("name", nargs="?", help="a manifest or group (default: every stored run)").complete = {
+        "bash": "_repro_manifests",
+        "zsh": "_repro_manifests",
+    }
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="the overrides the runs were made with")
     p.add_argument("-m", "--multirun", action="store_true", help="the overrides include sweeps (KEY=V1,V2)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per run)")
 
     p = command("report", cmd_report, "regenerate a manifest's tables/figures and judge its claims")
-    p.add_argument("name", nargs="?", help="a manifest or group (or --all)").complete = \
-        {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
+    p.add_argument("name", nargs="?", help="a manifest or group (or --all)").complete = {
+        "bash": "_repro_manifests",
+        "zsh": "_repro_manifests",
+    }
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="the overrides the runs were made with")
     p.add_argument("-m", "--multirun", action="store_true", help="the overrides include sweeps (KEY=V1,V2)")
     p.add_argument("--all", action="store_true", help="every manifest, and results/REPORT.md over them")
@@ -165,8 +210,9 @@ def _parser() -> argparse.ArgumentParser:
             mod = importlib.import_module(module)
         except ImportError:
             continue
-        q = bench.add_parser(name, parents=[common],
-                             help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None)
+        q = bench.add_parser(
+            name, parents=[common], help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None
+        )
         q.add_argument("--json", action="store_true", help="print the records as JSON")
         mod.add_arguments(q)
         q.set_defaults(func=cmd_bench, bench_module=mod)
@@ -178,12 +224,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 RESULTS_HELP = "results root (default: $REPRO_RESULTS or results/)"
-SCALE_HELP = ("tiny (the default: 2 CPU cores, minutes per run), cpu (2 CPU cores, up to 30 min), small (one "
-              "GPU), paper (the paper's configuration), or another scale the manifest defines")
+SCALE_HELP = (
+    "tiny (the default: 2 CPU cores, minutes per run), cpu (2 CPU cores, up to 30 min), small (one "
+    "GPU), paper (the paper's configuration), or another scale the manifest defines"
+)
 SAVE_HELP = "write the manifest with its overrides to PATH (it includes the original; `repro validate PATH`)"
 # bash/zsh: complete manifest names from `repro list --names`
 COMPLETION = {
-    "bash": "_repro_manifests() { compgen -W \"$(repro list --names 2>/dev/null)\" -- \"$1\"; }",
+    "bash": '_repro_manifests() { compgen -W "$(repro list --names 2>/dev/null)" -- "$1"; }',
     "zsh": "_repro_manifests() { compadd $(repro list --names 2>/dev/null) }",
 }
 
@@ -223,15 +271,26 @@ def cmd_list(args) -> int:
             m = manifests.load(path)
             specs = m.expand(args.scale) if args.scale in m.scale_names() else []
             done = sum(RunDir(root, m.name, s.run_id).finished for s in specs)
-            records.append({"name": name, "title": m.title, "paper": m.paper, "path": str(path),
-                            "scales": m.scale_names(), "runs": len(specs), "finished": done})
+            records.append(
+                {
+                    "name": name,
+                    "title": m.title,
+                    "paper": m.paper,
+                    "path": str(path),
+                    "scales": m.scale_names(),
+                    "runs": len(specs),
+                    "finished": done,
+                }
+            )
         except UserError as err:
             records.append({"name": name, "title": None, "path": str(path), "error": str(err)})
     if args.json:
         print(json.dumps(records, indent=2))
         return 0
-    rows = [(r["name"], r["title"] or f"INVALID: {r['error']}", str(r.get("runs", "-")), str(r.get("finished", "-")))
-            for r in records]
+    rows = [
+        (r["name"], r["title"] or f"INVALID: {r['error']}", str(r.get("runs", "-")), str(r.get("finished", "-")))
+        for r in records
+    ]
     _print_table(("manifest", "title", f"runs@{args.scale}", "finished"), rows)
     return 0
 
@@ -244,12 +303,28 @@ def cmd_show(args) -> int:
         keys = list(m.grid_for(args.scale))
         shown = keys + [k for k in m.set if k not in keys]  # the overrides' keys are columns too
         if args.json:
-            out.append({"manifest": m.name, "title": m.title, "scale": args.scale, "command": m.command,
-                        "runs": [{"run_id": s.run_id, "cell": s.cell, **s.resolved()} for s in specs]})
+            out.append(
+                {
+                    "manifest": m.name,
+                    "title": m.title,
+                    "scale": args.scale,
+                    "command": m.command,
+                    "runs": [{"run_id": s.run_id, "cell": s.cell, **s.resolved()} for s in specs],
+                }
+            )
             continue
-        rows = [(s.run_id, *(str(s.cell[k] if k in s.cell else _dotted(s.resolved(), k)) for k in shown),
-                 s.data.label, str(s.data.block), s.family, str(s.train.steps), str(s.train.batch_size))
-                for s in specs]
+        rows = [
+            (
+                s.run_id,
+                *(str(s.cell[k] if k in s.cell else _dotted(s.resolved(), k)) for k in shown),
+                s.data.label,
+                str(s.data.block),
+                s.family,
+                str(s.train.steps),
+                str(s.train.batch_size),
+            )
+            for s in specs
+        ]
         print(f"{m.name}: {m.title} [scale {args.scale}]")
         _print_table(("run_id", *shown, "data", "block", "family", "steps", "batch"), rows)
     if args.json:
@@ -286,8 +361,11 @@ def cmd_run(args) -> int:
         print(f"{m.name} trains nothing; `repro report {m.command}` draws it")
     plan = [m for m in plan if m.base is not None]
     root = _root(args)
-    specs = [(m, runner.with_max_steps(s, args.max_steps))
-             for m in plan for s in runner.select(m.expand(args.scale), args.only)]
+    specs = [
+        (m, runner.with_max_steps(s, args.max_steps))
+        for m in plan
+        for s in runner.select(m.expand(args.scale), args.only)
+    ]
     if args.run_id is not None:
         specs = [(m, s) for m, s in specs if s.run_id == args.run_id]
         if not specs:
@@ -302,14 +380,18 @@ def cmd_run(args) -> int:
     for name, options in {(s.data.name, tuple(sorted(s.data.options().items()))): 0 for _, s in specs}:
         data.ensure(name, say, **dict(options))
     if args.launcher:
-        return _launch(args, root, [(m.name, s.run_id) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
-                       len(specs))
+        return _launch(
+            args,
+            root,
+            [(m.name, s.run_id) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
+            len(specs),
+        )
     known = manifests.discover()
     mode = resolve_mode(args.no_wandb)
     failed = busy = 0
     started = time.monotonic()
     for i, (m, spec) in enumerate(specs, 1):
-        left = sum(s.train.steps for n, s in specs[i - 1:] if not RunDir(root, n.name, s.run_id).finished)
+        left = sum(s.train.steps for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished)
         line = progress.plan_line(i, len(specs), time.monotonic() - started, left, _per_step(root, specs))
         say(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
         try:
@@ -323,8 +405,10 @@ def cmd_run(args) -> int:
             busy += outcome.status == "busy"
             continue
         scores = " / ".join(f"{split} {s[f'{split}_bits']:.4f}" for split in spec.eval.splits if f"{split}_bits" in s)
-        say(f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
-            f"on {s.get('dataset')}")
+        say(
+            f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
+            f"on {s.get('dataset')}"
+        )
     return 1 if failed else 3 if busy else 0
 
 
@@ -364,8 +448,15 @@ def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
         return 0
     if args.launcher == "local":
         return launch.run_local(args, root, runs, args.max_parallel or 1, say)
-    options = launch.Slurm(args.partition, args.nodes, args.gpus_per_node, args.cpus_per_task, args.time, args.mem,
-                           launch.slurm_args(args.slurm_arg))
+    options = launch.Slurm(
+        args.partition,
+        args.nodes,
+        args.gpus_per_node,
+        args.cpus_per_task,
+        args.time,
+        args.mem,
+        launch.slurm_args(args.slurm_arg),
+    )
     return launch.submit_slurm(args, root, runs, options, args.max_parallel, say)
 
 
@@ -490,9 +581,12 @@ def cmd_dashboard(args) -> int:
     root = _root(args)
     name = lookup.one(args.name, [], root).name if args.name else None
     done = dashboard.import_runs(root, name)
-    print(f"trackio project {dashboard.PROJECT!r} in {dashboard.trackio_dir(root)}: imported "
-          f"{len(done.imported)} run(s), {len(done.present)} already there, {len(done.unfinished)} unfinished "
-          "(imported once finished)", flush=True)
+    print(
+        f"trackio project {dashboard.PROJECT!r} in {dashboard.trackio_dir(root)}: imported "
+        f"{len(done.imported)} run(s), {len(done.present)} already there, {len(done.unfinished)} unfinished "
+        "(imported once finished)",
+        flush=True,
+    )
     dashboard.serve(root, done.ids if name else [], args.port, args.host)
     return 0
 
@@ -508,8 +602,9 @@ def cmd_sample(args) -> int:
     room = spec.data.block - (len(prompt) if prompt is not None else 1) + 1
     length = min(args.length or room, room)
     generator = torch.Generator().manual_seed(args.seed)
-    samples = sampling.sample(model, vocab.size, args.n, length, temperature=args.temperature,
-                              prompt=prompt, generator=generator)
+    samples = sampling.sample(
+        model, vocab.size, args.n, length, temperature=args.temperature, prompt=prompt, generator=generator
+    )
     for path in sampling.write_samples(samples, vocab, info, run.path / "samples", f"seed{args.seed}"):
         print(f"wrote {path}")
     if info.kind == "text":

@@ -8,6 +8,7 @@ arrive as ``summary/<key>`` at the last step (trackio draws single-point metrics
 one bar per run). Importing is incremental: a run already in the project is not imported again.
 Unfinished runs wait until they finish.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,8 +71,12 @@ def run_config(run: RunDir) -> dict[str, Any]:
     spec = run.spec()
     flat = flatten({k: spec[k] for k in SECTIONS if k in spec})
     head = {k: spec.get(k) for k in ("manifest", "run_id", "scale", "code_version")}
-    return {**head, **grid_columns(spec.get("cell") or {}, set(head) | set(flat)), **flat,
-            "_Group": spec.get("manifest")}
+    return {
+        **head,
+        **grid_columns(spec.get("cell") or {}, set(head) | set(flat)),
+        **flat,
+        "_Group": spec.get("manifest"),
+    }
 
 
 def run_name(run: RunDir) -> str:
@@ -108,7 +113,7 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
     existing = {record["id"] for record in store.get_run_records(PROJECT)}
     done = Imported()
     runs = table(root, manifest)
-    for _, row in (runs.iterrows() if not runs.empty else []):
+    for _, row in runs.iterrows() if not runs.empty else []:
         run = RunDir(root, row["manifest"], row["run_id"])
         key = f"{row['manifest']}/{row['run_id']}"
         if row["status"] != "finished":
@@ -117,8 +122,9 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
             done.present.append(key)
         else:
             rows, steps = run_metrics(run)
-            store.bulk_log(project=PROJECT, run=run_name(run), run_id=key, metrics_list=rows, steps=steps,
-                           config=run_config(run))
+            store.bulk_log(
+                project=PROJECT, run=run_name(run), run_id=key, metrics_list=rows, steps=steps, config=run_config(run)
+            )
             done.imported.append(key)
     return done
 
@@ -134,8 +140,9 @@ def serve(root: Path, run_ids: list[str], port: int | None = None, host: str | N
     storage(root)
     import trackio
 
-    server, local_url, _, _ = trackio.show(project=PROJECT, open_browser=False, block_thread=False,
-                                           server_port=port, host=host)
+    server, local_url, _, _ = trackio.show(
+        project=PROJECT, open_browser=False, block_thread=False, server_port=port, host=host
+    )
     print(f"dashboard: {page_url(local_url, run_ids)}", flush=True)
     try:
         threading.Event().wait()

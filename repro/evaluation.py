@@ -11,6 +11,7 @@
 
 Every target of the split is scored exactly once; bits = total NLL in nats / targets / ln 2.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,13 +34,21 @@ def min_context(spec: RunSpec, stateful: bool) -> int | None:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, data: np.ndarray, spec: RunSpec, device: torch.device, vocab_size: int,
-             max_targets: int | None = None, progress: bool = False) -> dict[str, Any]:
+def evaluate(
+    model: torch.nn.Module,
+    data: np.ndarray,
+    spec: RunSpec,
+    device: torch.device,
+    vocab_size: int,
+    max_targets: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     model.eval()
     stateful = model.init_state(1, device) is not None
     context = min_context(spec, stateful)
-    batches = eval_batches(data, spec.eval.batch_size, spec.data.block, min_context=context or 0,
-                           stateful=stateful, start_token=vocab_size)
+    batches = eval_batches(
+        data, spec.eval.batch_size, spec.data.block, min_context=context or 0, stateful=stateful, start_token=vocab_size
+    )
     total, count, state = 0.0, 0, None
     bar = _progress(progress, data)
     for batch in batches:
@@ -58,9 +67,12 @@ def evaluate(model: torch.nn.Module, data: np.ndarray, spec: RunSpec, device: to
             break
     if bar is not None:
         bar.close()
-    return {"bits": total / max(count, 1) / math.log(2.0), "targets": count,
-            "procedure": "stream" if stateful else ("sequences" if data.ndim == 2 else "windows"),
-            "min_context": context}
+    return {
+        "bits": total / max(count, 1) / math.log(2.0),
+        "targets": count,
+        "procedure": "stream" if stateful else ("sequences" if data.ndim == 2 else "windows"),
+        "min_context": context,
+    }
 
 
 def unigram_bits(train: np.ndarray, data: np.ndarray, vocab_size: int) -> float:
@@ -76,5 +88,12 @@ def _progress(enabled: bool, data: np.ndarray):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=int(data.size - (1 if data.ndim == 1 else 0)), unit="tok", unit_scale=True,
-                desc="evaluating", file=sys.stderr, leave=False, disable=not sys.stderr.isatty())
+    return tqdm(
+        total=int(data.size - (1 if data.ndim == 1 else 0)),
+        unit="tok",
+        unit_scale=True,
+        desc="evaluating",
+        file=sys.stderr,
+        leave=False,
+        disable=not sys.stderr.isatty(),
+    )

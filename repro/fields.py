@@ -4,6 +4,7 @@ A run id hashes the resolved spec, so a new key would give every stored run a ne
 with :func:`later` is left out of the resolved spec while it holds its default (today's behaviour), so
 every earlier spec keeps its id; set to anything else it enters the spec and the id like any other key.
 """
+
 from __future__ import annotations
 
 import copy

@@ -25,6 +25,7 @@ every block (Transformer-XL caches hidden states), its banded score matmul cover
 per query instead of W, and an adaptive layer attends over one band W for all its heads (the largest
 z + R rounded up to 64) where the paper counts each head's own span.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -39,9 +40,17 @@ def _spans(spans, layers: int, heads: int) -> list[list[float]]:
     return spans
 
 
-def flops_breakdown(*, layers: int, d_model: int, d_ff: int, heads: int, vocab_size: int,
-                    spans: float | Sequence[Sequence[float]], per_mac: int = 2,
-                    position: bool = True) -> dict[str, float]:
+def flops_breakdown(
+    *,
+    layers: int,
+    d_model: int,
+    d_ff: int,
+    heads: int,
+    vocab_size: int,
+    spans: float | Sequence[Sequence[float]],
+    per_mac: int = 2,
+    position: bool = True,
+) -> dict[str, float]:
     """FLOPs per predicted token by component (see the module docstring); ``total`` is their sum.
 
     ``spans``: one number for every head, or per layer a list of the per-head effective spans."""

@@ -7,6 +7,7 @@ interrupted one, so resubmitting, or SLURM requeueing a pre-empted job, continue
 Each submitted run's job is recorded in ``<results>/jobs/<manifest>/<run_id>.json``; :func:`state`
 reads it back for ``repro status``.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,23 @@ from repro.store import FAILED, FINISHED, INTERRUPTED, check_name, write_atomic
 LAUNCHERS = ("local", "slurm")
 JOBS = "jobs"
 LOCAL_TIMEOUT_MIN = 60 * 24 * 365  # submitit's local executor kills a job after 2 minutes by default
-SLURM_STATES = {"PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending", "RESIZING": "pending",
-                "RUNNING": "running", "COMPLETING": "running", "SUSPENDED": "suspended",
-                "COMPLETED": "finished", "FAILED": "failed", "OUT_OF_MEMORY": "failed", "NODE_FAIL": "failed",
-                "BOOT_FAIL": "failed", "PREEMPTED": "pre-empted", "CANCELLED": "cancelled", "TIMEOUT": "timed out"}
+SLURM_STATES = {
+    "PENDING": "pending",
+    "CONFIGURING": "pending",
+    "REQUEUED": "pending",
+    "RESIZING": "pending",
+    "RUNNING": "running",
+    "COMPLETING": "running",
+    "SUSPENDED": "suspended",
+    "COMPLETED": "finished",
+    "FAILED": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "NODE_FAIL": "failed",
+    "BOOT_FAIL": "failed",
+    "PREEMPTED": "pre-empted",
+    "CANCELLED": "cancelled",
+    "TIMEOUT": "timed out",
+}
 
 
 class JobFailed(RuntimeError):
@@ -57,11 +71,20 @@ class Slurm:
     extra: dict[str, str] = field(default_factory=dict)
 
     def parameters(self) -> dict:
-        given = {"partition": self.partition, "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-                 "cpus_per_task": self.cpus_per_task, "time": self.time, "mem": self.mem}
+        given = {
+            "partition": self.partition,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "cpus_per_task": self.cpus_per_task,
+            "time": self.time,
+            "mem": self.mem,
+        }
         # time None: no --time (the partition's default), never submitit's 5 minutes
-        return {**{k: v for k, v in given.items() if v is not None}, "time": self.time,
-                "additional_parameters": dict(self.extra)}
+        return {
+            **{k: v for k, v in given.items() if v is not None},
+            "time": self.time,
+            "additional_parameters": dict(self.extra),
+        }
 
 
 def slurm_args(items: list[str]) -> dict[str, str]:
@@ -71,8 +94,10 @@ def slurm_args(items: list[str]) -> dict[str, str]:
         key, eq, value = item.partition("=")
         key = key.strip().lstrip("-")
         if not eq or not key:
-            raise UserError(f"--slurm-arg {item!r}: expected KEY=VALUE (an sbatch option without its dashes, "
-                            "e.g. qos=high or constraint=volta32gb)")
+            raise UserError(
+                f"--slurm-arg {item!r}: expected KEY=VALUE (an sbatch option without its dashes, "
+                "e.g. qos=high or constraint=volta32gb)"
+            )
         out[key.replace("-", "_")] = value
     return out
 
@@ -80,8 +105,19 @@ def slurm_args(items: list[str]) -> dict[str, str]:
 def job_argv(args, root: Path, run_id: str) -> list[str]:
     """``repro`` arguments that resolve the same selection as ``args`` and train only ``run_id``."""
     name = str(Path(args.name).resolve()) if Path(args.name).is_file() else args.name
-    argv = ["--results", str(root.resolve()), "run", name, *args.overrides, "--scale", args.scale,
-            "--run-id", run_id, "--devices", str(args.devices)]
+    argv = [
+        "--results",
+        str(root.resolve()),
+        "run",
+        name,
+        *args.overrides,
+        "--scale",
+        args.scale,
+        "--run-id",
+        run_id,
+        "--devices",
+        str(args.devices),
+    ]
     if args.multirun:
         argv.append("-m")
     if args.max_steps is not None:
@@ -92,9 +128,20 @@ def job_argv(args, root: Path, run_id: str) -> list[str]:
 
 
 def record(root: Path, manifest: str, run_id: str, launcher: str, job_id: str, log: Path) -> None:
-    write_atomic(_record_path(root, manifest, run_id),
-                 json.dumps({"launcher": launcher, "job_id": job_id, "host": socket.gethostname(), "log": str(log),
-                             "submitted": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2) + "\n")
+    write_atomic(
+        _record_path(root, manifest, run_id),
+        json.dumps(
+            {
+                "launcher": launcher,
+                "job_id": job_id,
+                "host": socket.gethostname(),
+                "log": str(log),
+                "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            },
+            indent=2,
+        )
+        + "\n",
+    )
 
 
 def records(root: Path) -> dict[tuple[str, str], dict]:
@@ -150,15 +197,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def submit_slurm(args, root: Path, runs: list[tuple[str, str]], options: Slurm, parallel: int | None,
-                 echo: Callable[[str], None]) -> int:
+def submit_slurm(
+    args, root: Path, runs: list[tuple[str, str]], options: Slurm, parallel: int | None, echo: Callable[[str], None]
+) -> int:
     """Submit ``runs`` ((manifest, run id) pairs) as one SLURM job array; print and record the job ids."""
     import submitit
 
     folder = root / JOBS / "slurm" / "%j"
     executor = submitit.SlurmExecutor(folder=folder)
-    executor.update_parameters(job_name=f"repro-{args.name}"[:60].replace("/", "_"), **options.parameters(),
-                               **({"array_parallelism": parallel} if parallel else {}))
+    executor.update_parameters(
+        job_name=f"repro-{args.name}"[:60].replace("/", "_"),
+        **options.parameters(),
+        **({"array_parallelism": parallel} if parallel else {}),
+    )
     try:
         jobs = executor.map_array(job, [job_argv(args, root, run_id) for _, run_id in runs])
     except (submitit.core.utils.FailedJobError, OSError) as err:
@@ -192,9 +243,14 @@ def run_local(args, root: Path, runs: list[tuple[str, str]], parallel: int, echo
             running.remove((manifest, run_id, finished))
             try:
                 codes.append(finished.result())
-                echo(f"{manifest} {run_id}: job {finished.job_id} done" + (" (trained elsewhere)" if codes[-1] == 3 else ""))
+                echo(
+                    f"{manifest} {run_id}: job {finished.job_id} done"
+                    + (" (trained elsewhere)" if codes[-1] == 3 else "")
+                )
             except Exception as err:  # the job's error, re-raised by submitit
                 codes.append(1)
-                echo(f"{manifest} {run_id}: job {finished.job_id} failed: {str(err).strip().splitlines()[-1]} "
-                     f"(log {finished.paths.stderr})")
+                echo(
+                    f"{manifest} {run_id}: job {finished.job_id} failed: {str(err).strip().splitlines()[-1]} "
+                    f"(log {finished.paths.stderr})"
+                )
     return 1 if 1 in codes else 3 if 3 in codes else 0

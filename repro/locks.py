@@ -4,6 +4,7 @@ leaves no stale lock; on NFS, Linux maps it to a byte-range lock the server arbi
 The holder writes ``host pid started`` into the lock file, so whoever finds it taken can say who holds
 it (a launcher can call :func:`holder` to ask without taking it).
 """
+
 from __future__ import annotations
 
 import errno

@@ -2,6 +2,7 @@
 name ends with it: ``table1`` -> as-table1 and st-table1), among the discovered manifests and, after them,
 the ones the run store was told about (manifests outside experiments/, command-line ablations); each
 with the command line's overrides applied."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,8 +45,9 @@ def one(ref: str, args: list[str], root: Path) -> Manifest:
     """Exactly one manifest (commands that act on one: pull, dashboard, --save)."""
     found = select(ref, args, root)
     if len(found) > 1:
-        raise ManifestError(f"{ref!r} names {len(found)} manifests ({', '.join(m.name for m in found)}); "
-                            "name one of them")
+        raise ManifestError(
+            f"{ref!r} names {len(found)} manifests ({', '.join(m.name for m in found)}); name one of them"
+        )
     return found[0]
 
 
@@ -53,8 +55,7 @@ def with_parts(found: list[Manifest], args: list[str]) -> list[Manifest]:
     """``found`` with each gathering manifest (``parts``, no runs of its own) replaced by its parts, once each."""
     out: dict[str, Manifest] = {}
     for m in found:
-        for part in ([overrides.derive(_part(m, p).path, args) for p in m.parts] if m.base is None and m.parts
-                     else [m]):
+        for part in [overrides.derive(_part(m, p).path, args) for p in m.parts] if m.base is None and m.parts else [m]:
             out.setdefault(part.name, part)
     return list(out.values())
 

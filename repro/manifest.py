@@ -12,6 +12,7 @@ by key, anything else is replaced; ``notes`` accumulate (the included file's fir
 -> value: every run at every scale has it) and ``sweep`` (dotted key -> list: a grid axis at every scale,
 added or replacing the manifest's) are the command line's ``key=value`` and ``-m key=v1,v2`` in a file.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,8 +31,23 @@ from repro.errors import UserError
 from repro.spec import RunSpec, SpecError, build_run
 from repro.store import check_name
 
-TOP_KEYS = {"name", "title", "paper", "renders", "description", "base", "grid", "scales", "reference",
-            "requires", "claims", "parts", "notes", "set", "sweep"}
+TOP_KEYS = {
+    "name",
+    "title",
+    "paper",
+    "renders",
+    "description",
+    "base",
+    "grid",
+    "scales",
+    "reference",
+    "requires",
+    "claims",
+    "parts",
+    "notes",
+    "set",
+    "sweep",
+}
 CLAIM_KEYS = {"id", "text", "check", "scales", "requires"}
 SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
 DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
@@ -99,8 +115,10 @@ class Manifest:
         """Every run of the manifest at ``scale``, in grid order."""
         if scale not in self.scale_names():
             default = " (the default)" if scale == DEFAULT_SCALE else ""
-            raise ManifestError(f"{self.name} ({self.path}) has no scale {scale!r}{default}; pass --scale "
-                                f"{self.scale_names()[0]} (its scales: {', '.join(self.scale_names())})")
+            raise ManifestError(
+                f"{self.name} ({self.path}) has no scale {scale!r}{default}; pass --scale "
+                f"{self.scale_names()[0]} (its scales: {', '.join(self.scale_names())})"
+            )
         if self.base is None:
             return []
         overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k != "grid"}
@@ -111,7 +129,7 @@ class Manifest:
             cell = dict(zip(grid, values))
             resolved = copy.deepcopy(config)
             for key, value in cell.items():
-                for k, v in (value.items() if key == VARIANT else [(key, value)]):
+                for k, v in value.items() if key == VARIANT else [(key, value)]:
                     if not (key == VARIANT and k == "name"):
                         _set(resolved, k, v)
             for key, value in self.set.items():
@@ -139,8 +157,7 @@ class Manifest:
         return dataclasses.replace(run, data=dataclasses.replace(run.data, path=str(path), sha256=digest))
 
     def scale_names(self) -> list[str]:
-        return [s for s in SCALES if s == "paper" or s in self.scales] + \
-            [s for s in self.scales if s not in SCALES]
+        return [s for s in SCALES if s == "paper" or s in self.scales] + [s for s in self.scales if s not in SCALES]
 
 
 def load(path: str | Path) -> Manifest:
@@ -154,8 +171,9 @@ def read(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     data = _read_yaml(path)
     unknown = sorted(set(data) - TOP_KEYS - {"include"})
     if unknown:
-        raise ManifestError(f"{path}: {unknown[0]}: unknown key; allowed keys: "
-                            f"{', '.join(sorted(TOP_KEYS | {'include'}))}")
+        raise ManifestError(
+            f"{path}: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(TOP_KEYS | {'include'}))}"
+        )
     includes = data.pop("include", [])
     includes = [includes] if isinstance(includes, str) else includes
     if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
@@ -232,21 +250,30 @@ def build(data: dict[str, Any], path: Path, args: list[str] = ()) -> Manifest:
     _check_grid(path, "grid", grid, data.get("base") or {}, {})
     _check_overrides(path, data.get("set") or {}, data.get("sweep") or {})
     manifest = Manifest(
-        name=data["name"], title=data["title"], paper=data["paper"], path=path, base=data.get("base"),
-        grid=grid, scales=scales, renders=_str_list(path, "renders", data.get("renders") or []),
+        name=data["name"],
+        title=data["title"],
+        paper=data["paper"],
+        path=path,
+        base=data.get("base"),
+        grid=grid,
+        scales=scales,
+        renders=_str_list(path, "renders", data.get("renders") or []),
         reference=data.get("reference") or {},
         claims=_claims(path, data.get("claims") or [], _str_list(path, "requires", data.get("requires") or [])),
         parts=_str_list(path, "parts", data.get("parts") or []),
-        description=str(data.get("description") or ""), notes=str(data.get("notes") or ""),
-        set=dict(data.get("set") or {}), sweep=dict(data.get("sweep") or {}),
+        description=str(data.get("description") or ""),
+        notes=str(data.get("notes") or ""),
+        set=dict(data.get("set") or {}),
+        sweep=dict(data.get("sweep") or {}),
         args=list(args),
     )
     from repro.analysis import registry  # here, not at import: renderer modules import pandas/numpy
 
     unknown_renders = sorted(set(manifest.renders) - set(registry()))
     if unknown_renders:
-        raise ManifestError(f"{path}: renders: unknown renderer {unknown_renders[0]!r}; "
-                            f"known: {', '.join(sorted(registry()))}")
+        raise ManifestError(
+            f"{path}: renders: unknown renderer {unknown_renders[0]!r}; known: {', '.join(sorted(registry()))}"
+        )
     for scale in manifest.scale_names():
         manifest.expand(scale)
     _check_reference(manifest)
@@ -281,15 +308,20 @@ def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
             raise ManifestError(f"{where}[{i}]: expected a mapping with a `match` mapping")
         for key in entry.get("match", {}):
             if not any(k == key or k.endswith("." + key) for k in keys):
-                raise ManifestError(f"{where}[{i}].match.{key}: names no grid key; grid keys: "
-                                    f"{', '.join(sorted(keys)) or 'none'}")
+                raise ManifestError(
+                    f"{where}[{i}].match.{key}: names no grid key; grid keys: {', '.join(sorted(keys)) or 'none'}"
+                )
         if not isinstance(entry.get("label", ""), str):
             raise ManifestError(f"{where}[{i}].label: expected a string, got {_show(entry['label'])}")
         for key, value in entry.items():
-            if key not in ("match", "label") and value is not None and (
-                    isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ManifestError(f"{where}[{i}].{key}: expected a number (the paper's value) or null, "
-                                    f"got {_show(value)}")
+            if (
+                key not in ("match", "label")
+                and value is not None
+                and (isinstance(value, bool) or not isinstance(value, (int, float)))
+            ):
+                raise ManifestError(
+                    f"{where}[{i}].{key}: expected a number (the paper's value) or null, got {_show(value)}"
+                )
 
 
 def _check_claim_cells(manifest: Manifest) -> None:
@@ -303,12 +335,16 @@ def _check_claim_cells(manifest: Manifest) -> None:
                 for key, value, full in claims.filter_keys(check, list(grid)):
                     where = f"{manifest.path}: claims[{i}] ({claim.id}), scale {scale}"
                     if full is None:
-                        raise ManifestError(f"{where}: filter {key}={value} names no single grid key; grid keys: "
-                                            f"{', '.join(grid) or 'none'}")
+                        raise ManifestError(
+                            f"{where}: filter {key}={value} names no single grid key; grid keys: "
+                            f"{', '.join(grid) or 'none'}"
+                        )
                     values = [v["name"] if full == VARIANT else v for v in grid[full]]
                     if value not in {str(v) for v in values}:
-                        raise ManifestError(f"{where}: {key}={value} is not in the grid; {full} takes: "
-                                            f"{', '.join(map(str, values))} (limit the claim with `scales:`)")
+                        raise ManifestError(
+                            f"{where}: {key}={value} is not in the grid; {full} takes: "
+                            f"{', '.join(map(str, values))} (limit the claim with `scales:`)"
+                        )
 
 
 def _type_name(tp: type | tuple) -> str:
@@ -340,9 +376,15 @@ def _check_overrides(path: Path, values: dict, axes: dict) -> None:
     """``set``/``sweep`` keys are dotted spec keys (their values are checked when the runs resolve)."""
     for where, keys in (("set", values), ("sweep", axes)):
         for key in keys:
-            if key == VARIANT or not isinstance(key, str) or key.split(".")[0] not in ("data", "model", "train", "eval"):
-                raise ManifestError(f"{path}: {where}.{key}: expected a dotted key of data, model, train or eval "
-                                    f"(a variant is chosen with --only variant=NAME)")
+            if (
+                key == VARIANT
+                or not isinstance(key, str)
+                or key.split(".")[0] not in ("data", "model", "train", "eval")
+            ):
+                raise ManifestError(
+                    f"{path}: {where}.{key}: expected a dotted key of data, model, train or eval "
+                    f"(a variant is chosen with --only variant=NAME)"
+                )
     for key, vals in axes.items():
         if not isinstance(vals, list) or not vals:
             raise ManifestError(f"{path}: sweep.{key}: expected a non-empty list of values")
@@ -357,8 +399,7 @@ def _claims(path: Path, items: Any, requires: list[str]) -> list[Claim]:
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, dict) or set(item) - CLAIM_KEYS or "check" not in item:
-            raise ManifestError(f"{path}: claims[{i}]: expected a mapping with id, text, check "
-                                f"(and scales, requires)")
+            raise ManifestError(f"{path}: claims[{i}]: expected a mapping with id, text, check (and scales, requires)")
         scales = item.get("scales")
         if scales is not None and not (isinstance(scales, list) and all(isinstance(x, str) for x in scales)):
             raise ManifestError(f"{path}: claims[{i}].scales: expected a list of scale names")
@@ -366,8 +407,15 @@ def _claims(path: Path, items: Any, requires: list[str]) -> list[Claim]:
         for j, check in enumerate(own):
             _parse(path, f"claims[{i}].requires[{j}]", check)
         _parse(path, f"claims[{i}]", str(item["check"]))
-        out.append(Claim(id=str(item.get("id", i)), text=str(item.get("text", "")), check=str(item["check"]),
-                         scales=scales, requires=[*requires, *own]))
+        out.append(
+            Claim(
+                id=str(item.get("id", i)),
+                text=str(item.get("text", "")),
+                check=str(item["check"]),
+                scales=scales,
+                requires=[*requires, *own],
+            )
+        )
     return out
 
 
@@ -428,6 +476,7 @@ def _set(tree: dict, dotted: str, value: Any) -> None:
 
 
 # -- the registry of manifests ---------------------------------------------------------------
+
 
 def discover(root: Path | None = None) -> dict[str, Path]:
     """Every manifest under ``root`` (default: :func:`experiments_root`) by name (its ``name`` key); the

@@ -14,6 +14,7 @@ divides by the root of the accumulated clipped squares, so the clip cancels and 
 every element by the full lr whatever its gradient (measured: a tiny adaptive-span model stays at the
 unigram level, every span z at 0).
 """
+
 from __future__ import annotations
 
 from typing import Callable, Iterable

@@ -6,6 +6,7 @@ A manifest with overrides is a new manifest (``set``/``sweep`` over the file, se
 whose name records them, so its runs are stored and reported apart from the file's; ``save`` writes it as
 a file that ``include:``s the original.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,9 @@ def parse(items: list[str], multirun: bool) -> tuple[dict[str, Any], dict[str, l
             raise UserError(f"override {item!r}: expected KEY=VALUE with a dotted key (model.span.ramp=64)")
         listed = _value(item, f"[{raw}]")
         if len(listed) > 1 and not multirun:
-            raise UserError(f"override {item!r}: a comma-separated list is a sweep: pass -m (a list value is "
-                            f"written {key}=[{raw}])")
+            raise UserError(
+                f"override {item!r}: a comma-separated list is a sweep: pass -m (a list value is written {key}=[{raw}])"
+            )
         values.pop(key, None)  # a key given twice: the last one wins
         axes.pop(key, None)
         if len(listed) > 1:
@@ -75,8 +77,12 @@ def derive(path: Path, args: list[str]) -> Manifest:
         return build(doc, path)
     if doc.get("base") is None:
         raise ManifestError(f"{path}: {doc.get('name')} trains nothing: it takes no overrides")
-    layer = {"name": f"{doc['name']}.{suffix(values, axes)}", "title": f"{doc['title']} [{' '.join(items)}]",
-             "set": values, "sweep": axes}
+    layer = {
+        "name": f"{doc['name']}.{suffix(values, axes)}",
+        "title": f"{doc['title']} [{' '.join(items)}]",
+        "set": values,
+        "sweep": axes,
+    }
     return build(merge_documents(doc, layer), path, args_of(items, MULTIRUN in args))
 
 
@@ -102,8 +108,11 @@ def suffix(values: dict[str, Any], axes: dict[str, list[Any]]) -> str:
 def save(manifest: Manifest, target: Path) -> Path:
     """Write ``manifest`` (derived by overrides) as a file: its source named by ``include:`` (relative to
     ``target``'s folder) plus ``set``/``sweep``. An existing different file is refused."""
-    doc: dict[str, Any] = {"include": os.path.relpath(manifest.path.resolve(), target.resolve().parent),
-                           "name": manifest.name, "title": manifest.title}
+    doc: dict[str, Any] = {
+        "include": os.path.relpath(manifest.path.resolve(), target.resolve().parent),
+        "name": manifest.name,
+        "title": manifest.title,
+    }
     items = [a for a in manifest.args if a != MULTIRUN]
     values, axes = parse(items, MULTIRUN in manifest.args)
     doc.update({k: v for k, v in (("set", values), ("sweep", axes)) if v})

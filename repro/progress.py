@@ -1,5 +1,6 @@
 """Progress lines for logs (off a TTY, where Lightning's bar is off): a run's step, train bits, s/step
 and ETA every N steps or T seconds, and a manifest-level line per run with the ETA of what is left."""
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,14 @@ class ProgressLines(pl.Callback):
     """A line every ``every_steps`` steps or ``every_seconds`` seconds, whichever comes first, and at the
     last step: ``step 120/600  train bits 2.913  0.210 s/step  ETA 1m41s``."""
 
-    def __init__(self, steps: int, every_steps: int, every_seconds: float = 30.0,
-                 echo: Callable[[str], None] = say, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        steps: int,
+        every_steps: int,
+        every_seconds: float = 30.0,
+        echo: Callable[[str], None] = say,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.steps, self.every_steps, self.every_seconds = steps, max(1, every_steps), every_seconds
         self.echo, self.clock = echo, clock
 
@@ -44,8 +51,10 @@ class ProgressLines(pl.Callback):
         per_step = (now - self.start) / max(1, step - self.start_step)
         bits = trainer.callback_metrics.get("train/bits")
         shown = f"{float(bits):.3f}" if bits is not None else "?"
-        self.echo(f"  step {step}/{self.steps}  train bits {shown}  {per_step:.3f} s/step  "
-                  f"ETA {duration(per_step * (self.steps - step))}")
+        self.echo(
+            f"  step {step}/{self.steps}  train bits {shown}  {per_step:.3f} s/step  "
+            f"ETA {duration(per_step * (self.steps - step))}"
+        )
 
 
 def plan_line(k: int, n: int, elapsed: float, remaining_steps: int, per_step: float | None) -> str:

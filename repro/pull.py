@@ -7,6 +7,7 @@ series arrive as W&B has them: a mean per layer), summary.json from its summary,
 its files. A run is written into a temporary folder and renamed into place, so a failed pull leaves
 nothing half-written. Runs already in the store, unfinished runs and report runs are left alone.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,14 @@ def public_api(entity: str | None, project: str | None):
         raise UserError(f"W&B API unavailable: {str(err).strip().splitlines()[0]}") from None
 
 
-def pull(manifest: Manifest, root: Path, api: Any, entity: str | None = None, project: str | None = None,
-         echo: Callable[[str], None] = print) -> Pulled:
+def pull(
+    manifest: Manifest,
+    root: Path,
+    api: Any,
+    entity: str | None = None,
+    project: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> Pulled:
     """Write the finished runs of the manifest's W&B group into the store; returns what happened."""
     path = "/".join(p for p in (entity, project or PROJECT) if p)
     try:
@@ -95,8 +102,10 @@ def _resolve(manifest: Manifest, config: dict[str, Any]):
         raise ValueError(f"config is not a valid spec: {err}") from None
     known = {s.run_id: s for s in manifest.expand(scale)}
     if spec.run_id not in known:
-        raise ValueError(f"config resolves to run {spec.run_id}, not one of the {len(known)} runs of "
-                         f"{manifest.name} at scale {scale}")
+        raise ValueError(
+            f"config resolves to run {spec.run_id}, not one of the {len(known)} runs of "
+            f"{manifest.name} at scale {scale}"
+        )
     return known[spec.run_id]
 
 
@@ -106,8 +115,16 @@ def _write(wb: Any, spec, stored: dict[str, Any], target: RunDir, source: str) -
     tmp = Path(tempfile.mkdtemp(prefix=".pull-", dir=root))
     try:
         staged = RunDir(tmp, spec.manifest, spec.run_id)
-        staged.write_spec({**stored, "run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale,
-                           "cell": spec.cell, **spec.resolved()})
+        staged.write_spec(
+            {
+                **stored,
+                "run_id": spec.run_id,
+                "manifest": spec.manifest,
+                "scale": spec.scale,
+                "cell": spec.cell,
+                **spec.resolved(),
+            }
+        )
         history = list(wb.scan_history())
         metrics = history_frame(history)
         if not metrics.empty:
@@ -147,5 +164,4 @@ def history_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 def describe(done: Pulled) -> str:
-    return (f"pulled {len(done.written)} run(s), {len(done.present)} already in the store, "
-            f"{len(done.left_out)} left out")
+    return f"pulled {len(done.written)} run(s), {len(done.present)} already in the store, {len(done.left_out)} left out"

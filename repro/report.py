@@ -12,6 +12,7 @@ Reference values meet runs through ``reference.runs``: a list of ``{match: {key:
 value}``; a run takes the first entry whose ``match`` its grid cell satisfies (keys may be dotted
 suffixes, an empty match fits every run) and shows ``paper <metric>`` beside its own ``<metric>``.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,16 +28,26 @@ from repro.analysis import Context, markdown_table, reference_for
 from repro.manifest import DEFAULT_SCALE, Manifest, ManifestError, discover, load, resolve
 from repro.store import scan, table, write_atomic
 
-COLUMNS = ["status", "dataset", "valid_bits", "test_bits", "params", "flops_per_token", "avg_span",
-           "seconds_per_step", "peak_memory_bytes", "steps"]
+COLUMNS = [
+    "status",
+    "dataset",
+    "valid_bits",
+    "test_bits",
+    "params",
+    "flops_per_token",
+    "avg_span",
+    "seconds_per_step",
+    "peak_memory_bytes",
+    "steps",
+]
 SCALE_NOTE = {
     "tiny": "**Scale: tiny** (2 CPU cores, minutes per run, offline stand-in corpora). These are NOT the "
-            "paper's numbers and are not comparable to them in absolute terms; only qualitative findings "
-            "are checked.",
+    "paper's numbers and are not comparable to them in absolute terms; only qualitative findings "
+    "are checked.",
     "cpu": "**Scale: cpu** (2 CPU cores, up to 30 minutes per run, offline stand-in corpora; how it was chosen: "
-           "results/reports/cpu-scale.md). NOT the paper's numbers.",
+    "results/reports/cpu-scale.md). NOT the paper's numbers.",
     "small": "**Scale: small** (one GPU or a long CPU run). Smaller than the paper's models; absolute "
-             "numbers are not the paper's.",
+    "numbers are not the paper's.",
     "paper": "**Scale: paper** (the paper's configuration).",
 }
 
@@ -95,15 +106,23 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     """Write the manifest's report; returns its path and the claims judged at every stored scale."""
     runs, corrupt = scan(root, manifest.name)
     out_dir = root / "reports"
-    lines = [f"# {manifest.title}", "", f"Manifest `{manifest.name}` ({manifest.path.name}), paper "
-             f"`{manifest.paper}`.", ""]
+    lines = [
+        f"# {manifest.title}",
+        "",
+        f"Manifest `{manifest.name}` ({manifest.path.name}), paper `{manifest.paper}`.",
+        "",
+    ]
     lines += [f"- corrupt run, left out (`repro run` redoes it): {line}" for line in corrupt] + [""] * bool(corrupt)
     if manifest.description:
         lines += [manifest.description.strip(), ""]
     results: list[ClaimResult] = []
     if manifest.base is None:  # trains nothing: the renderers draw from the manifest (and its parts)
-        lines += ["This artefact needs no training." if not manifest.parts else
-                  f"Gathered from the stored runs of {', '.join(f'`{p}`' for p in manifest.parts)}.", ""]
+        lines += [
+            "This artefact needs no training."
+            if not manifest.parts
+            else f"Gathered from the stored runs of {', '.join(f'`{p}`' for p in manifest.parts)}.",
+            "",
+        ]
         for path, caption in analysis.render_all(context(manifest, root, "none")):
             lines += _embed(path, caption, out_dir)
     elif runs.empty:
@@ -115,16 +134,29 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         keys = cell_keys(manifest, scale)
         frame = _table(manifest, rows, keys)
         csv_frames.append(frame.assign(scale=scale))
-        lines += [f"## Scale `{scale}` — dataset: {analysis.datasets(rows)}", "", SCALE_NOTE.get(scale, f"**Scale: {scale}**"), ""]
+        lines += [
+            f"## Scale `{scale}` — dataset: {analysis.datasets(rows)}",
+            "",
+            SCALE_NOTE.get(scale, f"**Scale: {scale}**"),
+            "",
+        ]
         if not rows.empty:
             lines += [evaluation_note(rows), ""]
-        lines += [markdown_table(frame) if not rows.empty else
-                  f"No run of the current resolution is stored: `repro run {manifest.command} --scale {scale}`.", ""]
+        lines += [
+            markdown_table(frame)
+            if not rows.empty
+            else f"No run of the current resolution is stored: `repro run {manifest.command} --scale {scale}`.",
+            "",
+        ]
         if not others.empty:
-            lines += [f"Other stored runs at this scale ({len(others)}), **not used** in the tables, figures or "
-                      "claims above: their spec differs from the manifest's current resolution (a `--max-steps` "
-                      "run, or a spec from an older version of the manifest or code).", "",
-                      markdown_table(_table(manifest, others, keys).assign(run_id=list(others["run_id"]))), ""]
+            lines += [
+                f"Other stored runs at this scale ({len(others)}), **not used** in the tables, figures or "
+                "claims above: their spec differs from the manifest's current resolution (a `--max-steps` "
+                "run, or a spec from an older version of the manifest or code).",
+                "",
+                markdown_table(_table(manifest, others, keys).assign(run_id=list(others["run_id"]))),
+                "",
+            ]
         figures = analysis.render_all(Context(manifest, rows, scale, root)) if not rows.empty else []
         for path, caption in figures:
             lines += _embed(path, caption, out_dir)
@@ -160,16 +192,21 @@ def _procedure(row: pd.Series) -> str:
     if _missing(procedure):
         return "no split scored"
     if procedure == "stream":
-        text = (f"each split read as {int(row['eval.batch_size'])} contiguous streams, block by block, carrying "
-                f"the model's cache; every target scored once")
+        text = (
+            f"each split read as {int(row['eval.batch_size'])} contiguous streams, block by block, carrying "
+            f"the model's cache; every target scored once"
+        )
     elif procedure == "windows":
-        text = (f"windows of {int(row['data.block'])} tokens advancing by {int(row['data.block'] - row['eval_min_context'])}; "
-                f"every target scored once, with at least {int(row['eval_min_context'])} tokens of context")
+        text = (
+            f"windows of {int(row['data.block'])} tokens advancing by {int(row['data.block'] - row['eval_min_context'])}; "
+            f"every target scored once, with at least {int(row['eval_min_context'])} tokens of context"
+        )
     else:
         text = "whole sequences after a start token; every element scored"
     if row.get("selected") == "best_valid":
-        return text + (f"; the weights of the best quick validation (step {int(row['selected_step'])}) scored, "
-                       f"not the last")
+        return text + (
+            f"; the weights of the best quick validation (step {int(row['selected_step'])}) scored, not the last"
+        )
     return text + "; the last weights scored"
 
 
@@ -177,10 +214,15 @@ def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
     """Report lines for a renderer's file: a table inlined (its headings under the section's), a figure
     embedded, anything else linked."""
     if path.suffix == ".md":
-        table_md = re.sub(r"^(#+) ", lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ",
-                          path.read_text().strip(), flags=re.M)
-        return [table_md, "", f"([{path.name}]({path.relative_to(out_dir)}), "
-                f"[csv]({path.with_suffix('.csv').relative_to(out_dir)}))", ""]
+        table_md = re.sub(
+            r"^(#+) ", lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ", path.read_text().strip(), flags=re.M
+        )
+        return [
+            table_md,
+            "",
+            f"([{path.name}]({path.relative_to(out_dir)}), [csv]({path.with_suffix('.csv').relative_to(out_dir)}))",
+            "",
+        ]
     if path.suffix in (".png", ".svg", ".jpg", ".jpeg", ".gif"):
         return [f"![{caption}]({path.relative_to(out_dir)})", "", f"*{caption}*", ""]
     return [f"[{caption}]({path.relative_to(out_dir)})", ""]
@@ -220,12 +262,22 @@ def render_all(root: Path) -> Path:
         stored = table(root, manifest.name)
         scales = ", ".join(sorted(set(stored["scale"]))) if not stored.empty else "no runs"
         block = sections.setdefault(manifest.paper, [])
-        block += [f"### [{manifest.title}](reports/{path.name})", "", f"`{manifest.name}` — runs stored at: {scales}", ""]
+        block += [
+            f"### [{manifest.title}](reports/{path.name})",
+            "",
+            f"`{manifest.name}` — runs stored at: {scales}",
+            "",
+        ]
         block += [f"- {r.id} ({r.scale}): {r.text} — **{r.verdict.status}** — {r.verdict.detail}" for r in results]
         block.append("")
-    lines = ["# Results", "", "Generated by `repro report --all` from the run store. Every number is labelled "
-             "with its scale; `tiny` results come from 2-CPU runs on offline stand-in corpora and are not "
-             "the papers' numbers.", ""]
+    lines = [
+        "# Results",
+        "",
+        "Generated by `repro report --all` from the run store. Every number is labelled "
+        "with its scale; `tiny` results come from 2-CPU runs on offline stand-in corpora and are not "
+        "the papers' numbers.",
+        "",
+    ]
     for paper, block in sorted(sections.items()):
         lines += [f"## {paper}", "", *block]
     path = root / "REPORT.md"

@@ -7,6 +7,7 @@ position, RNG and recurrent state, training measurements all restored). SIGTERM/
 the next step boundary and mark it ``interrupted``; a diverging run is marked ``failed`` and keeps its
 last good checkpoint; any other exception after training started marks it ``failed`` with the message.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,13 +51,17 @@ def select(specs: list[RunSpec], only: Sequence[str]) -> list[RunSpec]:
         keys = {k for s in specs for k in s.cell if k == key or k.endswith("." + key)}
         if len(keys) != 1:
             known = sorted({k for s in specs for k in s.cell})
-            raise UserError(f"--only {item!r}: {key!r} matches {len(keys)} grid keys; grid keys: {', '.join(known) or 'none'}")
+            raise UserError(
+                f"--only {item!r}: {key!r} matches {len(keys)} grid keys; grid keys: {', '.join(known) or 'none'}"
+            )
         (full,) = keys
         kept = [s for s in specs if str(s.cell[full]) == value]
         if not kept:
             values = list(dict.fromkeys(str(s.cell[full]) for s in specs))
-            raise UserError(f"--only {item!r}: no run has {full}={value}; {full} takes: {', '.join(values)}"
-                            + ("" if len(only) == 1 else " (after the other --only filters)"))
+            raise UserError(
+                f"--only {item!r}: no run has {full}={value}; {full} takes: {', '.join(values)}"
+                + ("" if len(only) == 1 else " (after the other --only filters)")
+            )
         specs = kept
     return specs
 
@@ -74,15 +79,24 @@ def code_version() -> str:
     try:
         here = Path(__file__).resolve().parent
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True
+        ).stdout.strip()
         return rev.stdout.strip() + ("+dirty" if dirty else "") if rev.returncode == 0 else "unknown"
     except OSError:
         return "unknown"
 
 
-def run_spec(spec: RunSpec, manifest: Manifest, root: Path, *, devices: int = 1, wandb_mode: str = "disabled",
-             callbacks: Sequence[pl.Callback] = (), echo: Callable[[str], None] = say) -> Outcome:
+def run_spec(
+    spec: RunSpec,
+    manifest: Manifest,
+    root: Path,
+    *,
+    devices: int = 1,
+    wandb_mode: str = "disabled",
+    callbacks: Sequence[pl.Callback] = (),
+    echo: Callable[[str], None] = say,
+) -> Outcome:
     run = RunDir(root, spec.manifest, spec.run_id)
     if run.finished:
         return Outcome(spec, "skipped", run.summary())
@@ -136,10 +150,14 @@ def open_data(spec: RunSpec, manifest: Manifest) -> RunData:
             raise UserError(f"{where} differs from the sequence length of {spec.data.name}; allowed: {array.shape[1]}")
         room = (len(array) - 1) // (spec.train.batch_size if name == "train" else 1)
         if array.ndim == 1 and room < block:
-            what = f"{spec.train.batch_size} training streams of {room:,} tokens" if name == "train" else \
-                f"its {room:,} targets"
-            raise UserError(f"{where} is longer than the {name} split of {spec.data.name} ({what}); "
-                            f"allowed: at most {room:,}")
+            what = (
+                f"{spec.train.batch_size} training streams of {room:,} tokens"
+                if name == "train"
+                else f"its {room:,} targets"
+            )
+            raise UserError(
+                f"{where} is longer than the {name} split of {spec.data.name} ({what}); allowed: at most {room:,}"
+            )
     try:
         batches = LMDataModule(spec, train, vocab.size)
     except UserError as err:
@@ -148,28 +166,61 @@ def open_data(spec: RunSpec, manifest: Manifest) -> RunData:
     return RunData(train, vocab, datasets.dataset_info(spec.data.name), splits, batches, source_version, verified)
 
 
-def _train(spec: RunSpec, manifest: Manifest, run: RunDir, data: RunData, devices: int, wandb_mode: str,
-           callbacks: Sequence[pl.Callback], echo: Callable[[str], None]) -> Outcome:
+def _train(
+    spec: RunSpec,
+    manifest: Manifest,
+    run: RunDir,
+    data: RunData,
+    devices: int,
+    wandb_mode: str,
+    callbacks: Sequence[pl.Callback],
+    echo: Callable[[str], None],
+) -> Outcome:
     pl.seed_everything(spec.train.seed, verbose=False)
-    module = LMModule(spec, data.vocab.size, data.info.shape, valid=data.splits["valid"] if spec.train.val_every else None)
+    module = LMModule(
+        spec, data.vocab.size, data.info.shape, valid=data.splits["valid"] if spec.train.val_every else None
+    )
     resume = checkpoints.latest(run.checkpoints, echo)
     run.cut_metrics(resume[1] if resume else 0)  # what a killed run logged beyond its checkpoint goes
-    run.write_spec({"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell,
-                    "code_version": code_version(), **spec.resolved()})
+    run.write_spec(
+        {
+            "run_id": spec.run_id,
+            "manifest": spec.manifest,
+            "scale": spec.scale,
+            "cell": spec.cell,
+            "code_version": code_version(),
+            **spec.resolved(),
+        }
+    )
     store_logger = StoreLogger(run)
     wb = wandb_logger(wandb_mode, spec, manifest.paper, manifest.renders, run)
     params = sum(p.numel() for p in module.model.parameters())
     earlier = {k: v for k, v in run.summary().items() if k != "error"}
-    run.write_summary({
-        **earlier, "status": RUNNING, "manifest": spec.manifest, "run_id": spec.run_id, "scale": spec.scale,
-        "cell": spec.cell, "family": spec.family, "dataset": spec.data.label, "dataset_version": data.source_version,
-        "dataset_verified": data.verified, "dataset_unit": data.vocab.unit, "train_tokens": int(data.train.size),
-        "params": params, "wandb_run_id": wb.experiment.id if wb is not None else None})
+    run.write_summary(
+        {
+            **earlier,
+            "status": RUNNING,
+            "manifest": spec.manifest,
+            "run_id": spec.run_id,
+            "scale": spec.scale,
+            "cell": spec.cell,
+            "family": spec.family,
+            "dataset": spec.data.label,
+            "dataset_version": data.source_version,
+            "dataset_verified": data.verified,
+            "dataset_unit": data.vocab.unit,
+            "train_tokens": int(data.train.size),
+            "params": params,
+            "wandb_run_id": wb.experiment.id if wb is not None else None,
+        }
+    )
     if resume is not None:
         echo(f"  resuming {spec.run_id} from step {resume[1]}")
     if not sys.stderr.isatty():  # a log or a pipe: Lightning's bar is off, print lines instead
-        callbacks = [*callbacks, ProgressLines(spec.train.steps, max(spec.train.log_every, spec.train.steps // 20),
-                                               echo=echo)]
+        callbacks = [
+            *callbacks,
+            ProgressLines(spec.train.steps, max(spec.train.log_every, spec.train.steps // 20), echo=echo),
+        ]
     trainer = _trainer(spec, run, store_logger, [store_logger] + ([wb] if wb is not None else []), devices, callbacks)
     try:
         with signals.deferring(forward=devices > 1):
@@ -212,18 +263,33 @@ def _stopped(run: RunDir, wb, exit_status: int) -> str:
     return f"run {run.run_id} of {run.path.parent.name} marked interrupted, {where}; `repro run` resumes it"
 
 
-def _trainer(spec: RunSpec, run: RunDir, store_logger: StoreLogger, loggers: list, devices: int,
-             callbacks: Sequence[pl.Callback]) -> pl.Trainer:
+def _trainer(
+    spec: RunSpec, run: RunDir, store_logger: StoreLogger, loggers: list, devices: int, callbacks: Sequence[pl.Callback]
+) -> pl.Trainer:
     return pl.Trainer(
-        accelerator="auto", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto",
-        precision=spec.train.precision, max_steps=spec.train.steps, max_epochs=-1, logger=loggers,
+        accelerator="auto",
+        devices=devices,
+        strategy="ddp_spawn" if devices > 1 else "auto",
+        precision=spec.train.precision,
+        max_steps=spec.train.steps,
+        max_epochs=-1,
+        logger=loggers,
         # best.ckpt is written before last.ckpt at a boundary: a resume never misses a validation it passed
-        callbacks=[*selection_callbacks(spec, run.checkpoints),
-                   BoundaryCheckpoint(run.checkpoints, spec.train.checkpoint_every, store_logger), TrainingMeter(),
-                   *callbacks],
-        plugins=[StoreCheckpointIO()], enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0,
-        enable_model_summary=False, log_every_n_steps=spec.train.log_every, enable_progress_bar=sys.stderr.isatty(),
-        default_root_dir=str(run.path), use_distributed_sampler=False,
+        callbacks=[
+            *selection_callbacks(spec, run.checkpoints),
+            BoundaryCheckpoint(run.checkpoints, spec.train.checkpoint_every, store_logger),
+            TrainingMeter(),
+            *callbacks,
+        ],
+        plugins=[StoreCheckpointIO()],
+        enable_checkpointing=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        enable_model_summary=False,
+        log_every_n_steps=spec.train.log_every,
+        enable_progress_bar=sys.stderr.isatty(),
+        default_root_dir=str(run.path),
+        use_distributed_sampler=False,
     )
 
 
@@ -235,16 +301,24 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = module.model.to(device)
     metrics = trainer.callback_metrics
-    final: dict[str, Any] = {key: float(metrics[key]) if key in metrics else None
-                             for key in (TrainingMeter.TRAIN_SECONDS, TrainingMeter.SECONDS, TrainingMeter.PEAK)}
+    final: dict[str, Any] = {
+        key: float(metrics[key]) if key in metrics else None
+        for key in (TrainingMeter.TRAIN_SECONDS, TrainingMeter.SECONDS, TrainingMeter.PEAK)
+    }
     if final[TrainingMeter.PEAK] is not None:
         final[TrainingMeter.PEAK] = int(final[TrainingMeter.PEAK])
     final.update({"flops_per_token": float(model.flops_per_token()), **(module.checkpoint_stats or model.stats())})
     final["unigram_bits"] = unigram_bits(data.train, data.splits["valid"], data.vocab.size)
     for name in spec.eval.splits:
         result = evaluate(model, data.splits[name], spec, device, data.vocab.size, progress=True)
-        final.update({f"{name}_bits": result["bits"], f"{name}_targets": result["targets"],
-                      "eval_procedure": result["procedure"], "eval_min_context": result["min_context"]})
+        final.update(
+            {
+                f"{name}_bits": result["bits"],
+                f"{name}_targets": result["targets"],
+                "eval_procedure": result["procedure"],
+                "eval_min_context": result["min_context"],
+            }
+        )
     for context in spec.eval.context_sweep:
         swept = replace(spec, eval=replace(spec.eval, min_context=context))
         final[f"test_bits_ctx{context}"] = evaluate(model, data.splits["test"], swept, device, data.vocab.size)["bits"]
@@ -260,8 +334,12 @@ def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch
     if found is None:
         raise UserError(f"{run.path}: no checkpoint (checkpoints are not committed: re-run it with `repro run`)")
     stored = run.spec()
-    spec = build_run(stored["manifest"], stored["scale"], stored.get("cell") or {},
-                     {k: stored[k] for k in ("data", "model", "train", "eval")})
+    spec = build_run(
+        stored["manifest"],
+        stored["scale"],
+        stored.get("cell") or {},
+        {k: stored[k] for k in ("data", "model", "train", "eval")},
+    )
     _, vocab = datasets.open_split(spec.data.name, "valid", **spec.data.options())
     info = datasets.dataset_info(spec.data.name)
     module = LMModule(spec, vocab.size, info.shape)

@@ -4,6 +4,7 @@ PyYAML shares one object per anchor, so an alias "bomb" (a few lines whose ancho
 aliases each) loads small but explodes when copied or hashed; a recursive alias never ends. The node
 graph is measured with every alias expanded before anything is built.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

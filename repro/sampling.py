@@ -5,6 +5,7 @@ exposing ``step(x, cache, t) -> (logits, cache)`` (the Sparse Transformer family
 start token ``vocab_size`` first (sequences of whole images/audio begin with it) or a ``prompt``.
 Models without ``step`` are sampled by re-running the full forward on the prefix (slow, exact).
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,9 +20,17 @@ def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator |
 
 
 @torch.no_grad()
-def sample(model, vocab_size: int, n_samples: int, length: int, *, temperature: float = 1.0,
-           prompt: torch.Tensor | None = None, start_token: int | None = None,
-           generator: torch.Generator | None = None) -> torch.LongTensor:
+def sample(
+    model,
+    vocab_size: int,
+    n_samples: int,
+    length: int,
+    *,
+    temperature: float = 1.0,
+    prompt: torch.Tensor | None = None,
+    start_token: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.LongTensor:
     """Returns (n_samples, length) generated symbols (the prompt, if any, not included).
 
     ``prompt`` (P,) or (n_samples, P) is fed after the start token when ``start_token`` is given
@@ -62,7 +71,7 @@ def sample(model, vocab_size: int, n_samples: int, length: int, *, temperature: 
             for s in range(length):
                 logits = model(seq).logits[:, -1]
                 out[:, s] = _draw(logits, temperature, generator)
-                seq = torch.cat([seq, out[:, s:s + 1]], 1)
+                seq = torch.cat([seq, out[:, s : s + 1]], 1)
     finally:
         model.train(was_training)
     return out
@@ -93,7 +102,7 @@ def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samp
         for ax in axes.flat:
             ax.axis("off")
         for ax, row in zip(axes.flat, arr):
-            img = row[:rows * cols * ch].reshape(rows, cols, ch).astype(np.uint8)
+            img = row[: rows * cols * ch].reshape(rows, cols, ch).astype(np.uint8)
             ax.imshow(img[..., 0] if ch == 1 else img, cmap="gray" if ch == 1 else None, vmin=0, vmax=255)
         path = out_dir / f"{stem}.png"
         fig.savefig(path, dpi=100)

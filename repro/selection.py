@@ -5,6 +5,7 @@ validation, as the Sparse Transformer paper scores the model whose validation lo
 written atomically and read back as plain data, as every checkpoint: ``repro.checkpoints``);
 :func:`load_selected` puts the selected weights into a model before it is scored.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,8 +40,9 @@ class BestCheckpoint(pl.Callback):
         if saved is not None and saved["step"] <= trainer.global_step:  # a later one: not the resumed trajectory
             self.best = (saved["step"], saved["bits"])
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
-                             batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         self._consider(trainer, pl_module)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -82,5 +84,8 @@ def load_selected(spec: RunSpec, directory: Path, model: torch.nn.Module) -> dic
     if saved is None:
         return {"selected": "last"}
     model.load_state_dict(saved["state_dict"])
-    return {"selected": "best_valid", "selected_step": int(saved["step"]),
-            "selected_valid_bits_quick": float(saved["bits"])}
+    return {
+        "selected": "best_valid",
+        "selected_step": int(saved["step"]),
+        "selected_valid_bits_quick": float(saved["bits"]),
+    }

@@ -7,6 +7,7 @@ recorded: the trainer finishes the step, checkpoints and stops, and the runner r
 second signal in the main process (the last checkpoint stays valid). DDP workers never stop half-way
 (they may get a signal twice: from the process group and forwarded by the main process).
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -6,6 +6,7 @@ type and value range (``BOUNDS``; floats must be finite) and naming the key path
 :func:`check_relations` checks what ties keys together (heads divide the width, contexts fit the
 block, the dataset exists and takes the options). The run id is a stable hash of the resolved spec.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,11 @@ class DataSpec:
 
     def options(self) -> dict[str, Any]:
         """The dataset options passed to ``repro.data.open_split`` (the ones that are set)."""
-        return {k: v for k, v in (("path", self.path), ("kind", self.kind), ("vocab", self.vocab),
-                                  ("seq_len", self.seq_len)) if v is not None}
+        return {
+            k: v
+            for k, v in (("path", self.path), ("kind", self.kind), ("vocab", self.vocab), ("seq_len", self.seq_len))
+            if v is not None
+        }
 
 
 @dataclass
@@ -145,8 +149,9 @@ class Bound:
     high_open: bool = False
 
     def admits(self, v: float) -> bool:
-        return ((self.low is None or (v > self.low if self.low_open else v >= self.low))
-                and (self.high is None or (v < self.high if self.high_open else v <= self.high)))
+        return (self.low is None or (v > self.low if self.low_open else v >= self.low)) and (
+            self.high is None or (v < self.high if self.high_open else v <= self.high)
+        )
 
     def __str__(self) -> str:
         parts = [f"{'>' if self.low_open else '>='} {self.low}"] if self.low is not None else []
@@ -157,19 +162,38 @@ class Bound:
 POSITIVE, NON_NEGATIVE = Bound(1), Bound(0)
 # Every bounded key, by dotted path (model keys of every family; a family without the key skips it).
 BOUNDS = {
-    "data.block": POSITIVE, "data.seq_len": Bound(2),
-    "model.layers": POSITIVE, "model.d_model": POSITIVE, "model.d_ff": POSITIVE, "model.heads": POSITIVE,
-    "model.dropout": Bound(0, 1, high_open=True), "model.stride": POSITIVE, "model.c": POSITIVE,
-    "model.ff_mult": Bound(0, low_open=True), "model.qk_mult": Bound(0, low_open=True),
+    "data.block": POSITIVE,
+    "data.seq_len": Bound(2),
+    "model.layers": POSITIVE,
+    "model.d_model": POSITIVE,
+    "model.d_ff": POSITIVE,
+    "model.heads": POSITIVE,
+    "model.dropout": Bound(0, 1, high_open=True),
+    "model.stride": POSITIVE,
+    "model.c": POSITIVE,
+    "model.ff_mult": Bound(0, low_open=True),
+    "model.qk_mult": Bound(0, low_open=True),
     "model.init_std": Bound(0, low_open=True),
-    "model.span.limit": POSITIVE, "model.span.ramp": POSITIVE, "model.span.loss_coef": NON_NEGATIVE,
+    "model.span.limit": POSITIVE,
+    "model.span.ramp": POSITIVE,
+    "model.span.loss_coef": NON_NEGATIVE,
     "model.span.init": Bound(0, 1),
-    "train.lr": Bound(0, 10, low_open=True), "train.warmup": NON_NEGATIVE, "train.final_phase": NON_NEGATIVE,
-    "train.weight_decay": NON_NEGATIVE, "train.betas": Bound(0, 1, high_open=True), "train.clip": NON_NEGATIVE,
-    "train.batch_size": POSITIVE, "train.steps": POSITIVE, "train.val_every": NON_NEGATIVE,
-    "train.val_tokens": POSITIVE, "train.checkpoint_every": POSITIVE, "train.log_every": POSITIVE,
+    "train.lr": Bound(0, 10, low_open=True),
+    "train.warmup": NON_NEGATIVE,
+    "train.final_phase": NON_NEGATIVE,
+    "train.weight_decay": NON_NEGATIVE,
+    "train.betas": Bound(0, 1, high_open=True),
+    "train.clip": NON_NEGATIVE,
+    "train.batch_size": POSITIVE,
+    "train.steps": POSITIVE,
+    "train.val_every": NON_NEGATIVE,
+    "train.val_tokens": POSITIVE,
+    "train.checkpoint_every": POSITIVE,
+    "train.log_every": POSITIVE,
     "train.seed": Bound(0, 2**32 - 1),
-    "eval.batch_size": POSITIVE, "eval.min_context": NON_NEGATIVE, "eval.context_sweep": NON_NEGATIVE,
+    "eval.batch_size": POSITIVE,
+    "eval.min_context": NON_NEGATIVE,
+    "eval.context_sweep": NON_NEGATIVE,
 }
 
 
@@ -193,8 +217,7 @@ def build(cls: type, data: Any, path: str = "") -> Any:
     if unknown:
         key = f"{path}.{unknown[0]}" if path else str(unknown[0])
         raise SpecError(key, f"unknown key; allowed keys: {', '.join(sorted(fields))}")
-    values = {name: _coerce(hints[name], value, f"{path}.{name}" if path else name)
-              for name, value in data.items()}
+    values = {name: _coerce(hints[name], value, f"{path}.{name}" if path else name) for name, value in data.items()}
     for name, value in values.items():
         _check_bound(f"{path}.{name}" if path else name, value)
     return cls(**values)
@@ -273,13 +296,19 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
         raise SpecError("model.family", f"expected one of {', '.join(sorted(FAMILIES))}, got {name!r}")
     train = build(TrainSpec, config.get("train") or {}, "train")
     if train.clip_mode == "per_tensor" and train.clip > 0 and train.optimizer != "adagrad":
-        raise SpecError("train.clip_mode", f"per_tensor clipping is the official adaptive-span Adagrad's "
-                        f"(it scales each tensor's learning rate); with optimizer {train.optimizer!r} use "
-                        f"global_norm")
+        raise SpecError(
+            "train.clip_mode",
+            f"per_tensor clipping is the official adaptive-span Adagrad's "
+            f"(it scales each tensor's learning rate); with optimizer {train.optimizer!r} use "
+            f"global_norm",
+        )
     if train.select == "best_valid" and not train.val_every:
         raise SpecError("train.select", "best_valid picks the best quick validation: set train.val_every > 0")
     spec = RunSpec(
-        manifest=manifest, scale=scale, cell=dict(cell), family=name,
+        manifest=manifest,
+        scale=scale,
+        cell=dict(cell),
+        family=name,
         data=build(DataSpec, config.get("data") or {}, "data"),
         model=build(family(name).Config, model, "model"),
         train=train,
@@ -301,18 +330,26 @@ def check_relations(spec: RunSpec) -> None:
     options = catalog.get(d.name).options
     for key, value in d.options().items():
         if key not in options:
-            raise SpecError(f"data.{key}", f"got {value!r}; dataset {d.name} takes no {key} "
-                                           f"(it takes: {', '.join(sorted(options)) or 'no options'})")
+            raise SpecError(
+                f"data.{key}",
+                f"got {value!r}; dataset {d.name} takes no {key} "
+                f"(it takes: {', '.join(sorted(options)) or 'no options'})",
+            )
     for key, value, allowed in (("kind", d.kind, FILE_KINDS), ("vocab", d.vocab, BYTE_VOCABS)):
         if value is not None and value not in allowed:
             raise SpecError(f"data.{key}", f"got {value!r}; allowed: one of {', '.join(allowed)}")
     heads = getattr(m, "heads", None)
-    for key, width in (("d_model", getattr(m, "d_model", None)),
-                       ("qk_mult", round(m.d_model * m.qk_mult) if hasattr(m, "qk_mult") else None)):
+    for key, width in (
+        ("d_model", getattr(m, "d_model", None)),
+        ("qk_mult", round(m.d_model * m.qk_mult) if hasattr(m, "qk_mult") else None),
+    ):
         if heads is not None and width is not None and (width < heads or width % heads):
             value = getattr(m, key)
-            raise SpecError(f"model.{key}", f"got {value!r}: a width of {width} does not split into "
-                                            f"model.heads = {heads} equal heads; allowed: a multiple of {heads}")
+            raise SpecError(
+                f"model.{key}",
+                f"got {value!r}: a width of {width} does not split into "
+                f"model.heads = {heads} equal heads; allowed: a multiple of {heads}",
+            )
     pattern = getattr(m, "pattern", "dense")
     if pattern == "fixed" and (m.c is None or m.c > m.stride):
         raise SpecError("model.c", f"got {m.c!r}; allowed: 1 to model.stride = {m.stride} (the fixed pattern)")
@@ -321,11 +358,14 @@ def check_relations(spec: RunSpec) -> None:
     if getattr(m, "embedding", None) == "data" and catalog.get(d.name).info.shape is None:
         raise SpecError("model.embedding", f"got 'data'; allowed: attn (dataset {d.name} is not an image dataset)")
     if spec.train.final_phase > spec.train.steps:
-        raise SpecError("train.final_phase", f"got {spec.train.final_phase}; allowed: <= train.steps = {spec.train.steps}")
+        raise SpecError(
+            "train.final_phase", f"got {spec.train.final_phase}; allowed: <= train.steps = {spec.train.steps}"
+        )
     for i, split in enumerate(e.splits):
         if split not in ("train", "valid", "test") or split in e.splits[:i]:
             raise SpecError(f"eval.splits[{i}]", f"got {split!r}; allowed: train, valid, test, each once")
-    for key, context in [("eval.min_context", e.min_context)] + \
-            [(f"eval.context_sweep[{i}]", c) for i, c in enumerate(e.context_sweep)]:
+    for key, context in [("eval.min_context", e.min_context)] + [
+        (f"eval.context_sweep[{i}]", c) for i, c in enumerate(e.context_sweep)
+    ]:
         if context is not None and context >= d.block:
             raise SpecError(key, f"got {context}; allowed: < data.block = {d.block}")

@@ -5,6 +5,7 @@ never sees half a file. One trainer per run: :meth:`RunDir.lock` is an OS lock t
 its holder dies. A file that does not parse is :class:`CorruptFile` (listed, never a crash);
 ``scan``/``table`` flatten the store into one pandas row per readable run.
 """
+
 from __future__ import annotations
 
 import csv
@@ -36,8 +37,10 @@ def check_name(name: str, what: str = "name") -> str:
     """A manifest name is one plain path component (letters, digits, ``-``, ``_``, ``.``), so that
     everything the store writes stays under the results root."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise UserError(f"{what}: {name!r} is not a plain name; allowed: letters, digits, '-', '_', '.', "
-                        "starting with a letter or digit")
+        raise UserError(
+            f"{what}: {name!r} is not a plain name; allowed: letters, digits, '-', '_', '.', "
+            "starting with a letter or digit"
+        )
     return name
 
 
@@ -170,8 +173,7 @@ class RunDir:
             except OSError:
                 pass  # another filesystem (or already linked): `repro sample` then needs the source run's
         self.write_spec({**source.spec(), "manifest": manifest, "cell": cell})
-        summary = {**source.summary(), "manifest": manifest, "cell": cell,
-                   "reused_from": source.path.parent.name}
+        summary = {**source.summary(), "manifest": manifest, "cell": cell, "reused_from": source.path.parent.name}
         self.write_summary(summary)
         return summary
 
@@ -219,7 +221,7 @@ class RunDir:
         if not self.metrics_path.exists():
             return
         raw = self.metrics_path.read_bytes()
-        whole = raw[:raw.rfind(b"\n") + 1]
+        whole = raw[: raw.rfind(b"\n") + 1]
         if not whole.strip():
             self.metrics_path.unlink()
             return
@@ -256,8 +258,13 @@ def scan(root: Path, manifest: str | None = None) -> tuple[pd.DataFrame, list[st
         except UserError as err:
             corrupt.append(str(err))
             continue
-        row = {"manifest": run.path.parent.name, "run_id": run.run_id, "scale": spec.get("scale"),
-               **(spec.get("cell") or {}), "status": summary.get("status", "pending")}
+        row = {
+            "manifest": run.path.parent.name,
+            "run_id": run.run_id,
+            "scale": spec.get("scale"),
+            **(spec.get("cell") or {}),
+            "status": summary.get("status", "pending"),
+        }
         for section in SECTIONS:
             row.update(_flatten(spec.get(section) or {}, section))
         row.update({k: v for k, v in summary.items() if k not in row and not isinstance(v, dict)})

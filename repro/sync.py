@@ -4,6 +4,7 @@ Runs live under ``<results>/wandb/`` (stores written before that keep theirs in 
 ``runs/<manifest>/<run_id>/wandb/``). A run already uploaded carries W&B's own marker
 (``run-<id>.wandb.synced``) and is skipped. ``WANDB_BASE_URL`` selects a self-hosted server.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -41,8 +42,9 @@ def wandb_command() -> str:
     return found
 
 
-def sync(root: Path, entity: str | None = None, project: str | None = None,
-         echo: Callable[[str], None] = print) -> Synced:
+def sync(
+    root: Path, entity: str | None = None, project: str | None = None, echo: Callable[[str], None] = print
+) -> Synced:
     """Upload every offline run not uploaded yet; prints one line per run."""
     done = Synced()
     pending = []
@@ -53,10 +55,17 @@ def sync(root: Path, entity: str | None = None, project: str | None = None,
     if not pending:
         return done
     if not has_credentials():
-        raise UserError(f"{len(pending)} offline W&B run(s) wait under {root}, but no W&B credentials were "
-                        f"found for {wandb_host()}; run `wandb login` (or set WANDB_API_KEY) and retry")
-    command = [wandb_command(), "sync", *(["--entity", entity] if entity else []),
-               *(["--project", project] if project else []), *map(str, pending)]
+        raise UserError(
+            f"{len(pending)} offline W&B run(s) wait under {root}, but no W&B credentials were "
+            f"found for {wandb_host()}; run `wandb login` (or set WANDB_API_KEY) and retry"
+        )
+    command = [
+        wandb_command(),
+        "sync",
+        *(["--entity", entity] if entity else []),
+        *(["--project", project] if project else []),
+        *map(str, pending),
+    ]
     proc = subprocess.run(command)
     for run in pending:
         ok = is_synced(run)

@@ -10,6 +10,7 @@ grid key as a top-level column. Per-head statistics (``model/spans/<layer>/<head
 per-layer mean and, at intervals, one layers x heads heatmap; metrics.csv keeps every head.
 The finished run's summary is the store's summary.json, and analysis.npz is saved with the run.
 """
+
 from __future__ import annotations
 
 import io
@@ -208,9 +209,16 @@ def wandb_logger(mode: str, spec: RunSpec, paper: str, renders: list[str], run: 
     wandb_dir(root).mkdir(parents=True, exist_ok=True)
     logs = max(1, spec.train.steps // spec.train.log_every)
     logger = SpanViewLogger(
-        project=PROJECT, group=spec.manifest, job_type=spec.family, name=spec.cell_name,
-        tags=[paper, spec.scale, *renders], config=run_config(run, paper), save_dir=str(root),
-        offline=(mode == "offline"), id=run.summary().get("wandb_run_id"), resume="allow",
+        project=PROJECT,
+        group=spec.manifest,
+        job_type=spec.family,
+        name=spec.cell_name,
+        tags=[paper, spec.scale, *renders],
+        config=run_config(run, paper),
+        save_dir=str(root),
+        offline=(mode == "offline"),
+        id=run.summary().get("wandb_run_id"),
+        resume="allow",
         heatmap_every=max(1, logs // HEATMAPS_PER_RUN),
     )
     logger.experiment.define_metric("valid/bits_quick", step_metric=STEP, step_sync=True, summary="min")

@@ -5,6 +5,7 @@ global-norm clipping, warm-up, constant/cosine, the lr/10 final phase), the recu
 between training blocks, divergence detection and everything a checkpoint needs for an exact resume
 (RNG states, the state), and the callbacks that checkpoint at step boundaries and measure training.
 """
+
 from __future__ import annotations
 
 import math
@@ -100,8 +101,9 @@ class LMModule(pl.LightningModule):
 
     def quick_validation(self) -> float:
         """Bits on the first ``val_tokens`` targets of the valid split (the final evaluation scores all)."""
-        result = evaluate(self.model, self.valid, self.spec, self.device, self.vocab_size,
-                          max_targets=self.spec.train.val_tokens)
+        result = evaluate(
+            self.model, self.valid, self.spec, self.device, self.vocab_size, max_targets=self.spec.train.val_tokens
+        )
         self.model.train()
         return result["bits"]
 
@@ -144,9 +146,16 @@ class LMModule(pl.LightningModule):
 def rng_state() -> dict[str, Any]:
     """Every RNG's state as tensors and plain data (a checkpoint loads with ``weights_only``)."""
     _, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                       "has_gauss": int(has_gauss), "gauss": float(gauss)}}
+    state = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -294,8 +303,12 @@ class TrainingMeter(pl.Callback):
         return self.seconds + (time.perf_counter() - self._started if self._device is not None else 0.0)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"times": torch.tensor(self.times, dtype=torch.float64),
-                "warm": torch.tensor(self.warm, dtype=torch.float64), "peak": self._peak(), "seconds": self._seconds()}
+        return {
+            "times": torch.tensor(self.times, dtype=torch.float64),
+            "warm": torch.tensor(self.warm, dtype=torch.float64),
+            "peak": self._peak(),
+            "seconds": self._seconds(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.times, self.warm = state["times"].tolist(), state["warm"].tolist()

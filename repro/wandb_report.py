@@ -5,6 +5,7 @@ claims with their verdicts as W&B tables.
 Reads what ``repro.report.render`` wrote (the report's markdown names its figures and tables) and
 the claims it judged; logs nothing that the report does not show.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,9 +31,20 @@ def report_parts(report: Path) -> tuple[list[tuple[Path, str]], list[Path]]:
 
 
 def claims_frame(results: list[Any]) -> pd.DataFrame:
-    return pd.DataFrame([{"scale": r.scale, "claim": r.id, "text": r.text, "check": r.check,
-                          "verdict": r.verdict.status, "detail": r.verdict.detail} for r in results],
-                        columns=["scale", "claim", "text", "check", "verdict", "detail"])
+    return pd.DataFrame(
+        [
+            {
+                "scale": r.scale,
+                "claim": r.id,
+                "text": r.text,
+                "check": r.check,
+                "verdict": r.verdict.status,
+                "detail": r.verdict.detail,
+            }
+            for r in results
+        ],
+        columns=["scale", "claim", "text", "check", "verdict", "detail"],
+    )
 
 
 def log_report(manifest: Manifest, root: Path, report: Path, results: list[Any], mode: str) -> str:
@@ -45,10 +57,21 @@ def log_report(manifest: Manifest, root: Path, report: Path, results: list[Any],
 
     figures, tables = report_parts(report)
     wandb_dir(root).mkdir(parents=True, exist_ok=True)
-    run = wandb.init(project=PROJECT, group=manifest.name, job_type="report", name=f"report {manifest.name}",
-                     dir=str(root), mode=mode, tags=[manifest.paper, "report"],
-                     config={"manifest": manifest.name, "paper": manifest.paper, "title": manifest.title,
-                             "code_version": code_version()})
+    run = wandb.init(
+        project=PROJECT,
+        group=manifest.name,
+        job_type="report",
+        name=f"report {manifest.name}",
+        dir=str(root),
+        mode=mode,
+        tags=[manifest.paper, "report"],
+        config={
+            "manifest": manifest.name,
+            "paper": manifest.paper,
+            "title": manifest.title,
+            "code_version": code_version(),
+        },
+    )
     try:
         logged: dict[str, Any] = {}
         for path, caption in figures:
@@ -60,8 +83,9 @@ def log_report(manifest: Manifest, root: Path, report: Path, results: list[Any],
             logged[f"tables/{path.stem}"] = wandb.Table(dataframe=pd.read_csv(path))
         logged["claims"] = wandb.Table(dataframe=claims_frame(results))
         run.log(logged)
-        run.summary.update({"claims_reproduced": sum(r.verdict.status == "reproduced" for r in results),
-                            "claims_judged": len(results)})
+        run.summary.update(
+            {"claims_reproduced": sum(r.verdict.status == "reproduced" for r in results), "claims_judged": len(results)}
+        )
     finally:
         run.finish()
     return run.id

@@ -7,6 +7,7 @@ resolved spec flattened into dotted columns such as ``model.span.limit``; the su
 columns), the results root, and the tables of the manifest's ``parts``. It returns the files it wrote
 with their captions. Every figure names its scale and dataset. Renderers never import models or train.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -66,7 +67,9 @@ class Context:
         plt.close(fig)
         return path
 
-    def write_table(self, stem: str, frame: pd.DataFrame, title: str, notes: Any = (), label: str | None = None) -> Path:
+    def write_table(
+        self, stem: str, frame: pd.DataFrame, title: str, notes: Any = (), label: str | None = None
+    ) -> Path:
         """``tables/<manifest>-<stem>-<scale>.md`` (title, scale and data named, table, notes) and ``.csv``;
         returns the markdown path, which the report inlines."""
         base = self.out_dir / "tables" / f"{self.manifest.name}-{stem}-{self.scale}"
@@ -151,10 +154,12 @@ def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] == "finished"]
 
 
-def renderer(name: str, reads: tuple[str, ...] = (), reference: dict[str, type | tuple[type, ...]] | None = None
-             ) -> Callable[[Renderer], Renderer]:
+def renderer(
+    name: str, reads: tuple[str, ...] = (), reference: dict[str, type | tuple[type, ...]] | None = None
+) -> Callable[[Renderer], Renderer]:
     """Register a renderer; ``reads``: the summary keys (``file:key`` for other run files) it reads;
     ``reference``: the manifest's reference keys it reads, with their types."""
+
     def register(fn: Renderer) -> Renderer:
         _REGISTRY[name] = fn
         _REFERENCE[name] = dict(reference or {})
@@ -173,11 +178,18 @@ def registry() -> dict[str, Renderer]:
 def describe() -> list[dict[str, Any]]:
     """Every renderer: name, what it draws (its docstring's first paragraph), the summary keys and the
     reference keys it reads."""
-    return [{"name": name, "draws": " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split()),
-             "reads": list(_READS[name]),
-             "reference": {k: " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
-                           for k, tp in _REFERENCE[name].items()}}
-            for name, fn in sorted(registry().items())]
+    return [
+        {
+            "name": name,
+            "draws": " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split()),
+            "reads": list(_READS[name]),
+            "reference": {
+                k: " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
+                for k, tp in _REFERENCE[name].items()
+            },
+        }
+        for name, fn in sorted(registry().items())
+    ]
 
 
 def reference_keys(names: list[str]) -> dict[str, type | tuple[type, ...]]:

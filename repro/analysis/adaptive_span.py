@@ -13,6 +13,7 @@ ours in the paper's convention, derived from the summary alone:
 The soft mask of Figure 2 is re-derived here in numpy (analysis never imports models):
 m_z(x) = min(max((R + z - x) / R, 0), 1) for distance x, span z and ramp R.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,6 +28,7 @@ Files = list[tuple[Path, str]]
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
 
 def soft_mask(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
     """m_z(x) = min(max((R + z - x) / R, 0), 1) (the paper's soft mask, numpy)."""
@@ -59,17 +61,19 @@ def _our_rows(ctx: Context, runs: pd.DataFrame) -> list[dict[str, Any]]:
     keys = list(ctx.manifest.grid_for(ctx.scale))
     out = []
     for _, row in runs.iterrows():
-        out.append({
-            "model": f"ours: {_label(row, keys)}",
-            "layers": row["model.layers"],
-            "S": row["model.span.limit"],
-            "avg span": row.get("avg_span"),
-            "params": row.get("params"),
-            "FLOPs (paper conv.)": paper_flops(row),
-            "dev bits": row.get("valid_bits"),
-            "test bits": row.get("test_bits"),
-            "source": f"this repo, scale {ctx.scale}, {row.get('dataset', '?')}",
-        })
+        out.append(
+            {
+                "model": f"ours: {_label(row, keys)}",
+                "layers": row["model.layers"],
+                "S": row["model.span.limit"],
+                "avg span": row.get("avg_span"),
+                "params": row.get("params"),
+                "FLOPs (paper conv.)": paper_flops(row),
+                "dev bits": row.get("valid_bits"),
+                "test bits": row.get("test_bits"),
+                "source": f"this repo, scale {ctx.scale}, {row.get('dataset', '?')}",
+            }
+        )
     return out
 
 
@@ -77,42 +81,76 @@ def _table_files(ctx: Context, stem: str, paper_key: str, what: str) -> Files:
     """A paper table with our rows appended (paper rows first, as the paper prints them)."""
     rows = []
     for p in _paper_rows(ctx, paper_key):
-        rows.append({"model": p.get("model"), "layers": p.get("layers"), "S": p.get("S"),
-                     "avg span": p.get("avg_span"), "params": p.get("params"),
-                     "FLOPs (paper conv.)": p.get("flops"), "dev bits": p.get("dev_bpc"),
-                     "test bits": p.get("test_bpc"), "source": f"paper ({p.get('source', 'this paper')})"})
+        rows.append(
+            {
+                "model": p.get("model"),
+                "layers": p.get("layers"),
+                "S": p.get("S"),
+                "avg span": p.get("avg_span"),
+                "params": p.get("params"),
+                "FLOPs (paper conv.)": p.get("flops"),
+                "dev bits": p.get("dev_bpc"),
+                "test bits": p.get("test_bpc"),
+                "source": f"paper ({p.get('source', 'this paper')})",
+            }
+        )
     rows += _our_rows(ctx, finished_runs(ctx.runs))
-    frame = pd.DataFrame(rows, columns=["model", "layers", "S", "avg span", "params", "FLOPs (paper conv.)",
-                                        "dev bits", "test bits", "source"])
-    caption = (f"{what} — the paper's rows (its datasets) beside ours ({ctx.label}). Scale {ctx.scale}: "
-               f"our absolute numbers are not comparable to the paper's.")
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "model",
+            "layers",
+            "S",
+            "avg span",
+            "params",
+            "FLOPs (paper conv.)",
+            "dev bits",
+            "test bits",
+            "source",
+        ],
+    )
+    caption = (
+        f"{what} — the paper's rows (its datasets) beside ours ({ctx.label}). Scale {ctx.scale}: "
+        f"our absolute numbers are not comparable to the paper's."
+    )
     return [(ctx.write_table(stem, frame, caption), caption)]
 
 
 # -- tables ------------------------------------------------------------------------------------
 
-@renderer("as-table1", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
-          reference={"table1": list})
+
+@renderer(
+    "as-table1",
+    reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
+    reference={"table1": list},
+)
 def table1(ctx: Context) -> Files:
     """Table 1 (text8): T12 / Adaptive-Span small / large, plus the paper's prior-work rows."""
     return _table_files(ctx, "table1", "table1", "Table 1 (text8): bits per character, spans, parameters, FLOPs")
 
 
-@renderer("as-table2", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
-          reference={"table2": list})
+@renderer(
+    "as-table2",
+    reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
+    reference={"table2": list},
+)
 def table2(ctx: Context) -> Files:
     """Table 2 (enwik8)."""
     return _table_files(ctx, "table2", "table2", "Table 2 (enwik8): bits per byte, spans, parameters, FLOPs")
 
 
-@renderer("as-table3", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
-          reference={"table3": list})
+@renderer(
+    "as-table3",
+    reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "params", "flops_per_token"),
+    reference={"table3": list},
+)
 def table3(ctx: Context) -> Files:
     """Table 3: static (adaptive) vs dynamic span at S = 1024."""
     return _table_files(ctx, "table3", "table3", "Table 3 (text8, S=1024): adaptive vs dynamic span")
 
 
 # -- figures -----------------------------------------------------------------------------------
+
 
 @renderer("as-fig1", reads=("analysis.npz:attention_by_distance",))
 def fig1(ctx: Context) -> Files:
@@ -136,18 +174,21 @@ def fig1(ctx: Context) -> Files:
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=False)
         for ax, (layer, head), name in zip(axes, (local, long), ("local head", "long-range head")):
             ax.plot(x, att[layer, head], lw=1)
-            ax.set_title(f"{name}: layer {layer + 1}, head {head + 1} (mean distance {mean_dist[layer, head]:.0f})",
-                         fontsize=8)
+            ax.set_title(
+                f"{name}: layer {layer + 1}, head {head + 1} (mean distance {mean_dist[layer, head]:.0f})", fontsize=8
+            )
             ax.set_xlabel("distance t - r (tokens)")
             ax.set_ylabel("mean attention weight")
             ax.set_xlim(0, S)
         fig.suptitle(_title(ctx, f"Figure 1: attention by distance, fixed span S={S}"), fontsize=9)
         out = ctx.save_figure(fig, f"fig1-{row['run_id']}")
-        caption = (f"Figure 1 ({ctx.label}): mean attention weight against distance for two heads of the "
-                   f"fixed-span model (S={S}): the most local head (layer {local[0] + 1} head {local[1] + 1}, "
-                   f"mean distance {mean_dist[local]:.0f}) and the longest-range one (layer {long[0] + 1} head "
-                   f"{long[1] + 1}, mean distance {mean_dist[long]:.0f}). Paper: one head attends only to the "
-                   f"last few tokens, the other over the whole span.")
+        caption = (
+            f"Figure 1 ({ctx.label}): mean attention weight against distance for two heads of the "
+            f"fixed-span model (S={S}): the most local head (layer {local[0] + 1} head {local[1] + 1}, "
+            f"mean distance {mean_dist[local]:.0f}) and the longest-range one (layer {long[0] + 1} head "
+            f"{long[1] + 1}, mean distance {mean_dist[long]:.0f}). Paper: one head attends only to the "
+            f"last few tokens, the other over the whole span."
+        )
         files.append((out, caption))
     return files
 
@@ -181,8 +222,14 @@ def fig2(ctx: Context) -> Files:
         xs = np.linspace(0, min(S, max(zs) + 2 * r + 16), 1000)
         for i, layer in enumerate(spans):
             for j, zz in enumerate(layer):
-                ax.plot(xs, soft_mask(xs, zz, r), lw=1, alpha=0.8, color=plt.cm.viridis(i / max(1, len(spans) - 1)),
-                        label=f"layer {i + 1}" if j == 0 else None)
+                ax.plot(
+                    xs,
+                    soft_mask(xs, zz, r),
+                    lw=1,
+                    alpha=0.8,
+                    color=plt.cm.viridis(i / max(1, len(spans) - 1)),
+                    label=f"layer {i + 1}" if j == 0 else None,
+                )
                 learned += 1
         ax.set_title(f"masks learned by our heads (S={S:g}, R={r:g})", fontsize=8)
         break
@@ -195,34 +242,60 @@ def fig2(ctx: Context) -> Files:
         ax.text(0.5, 0.5, "no stored run", ha="center")
     fig.suptitle(_title(ctx, "Figure 2: the soft masking function m_z(x)"), fontsize=9)
     out = ctx.save_figure(fig, "fig2")
-    caption = (f"Figure 2 ({ctx.label}): m_z(x) = min(max((R + z - x)/R, 0), 1): 1 up to distance z, a linear "
-               f"ramp of width R, 0 beyond z + R (left, the formula re-derived in numpy)"
-               + (f"; right: the {learned} masks our stored adaptive run learned." if learned else "."))
+    caption = (
+        f"Figure 2 ({ctx.label}): m_z(x) = min(max((R + z - x)/R, 0), 1): 1 up to distance z, a linear "
+        f"ramp of width R, 0 beyond z + R (left, the formula re-derived in numpy)"
+        + (f"; right: the {learned} masks our stored adaptive run learned." if learned else ".")
+    )
     return [(out, caption)]
 
 
 def _by_kind_limit(ctx: Context) -> pd.DataFrame:
     rows = []
     for _, row in finished_runs(ctx.runs).iterrows():
-        rows.append({"kind": row["model.span.kind"], "S": int(row["model.span.limit"]),
-                     "dev bits": row.get("valid_bits"), "test bits": row.get("test_bits"),
-                     "avg span": row.get("avg_span"), "FLOPs (paper conv.)": paper_flops(row),
-                     "flops_per_token": row.get("flops_per_token"),
-                     "seconds_per_step": row.get("seconds_per_step")})
-    return pd.DataFrame(rows, columns=["kind", "S", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)",
-                                       "flops_per_token", "seconds_per_step"]).sort_values(["kind", "S"])
+        rows.append(
+            {
+                "kind": row["model.span.kind"],
+                "S": int(row["model.span.limit"]),
+                "dev bits": row.get("valid_bits"),
+                "test bits": row.get("test_bits"),
+                "avg span": row.get("avg_span"),
+                "FLOPs (paper conv.)": paper_flops(row),
+                "flops_per_token": row.get("flops_per_token"),
+                "seconds_per_step": row.get("seconds_per_step"),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "kind",
+            "S",
+            "dev bits",
+            "test bits",
+            "avg span",
+            "FLOPs (paper conv.)",
+            "flops_per_token",
+            "seconds_per_step",
+        ],
+    ).sort_values(["kind", "S"])
 
 
-@renderer("as-fig3", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token", "seconds_per_step"),
-          reference={"fig3": dict})
+@renderer(
+    "as-fig3",
+    reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token", "seconds_per_step"),
+    reference={"fig3": dict},
+)
 def fig3(ctx: Context) -> Files:
     """Figure 3: dev bits, average span and FLOPs against S, fixed vs adaptive; paper's values dashed."""
     plt = pyplot()
     ours = _by_kind_limit(ctx)
     ref = ctx.reference("fig3", {})
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    panels = [("dev bits", "dev_bits", "dev bits per character"), ("avg span", "avg_span", "average span (tokens)"),
-              ("FLOPs (paper conv.)", "flops", "FLOPs per token (paper convention)")]
+    panels = [
+        ("dev bits", "dev_bits", "dev bits per character"),
+        ("avg span", "avg_span", "average span (tokens)"),
+        ("FLOPs (paper conv.)", "flops", "FLOPs per token (paper convention)"),
+    ]
     colors = {"fixed": "C0", "adaptive": "C1"}
     for ax, (col, ref_key, ylabel) in zip(axes, panels):
         for kind, group in ours.groupby("kind"):
@@ -236,8 +309,14 @@ def fig3(ctx: Context) -> Files:
             if ref_key == "dev_bits":  # the paper's bits are on another scale: a second axis
                 twin = twin or ax.twinx()
                 target = twin
-            target.plot(xs, [values[k] if k in values else values[str(k)] for k in xs], "s--",
-                        color=colors.get(kind, "C2"), alpha=0.5, label=f"paper (~): {kind}")
+            target.plot(
+                xs,
+                [values[k] if k in values else values[str(k)] for k in xs],
+                "s--",
+                color=colors.get(kind, "C2"),
+                alpha=0.5,
+                label=f"paper (~): {kind}",
+            )
         if ref_key == "avg_span":
             xs = sorted(set(ours["S"]) | set(int(s) for s in ref.get("span_limits", [])))
             ax.plot(xs, xs, ":", color="gray", lw=1, label="S (fixed span = S)")
@@ -255,9 +334,11 @@ def fig3(ctx: Context) -> Files:
         ax.legend(handles, labels, fontsize=6)
     fig.suptitle(_title(ctx, "Figure 3: fixed vs adaptive span as S grows"), fontsize=9)
     out = ctx.save_figure(fig, "fig3")
-    caption = (f"Figure 3 ({ctx.label}): dev bits, average span and FLOPs per token against the maximum span S, "
-               f"fixed (blue) vs adaptive (orange); dashed: the paper's values read off its plot (approximate; "
-               f"text8, 12-layer model; its bits on the right-hand axis).")
+    caption = (
+        f"Figure 3 ({ctx.label}): dev bits, average span and FLOPs per token against the maximum span S, "
+        f"fixed (blue) vs adaptive (orange); dashed: the paper's values read off its plot (approximate; "
+        f"text8, 12-layer model; its bits on the right-hand axis)."
+    )
     table = ctx.write_table("fig3", ours, f"Figure 3 data ({ctx.label})")
     return [(out, caption), (table, f"Figure 3 data ({ctx.label})")]
 
@@ -265,7 +346,7 @@ def fig3(ctx: Context) -> Files:
 def layer_halves(spans: list[list[float]]) -> tuple[float, float]:
     """Mean span of the lower and of the upper half of the layers (middle layer excluded when odd)."""
     L = len(spans)
-    lower, upper = spans[: L // 2], spans[(L + 1) // 2:]
+    lower, upper = spans[: L // 2], spans[(L + 1) // 2 :]
     return float(np.mean(lower)), float(np.mean(upper))
 
 
@@ -282,8 +363,9 @@ def fig4(ctx: Context) -> Files:
         fig, ax = plt.subplots(figsize=(6, 3.8))
         rng = np.random.default_rng(0)
         for i, layer in enumerate(effs):
-            ax.scatter(np.full(len(layer), i + 1) + rng.uniform(-0.15, 0.15, len(layer)), layer, s=22, alpha=0.8,
-                       color="C1")
+            ax.scatter(
+                np.full(len(layer), i + 1) + rng.uniform(-0.15, 0.15, len(layer)), layer, s=22, alpha=0.8, color="C1"
+            )
         ax.set_yscale("log")
         ax.set_xlabel("layer")
         ax.set_ylabel("span min(S, z + R) (tokens)")
@@ -299,9 +381,11 @@ def fig4(ctx: Context) -> Files:
         else:
             verdict = "holds" if low < up else "does not hold"
         per_layer = ", ".join(f"L{i + 1}: {np.mean(layer):.0f}" for i, layer in enumerate(zs))
-        caption = (f"Figure 4 ({ctx.label}): span of each head by layer (S={S}). Mean z per layer: {per_layer}. "
-                   f"The paper's tendency 'higher layers have longer spans' {verdict} here: lower-half mean z "
-                   f"{low:.1f} vs upper-half {up:.1f} tokens (judged by this renderer; not a manifest claim).")
+        caption = (
+            f"Figure 4 ({ctx.label}): span of each head by layer (S={S}). Mean z per layer: {per_layer}. "
+            f"The paper's tendency 'higher layers have longer spans' {verdict} here: lower-half mean z "
+            f"{low:.1f} vs upper-half {up:.1f} tokens (judged by this renderer; not a manifest claim)."
+        )
         files.append((out, caption))
     return files
 
@@ -329,27 +413,41 @@ def fig5(ctx: Context) -> Files:
         starts = [i for i in range(len(text)) if text[i] != " " and (i == 0 or text[i - 1] == " ")]
         inner = [i for i in range(len(text)) if text[i] != " " and i not in starts]
         s_mean, i_mean = float(np.mean(spans[starts])), float(np.mean(spans[inner]))
-        caption = (f"Figure 5 ({ctx.label}): mean dynamic span over layers and heads at each character of "
-                   f"'{''.join(text)}' (read after a full span of the valid split). Word-initial characters: "
-                   f"{s_mean:.1f} tokens on average, other letters {i_mean:.1f}; the paper sees larger spans at "
-                   f"word starts — {'also' if s_mean > i_mean else 'not'} the case here.")
+        caption = (
+            f"Figure 5 ({ctx.label}): mean dynamic span over layers and heads at each character of "
+            f"'{''.join(text)}' (read after a full span of the valid split). Word-initial characters: "
+            f"{s_mean:.1f} tokens on average, other letters {i_mean:.1f}; the paper sees larger spans at "
+            f"word starts — {'also' if s_mean > i_mean else 'not'} the case here."
+        )
         files.append((out, caption))
     return files
 
 
 # -- ablations ---------------------------------------------------------------------------------
 
-@renderer("as-ablate-ramp", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token"),
-          reference={"paper_ramp": int})
+
+@renderer(
+    "as-ablate-ramp",
+    reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token"),
+    reference={"paper_ramp": int},
+)
 def ablate_ramp(ctx: Context) -> Files:
     """The ramp width R against dev bits and average span (an ablation the paper did not run)."""
     plt = pyplot()
     rows = []
     for _, row in finished_runs(ctx.runs).iterrows():
-        rows.append({"R": int(row["model.span.ramp"]), "dev bits": row.get("valid_bits"),
-                     "test bits": row.get("test_bits"), "avg span": row.get("avg_span"),
-                     "FLOPs (paper conv.)": paper_flops(row)})
-    frame = pd.DataFrame(rows, columns=["R", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)"]).sort_values("R")
+        rows.append(
+            {
+                "R": int(row["model.span.ramp"]),
+                "dev bits": row.get("valid_bits"),
+                "test bits": row.get("test_bits"),
+                "avg span": row.get("avg_span"),
+                "FLOPs (paper conv.)": paper_flops(row),
+            }
+        )
+    frame = pd.DataFrame(rows, columns=["R", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)"]).sort_values(
+        "R"
+    )
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
     axes[0].plot(frame["R"], frame["dev bits"], "o-")
     axes[0].set_ylabel("dev bits")
@@ -367,25 +465,41 @@ def ablate_ramp(ctx: Context) -> Files:
     return [(out, caption), (table, f"Ablation of R, data ({ctx.label})")]
 
 
-@renderer("as-ablate-lambda", reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token"),
-          reference={"paper_lambda": str})
+@renderer(
+    "as-ablate-lambda",
+    reads=("valid_bits", "test_bits", "avg_span", "effective_spans", "flops_per_token"),
+    reference={"paper_lambda": str},
+)
 def ablate_lambda(ctx: Context) -> Files:
     """The span penalty lambda x S: the accuracy / average-span frontier (an ablation the paper did not run)."""
     plt = pyplot()
     rows = []
     for _, row in finished_runs(ctx.runs).iterrows():
-        rows.append({"lambda": float(row["model.span.loss_coef"]), "S": int(row["model.span.limit"]),
-                     "dev bits": row.get("valid_bits"), "test bits": row.get("test_bits"),
-                     "avg span": row.get("avg_span"), "FLOPs (paper conv.)": paper_flops(row)})
-    frame = pd.DataFrame(rows, columns=["lambda", "S", "dev bits", "test bits", "avg span",
-                                        "FLOPs (paper conv.)"]).sort_values(["S", "lambda"])
+        rows.append(
+            {
+                "lambda": float(row["model.span.loss_coef"]),
+                "S": int(row["model.span.limit"]),
+                "dev bits": row.get("valid_bits"),
+                "test bits": row.get("test_bits"),
+                "avg span": row.get("avg_span"),
+                "FLOPs (paper conv.)": paper_flops(row),
+            }
+        )
+    frame = pd.DataFrame(
+        rows, columns=["lambda", "S", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)"]
+    ).sort_values(["S", "lambda"])
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, (S, group) in enumerate(frame.groupby("S")):
         group = group.sort_values("avg span")
         ax.plot(group["avg span"], group["dev bits"], "o-", color=f"C{i}", label=f"S={S}")
         for _, g in group.iterrows():
-            ax.annotate(f"λ={g['lambda']:.0e}", (g["avg span"], g["dev bits"]), fontsize=6,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                f"λ={g['lambda']:.0e}",
+                (g["avg span"], g["dev bits"]),
+                fontsize=6,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("average span (tokens)")
     ax.set_ylabel("dev bits")
@@ -393,7 +507,8 @@ def ablate_lambda(ctx: Context) -> Files:
     fig.suptitle(_title(ctx, "Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
     out = ctx.save_figure(fig, "lambda")
     paper_lambda = ctx.reference("paper_lambda")
-    caption = (f"Ablation of λ ({ctx.label}): dev bits against average span for each λ and S"
-               + (f"; the paper used λ = {paper_lambda}." if paper_lambda else "."))
+    caption = f"Ablation of λ ({ctx.label}): dev bits against average span for each λ and S" + (
+        f"; the paper used λ = {paper_lambda}." if paper_lambda else "."
+    )
     table = ctx.write_table("lambda", frame, f"Ablation of λ x S ({ctx.label})")
     return [(out, caption), (table, f"Ablation of λ x S, data ({ctx.label})")]

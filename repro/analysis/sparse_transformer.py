@@ -9,6 +9,7 @@ beside it (named in the caption) with the paper's values beside ours, the scale 
 numpy module of pattern definitions (no torch, no model), which is the one exception to "renderers
 never import models" and keeps the picture identical to what the kernels compute.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,8 @@ def _short(key: str) -> str:
 
 # -- Table 1 -----------------------------------------------------------------------------------
 
-@renderer("st-table1", reads=("valid_bits", "test_bits", "params"),
-          reference={"dataset": str, "table1": list})
+
+@renderer("st-table1", reads=("valid_bits", "test_bits", "params"), reference={"dataset": str, "table1": list})
 def table1(ctx: Context) -> list[tuple[Path, str]]:
     """Table 1 from the per-dataset manifests (st-table1's ``parts``): ours beside the paper's Sparse
     Transformer and the best baseline of each dataset. Called from a part (its own row, one scale) or
@@ -66,30 +67,54 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
         if ctx.scale != "none" and not stored.empty:
             stored = stored[stored["scale"] == ctx.scale]
         if stored.empty:
-            rows.append({"paper dataset": paper_dataset, "scale": "", "our data": "", "our model": "",
-                         "params": None, "our bits": None, "split": "", "paper bits": ours_paper.get("bits"),
-                         "paper model": ours_paper.get("model", ""),
-                         "best baseline (paper)": f"{best['model']} {best['bits']}" if best else "",
-                         "manifest": name})
+            rows.append(
+                {
+                    "paper dataset": paper_dataset,
+                    "scale": "",
+                    "our data": "",
+                    "our model": "",
+                    "params": None,
+                    "our bits": None,
+                    "split": "",
+                    "paper bits": ours_paper.get("bits"),
+                    "paper model": ours_paper.get("model", ""),
+                    "best baseline (paper)": f"{best['model']} {best['bits']}" if best else "",
+                    "manifest": name,
+                }
+            )
             continue
         for _, run in stored.iterrows():
             metric = _bits_metric(pd.DataFrame([run]))
-            rows.append({
-                "paper dataset": paper_dataset, "scale": run["scale"], "our data": run.get("dataset"),
-                "our model": f"{run['model.pattern']} {run['model.layers']}L d{run['model.d_model']} "
-                             f"l={run['model.stride']}",
-                "params": int(run["params"]) if _num(run.get("params")) is not None else None,
-                "our bits": _num(run.get(metric)), "split": metric.split("_")[0],
-                "paper bits": ours_paper.get("bits"), "paper model": ours_paper.get("model", ""),
-                "best baseline (paper)": f"{best['model']} {best['bits']}" if best else "",
-                "manifest": name})
+            rows.append(
+                {
+                    "paper dataset": paper_dataset,
+                    "scale": run["scale"],
+                    "our data": run.get("dataset"),
+                    "our model": f"{run['model.pattern']} {run['model.layers']}L d{run['model.d_model']} "
+                    f"l={run['model.stride']}",
+                    "params": int(run["params"]) if _num(run.get("params")) is not None else None,
+                    "our bits": _num(run.get(metric)),
+                    "split": metric.split("_")[0],
+                    "paper bits": ours_paper.get("bits"),
+                    "paper model": ours_paper.get("model", ""),
+                    "best baseline (paper)": f"{best['model']} {best['bits']}" if best else "",
+                    "manifest": name,
+                }
+            )
     frame = pd.DataFrame(rows)
     stem = "table1"
     label = ctx.label if ctx.scale != "none" else "scale: every stored scale | data: stand-ins named per row"
-    md = ctx.write_table(stem, frame, "Table 1: density modelling (bits per byte / per dim)", label=label, notes=[
-        "our bits come from the stand-in datasets at the stated scale; tiny-scale numbers are NOT comparable "
-        "to the paper's (different data, models 1000x smaller, minutes of CPU training)",
-        "split: test unless the run scored only valid (tiny image runs)"])
+    md = ctx.write_table(
+        stem,
+        frame,
+        "Table 1: density modelling (bits per byte / per dim)",
+        label=label,
+        notes=[
+            "our bits come from the stand-in datasets at the stated scale; tiny-scale numbers are NOT comparable "
+            "to the paper's (different data, models 1000x smaller, minutes of CPU training)",
+            "split: test unless the run scored only valid (tiny image runs)",
+        ],
+    )
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     shown = frame.dropna(subset=["our bits"]) if "our bits" in frame else frame.iloc[0:0]
@@ -107,6 +132,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Table 2 -----------------------------------------------------------------------------------
 
+
 @renderer("st-table2", reads=("valid_bits", "test_bits", "seconds_per_step", "params", "attn_keys_per_query"))
 def table2(ctx: Context) -> list[tuple[Path, str]]:
     """Dense vs strided vs fixed: bits and seconds per step from the same runs, beside the paper's."""
@@ -122,18 +148,34 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     for _, run in runs.iterrows():
         ref = ctx.reference_for({key: run[key]})
         sps = _num(run.get("seconds_per_step"))
-        rows.append({"pattern": run[key], "data": run.get("dataset"), f"our {metric}": _num(run.get(metric)),
-                     "our s/step": sps, "our speed-up vs dense": (dense_sps / sps) if dense_sps and sps else None,
-                     "paper bits (test)": ref.get("test_bits"), "paper s/iter": ref.get("seconds_per_step"),
-                     "paper speed-up vs dense": (ref_dense / ref["seconds_per_step"])
-                     if ref_dense and ref.get("seconds_per_step") else None,
-                     "params": run.get("params"), "keys/query": _num(run.get("attn_keys_per_query"))})
+        rows.append(
+            {
+                "pattern": run[key],
+                "data": run.get("dataset"),
+                f"our {metric}": _num(run.get(metric)),
+                "our s/step": sps,
+                "our speed-up vs dense": (dense_sps / sps) if dense_sps and sps else None,
+                "paper bits (test)": ref.get("test_bits"),
+                "paper s/iter": ref.get("seconds_per_step"),
+                "paper speed-up vs dense": (ref_dense / ref["seconds_per_step"])
+                if ref_dense and ref.get("seconds_per_step")
+                else None,
+                "params": run.get("params"),
+                "keys/query": _num(run.get("attn_keys_per_query")),
+            }
+        )
     order = {"dense": 0, "strided": 1, "fixed": 2}
     frame = pd.DataFrame(rows).sort_values("pattern", key=lambda s: s.map(order))
-    md = ctx.write_table("table2", frame, f"{ctx.manifest.title}", [
-        f"our bits: {metric} (the whole split); s/step: median wall time of a training step after warm-up, "
-        "on the scale's hardware (tiny: 2 CPU cores shared with another job)",
-        "paper: 8 V100s, same batch size for every pattern"])
+    md = ctx.write_table(
+        "table2",
+        frame,
+        f"{ctx.manifest.title}",
+        [
+            f"our bits: {metric} (the whole split); s/step: median wall time of a training step after warm-up, "
+            "on the scale's hardware (tiny: 2 CPU cores shared with another job)",
+            "paper: 8 V100s, same batch size for every pattern",
+        ],
+    )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
     x = np.arange(len(frame))
@@ -157,6 +199,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Table 3 -----------------------------------------------------------------------------------
 
+
 @renderer("st-table3", reads=("test_bits_ctx<N>",), reference={"table3": list})
 def table3(ctx: Context) -> list[tuple[Path, str]]:
     """Bits against the minimum evaluation context: ONE trained model whose test split was scored at
@@ -166,18 +209,26 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
         return []
     run = runs.iloc[0]
     block = run["data.block"]
-    sweep = sorted((int(k[len("test_bits_ctx"):]), v) for k, v in run.items()
-                   if k.startswith("test_bits_ctx") and _num(v) is not None)
+    sweep = sorted(
+        (int(k[len("test_bits_ctx") :]), v)
+        for k, v in run.items()
+        if k.startswith("test_bits_ctx") and _num(v) is not None
+    )
     if not sweep:
         return []
-    frame = pd.DataFrame([{"min_context": c, "block": block, "fraction": c / block, "our test bits": bits}
-                          for c, bits in sweep])
+    frame = pd.DataFrame(
+        [{"min_context": c, "block": block, "fraction": c / block, "our test bits": bits} for c, bits in sweep]
+    )
     paper = pd.DataFrame(ctx.reference("table3") or [])
-    notes = [f"one model (run {run['run_id']}), its whole test split scored once per minimum context; every "
-             "scored target has at least min_context tokens of context inside its window"]
+    notes = [
+        f"one model (run {run['run_id']}), its whole test split scored once per minimum context; every "
+        "scored target has at least min_context tokens of context inside its window"
+    ]
     if not paper.empty:
-        notes.append("paper (enwik8, block 12,288): " + ", ".join(
-            f"{int(r.min_context)} ({r.min_context / 12288:.3f}) -> {r.bits}" for r in paper.itertuples()))
+        notes.append(
+            "paper (enwik8, block 12,288): "
+            + ", ".join(f"{int(r.min_context)} ({r.min_context / 12288:.3f}) -> {r.bits}" for r in paper.itertuples())
+        )
     md = ctx.write_table("table3", frame, ctx.manifest.title, notes)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -195,18 +246,21 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
     ax.legend(handles, names, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     ax.set_title(f"Table 3: bits vs minimum evaluation context\n{ctx.label}", fontsize=9)
     path = ctx.save_figure(fig, "table3")
-    return [(md, "Table 3 table"),
-            (path, f"Table 3 ({ctx.label}): bits against the minimum context at evaluation")]
+    return [(md, "Table 3 table"), (path, f"Table 3 ({ctx.label}): bits against the minimum context at evaluation")]
 
 
 # -- Table 4 -----------------------------------------------------------------------------------
+
 
 def _seq_len(run: pd.Series) -> int:
     return int(_num(run.get("data.seq_len")) or run["data.block"])
 
 
-@renderer("st-table4", reads=("valid_bits", "test_bits", "peak_memory_bytes", "seconds_per_step", "params"),
-          reference={"memory_budget_bytes": dict, "table4": list})
+@renderer(
+    "st-table4",
+    reads=("valid_bits", "test_bits", "peak_memory_bytes", "seconds_per_step", "params"),
+    reference={"memory_budget_bytes": dict, "table4": list},
+)
 def table4(ctx: Context) -> list[tuple[Path, str]]:
     """Per sequence length: every width's peak memory and bits, and the widest model within the budget."""
     runs = finished_runs(ctx.runs)
@@ -216,41 +270,71 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
     rows = []
     for _, run in runs.iterrows():
         peak = _num(run.get("peak_memory_bytes"))
-        rows.append({"seq_len": _seq_len(run), "d_model": run["model.d_model"],
-                     "layers": run["model.layers"], "params": int(run["params"]),
-                     "peak memory (MiB)": peak / 2**20 if peak else None,
-                     "fits budget": bool(peak is not None and budget is not None and peak <= budget),
-                     "valid bits": _num(run.get("valid_bits")), "test bits": _num(run.get("test_bits")),
-                     "s/step": _num(run.get("seconds_per_step"))})
+        rows.append(
+            {
+                "seq_len": _seq_len(run),
+                "d_model": run["model.d_model"],
+                "layers": run["model.layers"],
+                "params": int(run["params"]),
+                "peak memory (MiB)": peak / 2**20 if peak else None,
+                "fits budget": bool(peak is not None and budget is not None and peak <= budget),
+                "valid bits": _num(run.get("valid_bits")),
+                "test bits": _num(run.get("test_bits")),
+                "s/step": _num(run.get("seconds_per_step")),
+            }
+        )
     frame = pd.DataFrame(rows).sort_values(["seq_len", "params"])
     chosen = []
     for seq_len, group in frame.groupby("seq_len"):
         fit = group[group["fits budget"]]
         best = fit.iloc[-1] if not fit.empty else None
-        chosen.append({"seq_len": seq_len, "largest fitting d_model": best["d_model"] if best is not None else None,
-                       "largest fitting params": best["params"] if best is not None else None,
-                       "its valid bits": best["valid bits"] if best is not None else None,
-                       "its peak memory (MiB)": best["peak memory (MiB)"] if best is not None else None})
+        chosen.append(
+            {
+                "seq_len": seq_len,
+                "largest fitting d_model": best["d_model"] if best is not None else None,
+                "largest fitting params": best["params"] if best is not None else None,
+                "its valid bits": best["valid bits"] if best is not None else None,
+                "its peak memory (MiB)": best["peak memory (MiB)"] if best is not None else None,
+            }
+        )
     chosen = pd.DataFrame(chosen)
     paper = pd.DataFrame(ctx.reference("table4") or [])
     shrinks = chosen["largest fitting d_model"].dropna()  # width: params also count position embeddings
-    verdict = ("the widest fitting model narrows (or stays) as the length grows"
-               if len(shrinks) == len(chosen) and shrinks.is_monotonic_decreasing else
-               "the widest fitting model does NOT narrow monotonically with length (or some length has none)")
-    md = ctx.write_table("table4", frame, ctx.manifest.title, [
-        f"budget at this scale: {budget / 2**20:,.0f} MiB" if budget else "no budget for this scale",
-        "largest model within the budget per length: " + "; ".join(
-            f"{int(r['seq_len'])}: d {format_value(r['largest fitting d_model'])}, {format_value(r['largest fitting params'])} params, valid bits "
-            f"{format_value(r['its valid bits'])}" for _, r in chosen.iterrows()),
-        f"verdict ({ctx.scale}): {verdict}",
-        "paper (16 GB V100, classical music): " + ", ".join(
-            f"{int(r.seq_len)}: {r.params / 1e6:.0f}M params -> {r.bits}" for r in paper.itertuples()),
-        "peak memory on CPU = the process's peak resident set (runtime and data included)"])
-    write_atomic(ctx.out_dir / "tables" / f"{ctx.manifest.name}-table4-largest-{ctx.scale}.csv", chosen.to_csv(index=False))
+    verdict = (
+        "the widest fitting model narrows (or stays) as the length grows"
+        if len(shrinks) == len(chosen) and shrinks.is_monotonic_decreasing
+        else "the widest fitting model does NOT narrow monotonically with length (or some length has none)"
+    )
+    md = ctx.write_table(
+        "table4",
+        frame,
+        ctx.manifest.title,
+        [
+            f"budget at this scale: {budget / 2**20:,.0f} MiB" if budget else "no budget for this scale",
+            "largest model within the budget per length: "
+            + "; ".join(
+                f"{int(r['seq_len'])}: d {format_value(r['largest fitting d_model'])}, {format_value(r['largest fitting params'])} params, valid bits "
+                f"{format_value(r['its valid bits'])}"
+                for _, r in chosen.iterrows()
+            ),
+            f"verdict ({ctx.scale}): {verdict}",
+            "paper (16 GB V100, classical music): "
+            + ", ".join(f"{int(r.seq_len)}: {r.params / 1e6:.0f}M params -> {r.bits}" for r in paper.itertuples()),
+            "peak memory on CPU = the process's peak resident set (runtime and data included)",
+        ],
+    )
+    write_atomic(
+        ctx.out_dir / "tables" / f"{ctx.manifest.name}-table4-largest-{ctx.scale}.csv", chosen.to_csv(index=False)
+    )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.6))
     for d, group in frame.groupby("d_model"):
-        axes[0].plot(group["seq_len"], group["peak memory (MiB)"], "o-", label=f"d={d} ({format_value(group['params'].iloc[0])} params)")
+        axes[0].plot(
+            group["seq_len"],
+            group["peak memory (MiB)"],
+            "o-",
+            label=f"d={d} ({format_value(group['params'].iloc[0])} params)",
+        )
         axes[1].plot(group["seq_len"], group["valid bits"], "o-", label=f"d={d}")
     if budget:
         axes[0].axhline(budget / 2**20, color="r", ls="--", lw=1, label="budget")
@@ -267,8 +351,12 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 2 ----------------------------------------------------------------------------------
 
-@renderer("st-fig2", reads=("analysis.npz:attention_query", "analysis.npz:query_position", "analysis.npz:sequence"),
-          reference={"figure2": str})  # the paper's caption
+
+@renderer(
+    "st-fig2",
+    reads=("analysis.npz:attention_query", "analysis.npz:query_position", "analysis.npz:sequence"),
+    reference={"figure2": str},
+)  # the paper's caption
 def fig2(ctx: Context) -> list[tuple[Path, str]]:
     """Attention of one query pixel in every layer and head of a dense image model, on the image grid."""
     out = []
@@ -295,7 +383,7 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
             ax.axis("off")
             for layer in range(layers):
                 w = np.zeros(rows * cols * ch)
-                w[: query] = att[layer, h, 1: query + 1]  # input j holds element j - 1
+                w[:query] = att[layer, h, 1 : query + 1]  # input j holds element j - 1
                 grid = w.reshape(rows, cols, ch).sum(-1)
                 ax = axes[h, layer + 1]
                 ax.imshow(grid, cmap="magma", vmin=0)
@@ -304,12 +392,18 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
                 ax.axis("off")
         fig.suptitle(f"Figure 2: attention of one query pixel, dense model\n{ctx.label}", fontsize=9)
         path = ctx.save_figure(fig, f"fig2-{run['run_id']}")
-        out.append((path, f"Figure 2 ({ctx.label}): where the query pixel (row {qpix // cols}, column "
-                          f"{qpix % cols}) attends in each layer and head of the dense model, first valid image"))
+        out.append(
+            (
+                path,
+                f"Figure 2 ({ctx.label}): where the query pixel (row {qpix // cols}, column "
+                f"{qpix % cols}) attends in each layer and head of the dense model, first valid image",
+            )
+        )
     return out
 
 
 # -- Figure 3 ----------------------------------------------------------------------------------
+
 
 @renderer("st-fig3", reads=(), reference={"figure3": str})  # the paper's caption
 def fig3(ctx: Context) -> list[tuple[Path, str]]:
@@ -332,8 +426,10 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
                 ax.set_title(f"{pattern}: {name}", fontsize=8)
         axes[r, 0].axis("on")
         axes[r, 0].set_ylabel("output i", fontsize=7)
-    fig.suptitle(f"Figure 3: attention matrices (row = output, column = input), n={n}, l={stride}, c={c}\n"
-                 f"{ctx.label}", fontsize=9)
+    fig.suptitle(
+        f"Figure 3: attention matrices (row = output, column = input), n={n}, l={stride}, c={c}\n{ctx.label}",
+        fontsize=9,
+    )
     path = ctx.save_figure(fig, "fig3-matrices")
     # the paper's top row: which inputs one output reaches, on a 6 x 6 grid
     fig, axes = plt.subplots(3, 4, figsize=(7, 5.5))
@@ -355,31 +451,55 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
     fig.suptitle(f"Figure 3 (6 x 6 view): inputs reaching output {query} (row 4, column 3)\n{ctx.label}", fontsize=9)
     path2 = ctx.save_figure(fig, "fig3-grid")
     valid = {p: bool(P.check_valid(p, n, stride, c, combine="interleaved")) for p in P.PATTERNS}
-    detail = ", ".join(f"{p}: {'every earlier input reached in 2 layers' if ok else 'NOT fully connected'}"
-                       for p, ok in valid.items())
-    return [(path, f"Figure 3 ({ctx.label}): halves, union and two-layer connectivity; {detail}"),
-            (path2, f"Figure 3, the paper's 6 x 6 view ({ctx.label}): inputs output {query} attends to "
-                    "(half-shaded: the output itself; later positions are never attended)")]
+    detail = ", ".join(
+        f"{p}: {'every earlier input reached in 2 layers' if ok else 'NOT fully connected'}" for p, ok in valid.items()
+    )
+    return [
+        (path, f"Figure 3 ({ctx.label}): halves, union and two-layer connectivity; {detail}"),
+        (
+            path2,
+            f"Figure 3, the paper's 6 x 6 view ({ctx.label}): inputs output {query} attends to "
+            "(half-shaded: the output itself; later positions are never attended)",
+        ),
+    ]
 
 
 # -- Figure 4 ----------------------------------------------------------------------------------
 
-@renderer("st-fig4", reads=("valid_bits", "peak_memory_bytes", "seconds_per_step", "params"),
-          reference={"figure4": str})  # the paper's caption
+
+@renderer(
+    "st-fig4", reads=("valid_bits", "peak_memory_bytes", "seconds_per_step", "params"), reference={"figure4": str}
+)  # the paper's caption
 def fig4(ctx: Context) -> list[tuple[Path, str]]:
     """Peak memory, seconds per step and bits with and without checkpointing."""
     runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
     key = next(k for k in ctx.manifest.grid_for(ctx.scale) if _short(k) == "checkpointing")
-    rows = [{"checkpointing": bool(run[key]), "data": run.get("dataset"),
-             "peak memory (MiB)": _num(run.get("peak_memory_bytes")) / 2**20 if _num(run.get("peak_memory_bytes")) else None,
-             "s/step": _num(run.get("seconds_per_step")), "valid bits": _num(run.get("valid_bits")),
-             "params": run.get("params")} for _, run in runs.iterrows()]
+    rows = [
+        {
+            "checkpointing": bool(run[key]),
+            "data": run.get("dataset"),
+            "peak memory (MiB)": _num(run.get("peak_memory_bytes")) / 2**20
+            if _num(run.get("peak_memory_bytes"))
+            else None,
+            "s/step": _num(run.get("seconds_per_step")),
+            "valid bits": _num(run.get("valid_bits")),
+            "params": run.get("params"),
+        }
+        for _, run in runs.iterrows()
+    ]
     frame = pd.DataFrame(rows).sort_values("checkpointing")
-    md = ctx.write_table("fig4", frame, ctx.manifest.title, [
-        "peak memory: torch.cuda.max_memory_allocated on GPU; the process's peak resident set on CPU "
-        "(each cell run in its own process)", "the paper gives no numbers for this figure (a diagram)"])
+    md = ctx.write_table(
+        "fig4",
+        frame,
+        ctx.manifest.title,
+        [
+            "peak memory: torch.cuda.max_memory_allocated on GPU; the process's peak resident set on CPU "
+            "(each cell run in its own process)",
+            "the paper gives no numbers for this figure (a diagram)",
+        ],
+    )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(7, 3.2))
     labels = ["off" if not v else "on" for v in frame["checkpointing"]]
@@ -396,6 +516,7 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
 
 # -- Figure 5 ----------------------------------------------------------------------------------
 
+
 @renderer("st-fig5", reads=("samples/",), reference={"figure5": str})  # the paper's caption
 def fig5(ctx: Context) -> list[tuple[Path, str]]:
     """The newest sample grid under each run's samples/ (written by ``repro sample``)."""
@@ -407,15 +528,24 @@ def fig5(ctx: Context) -> list[tuple[Path, str]]:
             continue
         dest = ctx.figure_path(f"fig5-{run['run_id']}")
         shutil.copyfile(found[-1], dest)
-        out.append((dest, f"Figure 5 ({ctx.label}): unconditional samples, temperature 1.0, from run "
-                          f"{run['run_id']} (samples/{found[-1].name})"))
+        out.append(
+            (
+                dest,
+                f"Figure 5 ({ctx.label}): unconditional samples, temperature 1.0, from run "
+                f"{run['run_id']} (samples/{found[-1].name})",
+            )
+        )
     return out
 
 
 # -- ablations ---------------------------------------------------------------------------------
 
-@renderer("st-ablation", reads=("valid_bits", "test_bits", "seconds_per_step", "params", "attn_keys_per_query"),
-          reference={"ablation_key": str, "rule": str})
+
+@renderer(
+    "st-ablation",
+    reads=("valid_bits", "test_bits", "seconds_per_step", "params", "attn_keys_per_query"),
+    reference={"ablation_key": str, "rule": str},
+)
 def ablation(ctx: Context) -> list[tuple[Path, str]]:
     """One grid axis (reference.ablation_key) against bits and seconds per step."""
     runs = finished_runs(ctx.runs)
@@ -426,18 +556,30 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     rows = []
     for _, run in runs.iterrows():
         ref = ctx.reference_for({key: run[key]})
-        rows.append({_short(key): run[key], "data": run.get("dataset"), f"our {metric}": _num(run.get(metric)),
-                     "our s/step": _num(run.get("seconds_per_step")),
-                     "keys/query": _num(run.get("attn_keys_per_query")), "params": run.get("params"),
-                     "paper": ref.get("label", ""), "paper bits": ref.get("test_bits")})
+        rows.append(
+            {
+                _short(key): run[key],
+                "data": run.get("dataset"),
+                f"our {metric}": _num(run.get(metric)),
+                "our s/step": _num(run.get("seconds_per_step")),
+                "keys/query": _num(run.get("attn_keys_per_query")),
+                "params": run.get("params"),
+                "paper": ref.get("label", ""),
+                "paper bits": ref.get("test_bits"),
+            }
+        )
     frame = pd.DataFrame(rows)
     values = ctx.manifest.grid_for(ctx.scale).get(key, [])
     frame["_order"] = frame[_short(key)].map({v: i for i, v in enumerate(values)})
     frame = frame.sort_values("_order").drop(columns="_order")
     rule = ctx.reference("rule")
-    md = ctx.write_table("ablation", frame, ctx.manifest.title,
-                      [f"our bits: {metric}", "an ablation the paper did not run: no paper values"]
-                      + ([f"paper's rule: {rule}"] if rule else []))
+    md = ctx.write_table(
+        "ablation",
+        frame,
+        ctx.manifest.title,
+        [f"our bits: {metric}", "an ablation the paper did not run: no paper values"]
+        + ([f"paper's rule: {rule}"] if rule else []),
+    )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     labels = [str(v) for v in frame[_short(key)]]

@@ -1,4 +1,5 @@
 """Renderers shared by every manifest: training curves of the stored runs."""
+
 from __future__ import annotations
 
 from pathlib import Path

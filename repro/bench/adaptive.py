@@ -18,6 +18,7 @@ inputs, activations, gradients and temporaries of a step):
   the peak is the kernel's high-water mark of the resident set (``VmHWM``, reset at the baseline via
   ``/proc/self/clear_refs`` where allowed, else the process's ``ru_maxrss``) minus the baseline RSS.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,12 @@ def _csv_floats(s: str) -> list[float]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--span-limit", type=int, default=4096, help="S, the same for every case")
-    parser.add_argument("--spans", type=_csv_floats, default=[0.0, 512.0],
-                        help="adaptive spans z in tokens, comma-separated (0 = the initial value)")
+    parser.add_argument(
+        "--spans",
+        type=_csv_floats,
+        default=[0.0, 512.0],
+        help="adaptive spans z in tokens, comma-separated (0 = the initial value)",
+    )
     parser.add_argument("--ramp", type=int, default=32, help="R")
     parser.add_argument("--layers", type=int, default=2, help="layers of the benchmarked model")
     parser.add_argument("--d-model", type=int, default=128, help="model width")
@@ -48,8 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab", type=int, default=256, help="vocabulary size")
     parser.add_argument("--steps", type=int, default=5, help="timed training steps")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (0: torch's default; 1 keeps timings stable on a shared CPU)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (0: torch's default; 1 keeps timings stable on a shared CPU)",
+    )
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
 
 
@@ -87,8 +96,14 @@ def _measure(case: dict) -> dict:
     dev = torch.device(case["device"])
     torch.manual_seed(0)
     S = case["span_limit"]
-    cfg = Config(layers=case["layers"], d_model=case["d_model"], d_ff=case["d_ff"], heads=case["heads"],
-                 dropout=0.0, span=SpanConfig(kind=case["kind"], limit=S, ramp=case["ramp"]))
+    cfg = Config(
+        layers=case["layers"],
+        d_model=case["d_model"],
+        d_ff=case["d_ff"],
+        heads=case["heads"],
+        dropout=0.0,
+        span=SpanConfig(kind=case["kind"], limit=S, ramp=case["ramp"]),
+    )
     model = Model(cfg, case["vocab"], case["block"]).to(dev).train()
     if case["kind"] == "adaptive":
         with torch.no_grad():
@@ -147,37 +162,63 @@ def _measure(case: dict) -> dict:
         peak = _hwm() - base
         how = "VmHWM (reset at baseline) - baseline RSS" if reset else "ru_maxrss - baseline RSS"
     stats = model.stats()
-    return {**case, "span": case["span"] if case["kind"] == "adaptive" else None,
-            "seconds_per_step": statistics.median(times), "seconds_per_step_min": min(times),
-            "peak_memory_bytes": int(peak),
-            "flops_per_token": stats["flops_per_token"], "avg_span": stats["avg_span"],
-            "attention_window": stats["attention_window"][0], "cache_len": state[0].shape[1],
-            "params": stats["params"], "threads": torch.get_num_threads(), "memory_measure": how}
+    return {
+        **case,
+        "span": case["span"] if case["kind"] == "adaptive" else None,
+        "seconds_per_step": statistics.median(times),
+        "seconds_per_step_min": min(times),
+        "peak_memory_bytes": int(peak),
+        "flops_per_token": stats["flops_per_token"],
+        "avg_span": stats["avg_span"],
+        "attention_window": stats["attention_window"][0],
+        "cache_len": state[0].shape[1],
+        "params": stats["params"],
+        "threads": torch.get_num_threads(),
+        "memory_measure": how,
+    }
 
 
 def _run(case: dict) -> dict:
     if case["device"].startswith("cuda"):
         return _measure(case)
     env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-m", "repro.bench.adaptive", "--worker", json.dumps(case)],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "repro.bench.adaptive", "--worker", json.dumps(case)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if proc.returncode != 0:
         return {**case, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main(args: argparse.Namespace) -> list[dict]:
-    common = dict(span_limit=args.span_limit, ramp=args.ramp, layers=args.layers, d_model=args.d_model,
-                  d_ff=args.d_ff, heads=args.heads, block=args.block, batch=args.batch, vocab=args.vocab,
-                  steps=args.steps, warmup=args.warmup, threads=args.threads, device=args.device)
+    common = dict(
+        span_limit=args.span_limit,
+        ramp=args.ramp,
+        layers=args.layers,
+        d_model=args.d_model,
+        d_ff=args.d_ff,
+        heads=args.heads,
+        block=args.block,
+        batch=args.batch,
+        vocab=args.vocab,
+        steps=args.steps,
+        warmup=args.warmup,
+        threads=args.threads,
+        device=args.device,
+    )
     fixed = _run({**common, "kind": "fixed", "span": None})
     records = [fixed]
     for z in args.spans:
         rec = _run({**common, "kind": "adaptive", "span": float(min(z, args.span_limit))})
         if "error" not in rec and "error" not in fixed:
-            rec.update(speedup_vs_fixed=fixed["seconds_per_step"] / rec["seconds_per_step"],
-                       memory_ratio_vs_fixed=fixed["peak_memory_bytes"] / max(1, rec["peak_memory_bytes"]),
-                       flops_ratio_vs_fixed=fixed["flops_per_token"] / rec["flops_per_token"])
+            rec.update(
+                speedup_vs_fixed=fixed["seconds_per_step"] / rec["seconds_per_step"],
+                memory_ratio_vs_fixed=fixed["peak_memory_bytes"] / max(1, rec["peak_memory_bytes"]),
+                flops_ratio_vs_fixed=fixed["flops_per_token"] / rec["flops_per_token"],
+            )
         records.append(rec)
     return records
 
@@ -191,6 +232,15 @@ if __name__ == "__main__":
         p.add_argument("--json", action="store_true", help="print the records as JSON")
         a = p.parse_args()
         recs = main(a)
-        keys = ["kind", "span_limit", "span", "seconds_per_step", "peak_memory_bytes", "flops_per_token",
-                "speedup_vs_fixed", "memory_ratio_vs_fixed", "flops_ratio_vs_fixed"]
+        keys = [
+            "kind",
+            "span_limit",
+            "span",
+            "seconds_per_step",
+            "peak_memory_bytes",
+            "flops_per_token",
+            "speedup_vs_fixed",
+            "memory_ratio_vs_fixed",
+            "flops_ratio_vs_fixed",
+        ]
         print(json.dumps(recs, indent=1) if a.json else "\n".join(str({k: r.get(k) for k in keys}) for r in recs))

@@ -17,6 +17,7 @@ Theoretical ratio: allowed keys per query of causal dense over those of the patt
 n positions and heads (``repro.models.patterns.layer_keys``); ``realised_fraction`` is
 (1 - 1/speedup) / (1 - 1/theoretical): the share of the pattern's FLOPs saving realised in time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,17 +42,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=_csv_ints, default=[2048, 8192], help="sequence lengths, comma-separated")
     parser.add_argument("--stride", type=int, default=128, help="l (block length / stride)")
     parser.add_argument("--c", type=int, default=16, help="summary positions per block (fixed)")
-    parser.add_argument("--patterns", type=_csv, default=["strided", "fixed"],
-                        help="comma-separated; causal dense SDPA is always measured as the baseline")
+    parser.add_argument(
+        "--patterns",
+        type=_csv,
+        default=["strided", "fixed"],
+        help="comma-separated; causal dense SDPA is always measured as the baseline",
+    )
     parser.add_argument("--impls", type=_csv, default=["auto"], help="auto,blocked,flex,masked (comma-separated)")
-    parser.add_argument("--combine", default="merged", choices=["merged", "multihead"],
-                        help="how the two halves of a factorised pattern combine")
+    parser.add_argument(
+        "--combine",
+        default="merged",
+        choices=["merged", "multihead"],
+        help="how the two halves of a factorised pattern combine",
+    )
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     parser.add_argument("--heads", type=int, default=8, help="attention heads")
     parser.add_argument("--dim", type=int, default=64, help="head dimension")
     parser.add_argument("--batch", type=int, default=1, help="sequences per batch")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                        help="tensor dtype")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="tensor dtype")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds (medians are kept)")
     parser.add_argument("--jsonl", default=None, help="also append each record to this file as it completes")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
@@ -76,8 +84,9 @@ def _inputs(setup: dict):
     dev = torch.device(setup["device"])
     B, H, n, d = setup["batch"], setup["heads"], setup["n"], setup["dim"]
     g = torch.Generator(device="cpu").manual_seed(0)
-    return dev, [torch.randn(B, H, n, d, generator=g).to(dev, getattr(torch, setup["dtype"])).requires_grad_()
-                 for _ in range(3)]
+    return dev, [
+        torch.randn(B, H, n, d, generator=g).to(dev, getattr(torch, setup["dtype"])).requires_grad_() for _ in range(3)
+    ]
 
 
 def _fns(setup: dict, case: dict, q, k, v):
@@ -90,8 +99,16 @@ def _fns(setup: dict, case: dict, q, k, v):
     if case["impl"] == "sdpa":
         fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
     else:
-        fn = lambda: attend(q, k, v, case["pattern"], setup["stride"], setup["c"],  # noqa: E731
-                            combine=setup["combine"], impl=case["impl"])
+        fn = lambda: attend(
+            q,
+            k,
+            v,
+            case["pattern"],
+            setup["stride"],
+            setup["c"],  # noqa: E731
+            combine=setup["combine"],
+            impl=case["impl"],
+        )
 
     def fwd():
         with torch.no_grad():
@@ -125,8 +142,15 @@ def _time(setup: dict, cases: list[dict]) -> dict:
     for case in cases:
         name = _name(case)
         err = errors.get(name + ":fwd_bwd") or errors.get(name + ":fwd")
-        out[name] = {"error": err} if err else {"fwd": times[name + ":fwd"], "fwd_bwd": times[name + ":fwd_bwd"],
-                                                "fwd_bwd_cpu": cpu.get(name + ":fwd_bwd", [])}
+        out[name] = (
+            {"error": err}
+            if err
+            else {
+                "fwd": times[name + ":fwd"],
+                "fwd_bwd": times[name + ":fwd_bwd"],
+                "fwd_bwd_cpu": cpu.get(name + ":fwd_bwd", []),
+            }
+        )
     return out
 
 
@@ -158,9 +182,12 @@ def _environment(setup: dict) -> dict:
     import torch
 
     dev = torch.device(setup["device"])
-    return {"threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-            "torch": torch.__version__,
-            "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
+    return {
+        "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "torch": torch.__version__,
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+    }
 
 
 def _worker(payload: dict):
@@ -188,8 +215,19 @@ def _records(args, n: int) -> list[dict]:
 
     import torch
 
-    setup = dict(n=n, stride=args.stride, c=args.c, combine=args.combine, device=args.device, heads=args.heads,
-                 dim=args.dim, batch=args.batch, dtype=args.dtype, repeats=args.repeats, threads=args.threads)
+    setup = dict(
+        n=n,
+        stride=args.stride,
+        c=args.c,
+        combine=args.combine,
+        device=args.device,
+        heads=args.heads,
+        dim=args.dim,
+        batch=args.batch,
+        dtype=args.dtype,
+        repeats=args.repeats,
+        threads=args.threads,
+    )
     cases = [{"pattern": "dense", "impl": "sdpa"}]
     for pattern in args.patterns:
         for impl in args.impls:
@@ -204,26 +242,46 @@ def _records(args, n: int) -> list[dict]:
     records = []
     for case in cases:
         t = timed.get("times", {}).get(_name(case), {"error": timed.get("error", "timing worker failed")})
-        rec = {"pattern": case["pattern"], "n": n, "stride": args.stride, "c": args.c, "impl": case["impl"],
-               **{k: v for k, v in setup.items() if k not in ("n", "stride", "c")}, **env, "timing": "interleaved"}
+        rec = {
+            "pattern": case["pattern"],
+            "n": n,
+            "stride": args.stride,
+            "c": args.c,
+            "impl": case["impl"],
+            **{k: v for k, v in setup.items() if k not in ("n", "stride", "c")},
+            **env,
+            "timing": "interleaved",
+        }
         if "error" in t:
             records.append({**rec, "error": t["error"]})
             continue
         mem = _run("memory", setup, [case], None if args.device.startswith("cuda") else common.memory_env())
-        rec.update(fwd_seconds=common.median(t["fwd"]), fwd_bwd_seconds=common.median(t["fwd_bwd"]),
-                   peak_memory_bytes=mem.get("peak_memory_bytes"), rounds=len(t["fwd_bwd"]))
+        rec.update(
+            fwd_seconds=common.median(t["fwd"]),
+            fwd_bwd_seconds=common.median(t["fwd_bwd"]),
+            peak_memory_bytes=mem.get("peak_memory_bytes"),
+            rounds=len(t["fwd_bwd"]),
+        )
         if "error" in mem:
             rec["memory_error"] = mem["error"]
         if "error" not in base:
             s = common.paired_speedup(base["fwd_bwd"], t["fwd_bwd"])
-            r = 1.0 if case["impl"] == "sdpa" else theoretical_ratio(case["pattern"], n, args.stride, args.c,
-                                                                      args.heads, args.combine)
+            r = (
+                1.0
+                if case["impl"] == "sdpa"
+                else theoretical_ratio(case["pattern"], n, args.stride, args.c, args.heads, args.combine)
+            )
             if not args.device.startswith("cuda"):
-                rec.update(fwd_bwd_cpu_seconds=common.median(t["fwd_bwd_cpu"]),
-                           cpu_speedup_vs_dense=common.paired_speedup(base["fwd_bwd_cpu"], t["fwd_bwd_cpu"]))
-            rec.update(speedup_vs_dense=s, fwd_speedup_vs_dense=common.paired_speedup(base["fwd"], t["fwd"]),
-                       theoretical_speedup=r,
-                       realised_fraction=(1 - 1 / s) / (1 - 1 / r) if r > 1 and s else None)
+                rec.update(
+                    fwd_bwd_cpu_seconds=common.median(t["fwd_bwd_cpu"]),
+                    cpu_speedup_vs_dense=common.paired_speedup(base["fwd_bwd_cpu"], t["fwd_bwd_cpu"]),
+                )
+            rec.update(
+                speedup_vs_dense=s,
+                fwd_speedup_vs_dense=common.paired_speedup(base["fwd"], t["fwd"]),
+                theoretical_speedup=r,
+                realised_fraction=(1 - 1 / s) / (1 - 1 / r) if r > 1 and s else None,
+            )
         records.append(rec)
     dense_mem = records[0].get("peak_memory_bytes")
     for rec in records:
@@ -232,8 +290,21 @@ def _records(args, n: int) -> list[dict]:
     return records
 
 
-FIRST = ["pattern", "n", "stride", "c", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes",
-         "speedup_vs_dense", "fwd_speedup_vs_dense", "memory_vs_dense", "theoretical_speedup", "realised_fraction"]
+FIRST = [
+    "pattern",
+    "n",
+    "stride",
+    "c",
+    "impl",
+    "fwd_seconds",
+    "fwd_bwd_seconds",
+    "peak_memory_bytes",
+    "speedup_vs_dense",
+    "fwd_speedup_vs_dense",
+    "memory_vs_dense",
+    "theoretical_speedup",
+    "realised_fraction",
+]
 
 
 def main(args: argparse.Namespace) -> list[dict]:
@@ -247,8 +318,19 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 def format_table(records: list[dict]) -> str:
-    cols = ["pattern", "n", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes", "speedup_vs_dense",
-            "cpu_speedup_vs_dense", "memory_vs_dense", "theoretical_speedup", "realised_fraction"]
+    cols = [
+        "pattern",
+        "n",
+        "impl",
+        "fwd_seconds",
+        "fwd_bwd_seconds",
+        "peak_memory_bytes",
+        "speedup_vs_dense",
+        "cpu_speedup_vs_dense",
+        "memory_vs_dense",
+        "theoretical_speedup",
+        "realised_fraction",
+    ]
     lines = ["  ".join(f"{c:>14}" for c in cols)]
     for r in records:
         cells = []

@@ -9,6 +9,7 @@ Peak memory on CPU: a fresh process per case (``python -m MODULE --worker``) who
 straight from mmap and go back on free (``MALLOC_MMAP_THRESHOLD_``), so its resident set follows live
 tensors; the peak is ``VmHWM`` after the measured call minus the resident set just before it.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,9 +45,13 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def interleaved(fns: dict[str, Callable[[], None]], repeats: int, sync: Callable[[], None] = lambda: None,
-                errors: dict[str, str] | None = None,
-                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+def interleaved(
+    fns: dict[str, Callable[[], None]],
+    repeats: int,
+    sync: Callable[[], None] = lambda: None,
+    errors: dict[str, str] | None = None,
+    cpu: dict[str, list[float]] | None = None,
+) -> dict[str, list[float]]:
     """Seconds of each function per round: one untimed warm-up each, then ``repeats`` rounds in turn.
     A function that raises is dropped (its message goes to ``errors``). ``cpu`` receives the process's
     CPU seconds per round (all threads: on a loaded CPU a steadier measure of the work than wall time)."""
@@ -88,8 +93,9 @@ def run_worker(module: str, payload: dict, env: dict | None = None):
     line parsed as JSON, or ``{"error": ...}``."""
     env = dict(os.environ if env is None else env)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    proc = subprocess.run([sys.executable, "-m", module, "--worker", json.dumps(payload)],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--worker", json.dumps(payload)], capture_output=True, text=True, env=env
+    )
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])

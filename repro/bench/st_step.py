@@ -9,6 +9,7 @@ rounds of the dense step's time / the pattern's within a round. Peak memory of a
 ``max_memory_allocated`` above the model and optimizer; CPU, a fresh process per pattern (``common``)
 that takes one step first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,20 +25,37 @@ def _csv(s: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=8192, help="tokens per training sequence (the block)")
-    parser.add_argument("--patterns", type=_csv, default=["strided", "fixed"],
-                        help="comma-separated; the dense model is always measured as the baseline")
+    parser.add_argument(
+        "--patterns",
+        type=_csv,
+        default=["strided", "fixed"],
+        help="comma-separated; the dense model is always measured as the baseline",
+    )
     parser.add_argument("--layers", type=int, default=4, help="residual blocks")
     parser.add_argument("--d-model", type=int, default=256, help="model width")
     parser.add_argument("--heads", type=int, default=4, help="attention heads")
     parser.add_argument("--stride", type=int, default=128, help="l (block length / stride)")
     parser.add_argument("--c", type=int, default=16, help="summary positions per block (fixed)")
-    parser.add_argument("--combine", default="merged", choices=["merged", "interleaved", "multihead"],
-                        help="how the two halves of a factorised pattern combine")
-    parser.add_argument("--impl", default="auto", choices=["auto", "blocked", "flex", "masked"],
-                        help="attention kernel (auto: flex on CUDA, blocked on CPU)")
+    parser.add_argument(
+        "--combine",
+        default="merged",
+        choices=["merged", "interleaved", "multihead"],
+        help="how the two halves of a factorised pattern combine",
+    )
+    parser.add_argument(
+        "--impl",
+        default="auto",
+        choices=["auto", "blocked", "flex", "masked"],
+        help="attention kernel (auto: flex on CUDA, blocked on CPU)",
+    )
     parser.add_argument("--batch", type=int, default=1, help="sequences per step")
     parser.add_argument("--vocab", type=int, default=256, help="vocabulary size (random tokens)")
-    parser.add_argument("--precision", default="32", choices=["32", "bf16"], help="32, or bf16 under autocast (as the paper trained, on GPU)")
+    parser.add_argument(
+        "--precision",
+        default="32",
+        choices=["32", "bf16"],
+        help="32, or bf16 under autocast (as the paper trained, on GPU)",
+    )
     parser.add_argument("--checkpointing", action="store_true", help="recompute each residual block in backward")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved timing rounds")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
@@ -57,8 +75,17 @@ def _setup(s: dict, pattern: str, n: int | None = None):
     dev = torch.device(s["device"])
     n = n or s["n"]
     torch.manual_seed(0)
-    cfg = Config(layers=s["layers"], d_model=s["d_model"], heads=s["heads"], pattern=pattern, stride=s["stride"],
-                 c=s["c"], combine=s["combine"], impl=s["impl"], checkpointing=s["checkpointing"])
+    cfg = Config(
+        layers=s["layers"],
+        d_model=s["d_model"],
+        heads=s["heads"],
+        pattern=pattern,
+        stride=s["stride"],
+        c=s["c"],
+        combine=s["combine"],
+        impl=s["impl"],
+        checkpointing=s["checkpointing"],
+    )
     model = Model(cfg, s["vocab"], n).to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(1)
@@ -87,12 +114,20 @@ def _worker(payload: dict):
         steps, info = {}, {}
         for p in payload["patterns"]:
             model, steps[p] = _setup(s, p)
-            info[p] = {"flops_per_token": model.flops_per_token(), "attn_keys_per_query": model.keys_per_query(),
-                       "params": sum(t.numel() for t in model.parameters())}
+            info[p] = {
+                "flops_per_token": model.flops_per_token(),
+                "attn_keys_per_query": model.keys_per_query(),
+                "params": sum(t.numel() for t in model.parameters()),
+            }
         errors: dict[str, str] = {}
         times = common.interleaved(steps, s["repeats"], sync, errors)
-        return {"times": times, "errors": errors, "info": info, "threads": torch.get_num_threads(),
-                "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
+        return {
+            "times": times,
+            "errors": errors,
+            "info": info,
+            "threads": torch.get_num_threads(),
+            "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        }
     pattern = payload["patterns"][0]
     if dev.type == "cuda":
         _, step = _setup(s, pattern)
@@ -118,25 +153,50 @@ def _run(payload: dict, env: dict | None = None):
 
 
 def main(args: argparse.Namespace) -> list[dict]:
-    s = dict(n=args.n, layers=args.layers, d_model=args.d_model, heads=args.heads, stride=args.stride, c=args.c,
-             combine=args.combine, impl=args.impl, batch=args.batch, vocab=args.vocab, precision=args.precision,
-             checkpointing=args.checkpointing, repeats=args.repeats, threads=args.threads, device=args.device)
+    s = dict(
+        n=args.n,
+        layers=args.layers,
+        d_model=args.d_model,
+        heads=args.heads,
+        stride=args.stride,
+        c=args.c,
+        combine=args.combine,
+        impl=args.impl,
+        batch=args.batch,
+        vocab=args.vocab,
+        precision=args.precision,
+        checkpointing=args.checkpointing,
+        repeats=args.repeats,
+        threads=args.threads,
+        device=args.device,
+    )
     patterns = ["dense"] + [p for p in args.patterns if p != "dense"]
     timed = _run({"what": "time", "setup": s, "patterns": patterns})
     times, errors = timed.get("times", {}), timed.get("errors", {})
     base = times.get("dense")
     records = []
     for p in patterns:
-        rec = {"pattern": p, **s, "threads": timed.get("threads"), "device_name": timed.get("device_name"),
-               "timing": "interleaved"}
+        rec = {
+            "pattern": p,
+            **s,
+            "threads": timed.get("threads"),
+            "device_name": timed.get("device_name"),
+            "timing": "interleaved",
+        }
         if p not in times:
             records.append({**rec, "error": errors.get(p) or timed.get("error", "timing worker failed")})
             continue
-        mem = _run({"what": "memory", "setup": s, "patterns": [p]},
-                   None if args.device.startswith("cuda") else common.memory_env())
-        rec.update(seconds_per_step=common.median(times[p]), rounds=len(times[p]),
-                   speedup_vs_dense=common.paired_speedup(base, times[p]) if base else None,
-                   peak_memory_bytes=mem.get("peak_memory_bytes"), **timed["info"][p])
+        mem = _run(
+            {"what": "memory", "setup": s, "patterns": [p]},
+            None if args.device.startswith("cuda") else common.memory_env(),
+        )
+        rec.update(
+            seconds_per_step=common.median(times[p]),
+            rounds=len(times[p]),
+            speedup_vs_dense=common.paired_speedup(base, times[p]) if base else None,
+            peak_memory_bytes=mem.get("peak_memory_bytes"),
+            **timed["info"][p],
+        )
         records.append(rec)
     dense = records[0]
     for rec in records:
@@ -159,6 +219,13 @@ if __name__ == "__main__":
         p.add_argument("--json", action="store_true")
         a = p.parse_args()
         recs = main(a)
-        keys = ["pattern", "n", "seconds_per_step", "speedup_vs_dense", "peak_memory_bytes", "memory_vs_dense",
-                "flops_ratio_vs_dense"]
+        keys = [
+            "pattern",
+            "n",
+            "seconds_per_step",
+            "speedup_vs_dense",
+            "peak_memory_bytes",
+            "memory_vs_dense",
+            "flops_ratio_vs_dense",
+        ]
         print(json.dumps(recs, indent=1) if a.json else "\n".join(str({k: r.get(k) for k in keys}) for r in recs))

@@ -81,10 +81,20 @@ stand-in, and ``moh-audio`` (five pieces of music-on-hold recorded at 8 kHz) the
 Your own data. ``data: {name: file, path: corpus.txt, kind: bytes|chars|text8}`` in a manifest makes
 any local file a corpus with the same 90/5/5 split (prepared on first use, again when the file changes).
 """
+
 from __future__ import annotations
 
-from repro.data.api import (dataset_dir, ensure, is_prepared, missing, open_split, prepare, prepare_command,
-                            provenance, verify)
+from repro.data.api import (
+    dataset_dir,
+    ensure,
+    is_prepared,
+    missing,
+    open_split,
+    prepare,
+    prepare_command,
+    provenance,
+    verify,
+)
 from repro.data.catalog import DatasetInfo, get, names
 from repro.data.errors import DataError, DatasetMissing
 from repro.data.store import data_root
@@ -96,6 +106,21 @@ def dataset_info(name: str) -> DatasetInfo:
     return get(name).info
 
 
-__all__ = ["DataError", "DatasetInfo", "DatasetMissing", "Vocab", "data_root", "dataset_dir", "dataset_info",
-           "ensure", "is_prepared", "missing", "names", "open_split", "prepare", "prepare_command", "provenance",
-           "verify"]
+__all__ = [
+    "DataError",
+    "DatasetInfo",
+    "DatasetMissing",
+    "Vocab",
+    "data_root",
+    "dataset_dir",
+    "dataset_info",
+    "ensure",
+    "is_prepared",
+    "missing",
+    "names",
+    "open_split",
+    "prepare",
+    "prepare_command",
+    "provenance",
+    "verify",
+]

@@ -1,4 +1,5 @@
 """The data layer's operations: prepare a dataset, open a split, verify what is stored."""
+
 from __future__ import annotations
 
 import contextlib
@@ -82,13 +83,25 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
             work = stack.enter_context(tempfile.TemporaryDirectory(prefix=".debian-", dir=data_root(root)))
             fetched = debian.fetch(ds.debian, Path(work), allow_unverified)
             src, releases = fetched.path, (fetched.release,) if fetched.release else ()
-        job = Job(src, stack.enter_context(building(target)), data_root(root) / "downloads", allow_unverified,
-                  options, unverified=list(fetched.unverified) if fetched else [], releases=releases)
+        job = Job(
+            src,
+            stack.enter_context(building(target)),
+            data_root(root) / "downloads",
+            allow_unverified,
+            options,
+            unverified=list(fetched.unverified) if fetched else [],
+            releases=releases,
+        )
         meta = ds.prepare(job)
         if ds.debian is not None:
             meta["source"].update(_debian_source(ds.debian, fetched, job))
-        meta.update(name=name, verified=not job.unverified, unverified=job.unverified,
-                    prepared_at=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 2))
+        meta.update(
+            name=name,
+            verified=not job.unverified,
+            unverified=job.unverified,
+            prepared_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+            seconds=round(time.time() - started, 2),
+        )
         write_meta(job.out, meta)
     return target
 
@@ -111,8 +124,9 @@ def provenance(name: str, root=None, **options) -> tuple[str | None, bool]:
 
 
 def _missing(name: str, root, options: dict) -> DatasetMissing:
-    return DatasetMissing(f"dataset {name!r} is not prepared in {data_root(root)}; "
-                          f"run `{prepare_command(name, root, **options)}`")
+    return DatasetMissing(
+        f"dataset {name!r} is not prepared in {data_root(root)}; run `{prepare_command(name, root, **options)}`"
+    )
 
 
 def is_prepared(name: str, root=None, **options) -> bool:
@@ -137,8 +151,10 @@ def ensure(name: str, echo, root=None, **options) -> None:
         return
     if not catalog.get(name).from_registry:
         raise _missing(name, root, options)
-    echo(f"dataset {name} is not prepared: preparing it now from {catalog.get(name).info.source} "
-         f"(as `{prepare_command(name, root)}`)")
+    echo(
+        f"dataset {name} is not prepared: preparing it now from {catalog.get(name).info.source} "
+        f"(as `{prepare_command(name, root)}`)"
+    )
     prepare(name, root=root)
 
 
@@ -165,8 +181,10 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
             raise _missing(name, root, options)
         array, vocab = load_array(directory, split), Vocab.from_json(meta["vocab"])
         if list(array.shape) != list(meta["splits"][split].get("shape", array.shape)):
-            raise CorruptData(f"{directory / split}.npy: corrupt (shape {list(array.shape)}, meta.json says "
-                              f"{meta['splits'][split]['shape']})")
+            raise CorruptData(
+                f"{directory / split}.npy: corrupt (shape {list(array.shape)}, meta.json says "
+                f"{meta['splits'][split]['shape']})"
+            )
     except CorruptData as err:
         raise CorruptData(f"{err}; run `{prepare_command(name, root, **options)}` again") from None
     if "vocab" in options:

@@ -1,4 +1,5 @@
 """Reading members out of zip, tar and gzip files, turning every kind of corruption into a DataError."""
+
 from __future__ import annotations
 
 import contextlib

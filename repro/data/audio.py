@@ -8,6 +8,7 @@ The Sparse Transformer paper's classical-music corpus was never released; MAESTR
 ``--from`` its folder) is the public stand-in, and ``moh-audio`` (Debian ``asterisk-moh-opsound-wav``,
 ~18 minutes of real music recorded at 8 kHz) the offline one.
 """
+
 from __future__ import annotations
 
 from math import gcd
@@ -66,25 +67,47 @@ def audio_files(src: Path) -> list[Path]:
 def save_audio(job: Job, files: list[Path], source: dict) -> dict:
     stream = np.concatenate([mu_law(load_mono(p)) for p in files])
     splits = {s: save_array(job.out, s, stream[a:b]) for s, (a, b) in split_bounds(len(stream)).items()}
-    return {"vocab": vocabs.values(MU + 1, "sample").to_json(), "splits": splits, "rate": RATE,
-            "seconds": round(len(stream) / RATE, 1), "source": {**source, "files": len(files)}}
+    return {
+        "vocab": vocabs.values(MU + 1, "sample").to_json(),
+        "splits": splits,
+        "rate": RATE,
+        "seconds": round(len(stream) / RATE, 1),
+        "source": {**source, "files": len(files)},
+    }
 
 
 def prepare_audio(job: Job) -> dict:
     return save_audio(job, audio_files(job.src), {"dir": str(job.src)})
 
 
-MOH = Package("asterisk-moh-opsound-wav", "usr/share/asterisk/moh", (
-    Release("2.03-1.1", Pin(13_969_212, "8f9d808a729d305c2d3343993f21ca5e6829e411682618dc8ea7aa8bc24a566c"), {
-        # 8 kHz mono 16-bit PCM, 1,106.8 s in all
-        "macroform-cold_day.wav": Pin(3_908_426, "716048b9913498c5416ed2df0d28b562b5c8017c07a030e19bb119b96d905b92"),
-        "macroform-robot_dity.wav": Pin(3_019_752, "018064be59d8830d495c948231aefa286369eaff9a289a112af09acf94b57445"),
-        "macroform-the_simplicity.wav": Pin(4_464_220,
-                                            "ce642e2f083a9d2df94b252476f6a339c93a59882838fce5d4dd6afbdcf2cef9"),
-        "manolo_camp-morning_coffee.wav": Pin(1_169_586,
-                                              "43540271262ebb37f5a760dea62686cc30dc379d85757a83f79b8bc0dce8bedb"),
-        "reno_project-system.wav": Pin(5_147_816, "6eab497384d54844e064125625ae6e147973de6a4b1e58fad87cf5aa095fbf92")}),
-))
+MOH = Package(
+    "asterisk-moh-opsound-wav",
+    "usr/share/asterisk/moh",
+    (
+        Release(
+            "2.03-1.1",
+            Pin(13_969_212, "8f9d808a729d305c2d3343993f21ca5e6829e411682618dc8ea7aa8bc24a566c"),
+            {
+                # 8 kHz mono 16-bit PCM, 1,106.8 s in all
+                "macroform-cold_day.wav": Pin(
+                    3_908_426, "716048b9913498c5416ed2df0d28b562b5c8017c07a030e19bb119b96d905b92"
+                ),
+                "macroform-robot_dity.wav": Pin(
+                    3_019_752, "018064be59d8830d495c948231aefa286369eaff9a289a112af09acf94b57445"
+                ),
+                "macroform-the_simplicity.wav": Pin(
+                    4_464_220, "ce642e2f083a9d2df94b252476f6a339c93a59882838fce5d4dd6afbdcf2cef9"
+                ),
+                "manolo_camp-morning_coffee.wav": Pin(
+                    1_169_586, "43540271262ebb37f5a760dea62686cc30dc379d85757a83f79b8bc0dce8bedb"
+                ),
+                "reno_project-system.wav": Pin(
+                    5_147_816, "6eab497384d54844e064125625ae6e147973de6a4b1e58fad87cf5aa095fbf92"
+                ),
+            },
+        ),
+    ),
+)
 MOH_FILES = tuple(MOH.releases[0].content)
 
 

@@ -11,6 +11,7 @@ Training:
 Evaluation (:func:`eval_batches`) predicts every target of a split exactly once and says, with a
 mask, which positions count.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -48,8 +49,7 @@ class StreamBatches:
         self.stream_len = (len(tokens) - 1) // batch_size
         self.blocks = self.stream_len // block
         if self.blocks < 1:
-            raise DataError(f"{len(tokens):,} tokens are too few for {batch_size} streams of one "
-                            f"{block}-token block")
+            raise DataError(f"{len(tokens):,} tokens are too few for {batch_size} streams of one {block}-token block")
         self._offsets = np.arange(batch_size)[:, None] * self.stream_len + np.arange(block + 1)[None, :]
         self._starts = [0]  # random_offset: the first batch of each pass, extended on demand
 
@@ -111,7 +111,7 @@ class SequenceBatches:
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         epoch, j = divmod(i, len(self))
-        idx = self.order(epoch)[j * self.batch_size:(j + 1) * self.batch_size]
+        idx = self.order(epoch)[j * self.batch_size : (j + 1) * self.batch_size]
         y = _long(self.seqs[np.sort(idx)])  # sorted: contiguous reads from the memory map
         return shift_right(y, self.start_token), y
 
@@ -130,8 +130,9 @@ class EvalBatch:
     mask: torch.Tensor
 
 
-def eval_batches(data: np.ndarray, batch_size: int, block: int, *, min_context: int, stateful: bool,
-                 start_token: int) -> Iterator[EvalBatch]:
+def eval_batches(
+    data: np.ndarray, batch_size: int, block: int, *, min_context: int, stateful: bool, start_token: int
+) -> Iterator[EvalBatch]:
     """Batches that predict every target of a split exactly once.
 
     * Text (1-D, targets are tokens 1..N-1), ``stateful=True``: ``B`` contiguous streams covering the
@@ -196,7 +197,9 @@ def _window_batches(data: np.ndarray, batch_size: int, block: int, min_context: 
 
 def _sequence_batches(data: np.ndarray, batch_size: int, block: int, start_token: int) -> Iterator[EvalBatch]:
     if block != data.shape[1]:
-        raise DataError(f"block ({block}) must equal the sequence length ({data.shape[1]}) for whole-sequence evaluation")
+        raise DataError(
+            f"block ({block}) must equal the sequence length ({data.shape[1]}) for whole-sequence evaluation"
+        )
     for first in range(0, len(data), batch_size):
-        y = _long(data[first:first + batch_size])
+        y = _long(data[first : first + batch_size])
         yield EvalBatch(shift_right(y, start_token), y, torch.ones_like(y, dtype=torch.bool))

@@ -1,4 +1,5 @@
 """``repro data``: list, prepare, verify and describe datasets. Thin: parses, calls the API, prints."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,19 @@ def register(subparsers, parents: list[argparse.ArgumentParser] = ()) -> None:
 
     command("list", cmd_list, "every dataset: kind, size, vocabulary, source, prepared or not", with_name=False)
     p = command("prepare", cmd_prepare, "download or read, verify, split and store a dataset")
-    p.add_argument("--from", dest="src", default=None, metavar="PATH",
-                   help="local archive, file or folder instead of the download / Debian files")
+    p.add_argument(
+        "--from",
+        dest="src",
+        default=None,
+        metavar="PATH",
+        help="local archive, file or folder instead of the download / Debian files",
+    )
     p.add_argument("--allow-unverified", action="store_true", help="accept sources whose size or hash differs")
     p.add_argument("--kind", choices=FILE_KINDS, default="bytes", help="for `file`: how to read it")
-    for name, handler, help in (("verify", cmd_verify, "re-hash the stored splits"),
-                                ("info", cmd_info, "details of one dataset")):
+    for name, handler, help in (
+        ("verify", cmd_verify, "re-hash the stored splits"),
+        ("info", cmd_info, "details of one dataset"),
+    ):
         p = command(name, handler, help)
         p.add_argument("--from", dest="src", default=None, metavar="PATH", help="for `file`: the file")
         p.add_argument("--kind", choices=FILE_KINDS, default="bytes", help="for `file`: how it was read")
@@ -41,7 +49,7 @@ def _file_options(args) -> dict:
 
 
 def _package(meta: dict) -> str | None:
-    """"NAME VERSION" of the Debian package a prepared dataset came from; None if not from one."""
+    """ "NAME VERSION" of the Debian package a prepared dataset came from; None if not from one."""
     src = meta["source"]
     return f"{src['debian']} {src.get('version') or '(unknown version)'}" if "debian" in src else None
 
@@ -89,21 +97,36 @@ def cmd_verify(args) -> int:
 
 def cmd_info(args) -> int:
     info = catalog.get(args.name).info
-    rows = [["name", info.name], ["kind", info.kind], ["description", info.description],
-            ["source", info.source], ["unit", info.unit], ["vocabulary", info.vocab], ["size", info.size]]
+    rows = [
+        ["name", info.name],
+        ["kind", info.kind],
+        ["description", info.description],
+        ["source", info.source],
+        ["unit", info.unit],
+        ["vocabulary", info.vocab],
+        ["size", info.size],
+    ]
     if info.shape:
         rows.append(["shape", " x ".join(map(str, info.shape))])
     if args.name != "file" or args.src:
         directory = api.dataset_dir(args.name, args.root, **_file_options(args))
         meta = store.read_meta(directory)
-        rows.append(["prepared", f"yes, {meta['prepared_at']} in {directory}" if meta else
-                     f"no: {api.prepare_command(args.name, args.root, **_file_options(args))}"])
+        rows.append(
+            [
+                "prepared",
+                f"yes, {meta['prepared_at']} in {directory}"
+                if meta
+                else f"no: {api.prepare_command(args.name, args.root, **_file_options(args))}",
+            ]
+        )
         if meta:
             if _package(meta):
                 rows.append(["package", f"Debian {_package(meta)}"])
             rows.append(["verified", "yes" if meta["verified"] else f"no: {', '.join(meta['unverified'])}"])
-            rows += [[s, f"{' x '.join(map(str, meta['splits'][s]['shape']))} {meta['splits'][s]['dtype']}"]
-                     for s in store.SPLITS]
+            rows += [
+                [s, f"{' x '.join(map(str, meta['splits'][s]['shape']))} {meta['splits'][s]['dtype']}"]
+                for s in store.SPLITS
+            ]
             rows.append(["vocab size", str(meta["vocab"]["size"])])
     print_table(rows)
     return 0

@@ -7,6 +7,7 @@ the newest known release is not among them, downloads the first known release of
 ``apt-get download NAME=VERSION`` into a temporary directory and unpacks it with ``dpkg-deb -x``.
 Nothing is installed or removed, and no root is needed where ``apt-get download`` works.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -53,8 +54,10 @@ def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess
     try:
         return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     except FileNotFoundError:
-        raise DataError(f"`{cmd[0]}` not found: fetching Debian packages needs apt (Debian/Ubuntu); "
-                        f"elsewhere pass --from DIR holding a pinned release's files") from None
+        raise DataError(
+            f"`{cmd[0]}` not found: fetching Debian packages needs apt (Debian/Ubuntu); "
+            f"elsewhere pass --from DIR holding a pinned release's files"
+        ) from None
 
 
 def _last_line(done: subprocess.CompletedProcess) -> str:
@@ -103,9 +106,11 @@ def choose(package: Package, allow_unverified: bool) -> tuple[str, Release | Non
     pinned = ", ".join(r.version for r in package.releases)
     has = f"offers {', '.join(versions)}" if versions else "offers no version of it"
     note = f" (refreshing the package lists failed: {failed})" if failed else ""
-    route = (f"pass --allow-unverified to use {versions[0]} (recorded as unverified), or " if versions else "")
-    raise DataError(f"{package.name}: no pinned version ({pinned}) can be had; the package archive {has}{note}; "
-                    f"{route}pass --from DIR holding a pinned release's /{package.root}")
+    route = f"pass --allow-unverified to use {versions[0]} (recorded as unverified), or " if versions else ""
+    raise DataError(
+        f"{package.name}: no pinned version ({pinned}) can be had; the package archive {has}{note}; "
+        f"{route}pass --from DIR holding a pinned release's /{package.root}"
+    )
 
 
 def download(name: str, version: str, dest: Path) -> Path:
@@ -113,8 +118,10 @@ def download(name: str, version: str, dest: Path) -> Path:
     done = _run(["apt-get", "download", "-q", f"{name}={version}"], cwd=dest)
     debs = sorted(dest.glob("*.deb"))
     if done.returncode != 0 or len(debs) != 1:
-        raise DataError(f"`apt-get download {name}={version}` failed ({_last_line(done)}); "
-                        f"rerun, or pass --from DIR holding a pinned release's files")
+        raise DataError(
+            f"`apt-get download {name}={version}` failed ({_last_line(done)}); "
+            f"rerun, or pass --from DIR holding a pinned release's files"
+        )
     return debs[0]
 
 

@@ -1,4 +1,5 @@
 """Errors raised by the data layer; all are user errors (one-line message, exit status 2)."""
+
 from __future__ import annotations
 
 from repro.errors import UserError

@@ -3,6 +3,7 @@
 A download goes to ``<dest>.part``; an interrupted one resumes with an HTTP Range request (or starts
 over if the server ignores the range), and only a complete, verified file is renamed to ``dest``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -116,5 +117,6 @@ def _fetch(url: str, part: Path, have: int, timeout: float) -> None:
         raise DataError(f"download of {url} failed: HTTP {e.code} {e.reason}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise DataError(f"download of {url} failed ({reason}); rerun to resume, "
-                        f"or fetch it yourself and pass --from PATH") from None
+        raise DataError(
+            f"download of {url} failed ({reason}); rerun to resume, or fetch it yourself and pass --from PATH"
+        ) from None

@@ -11,6 +11,7 @@
 Both hold out 10,000 training images (fixed seed) as valid; the official validation images are the test
 split. The training split (~16 GB) is written into memory-mapped .npy files as it is read.
 """
+
 from __future__ import annotations
 
 import io
@@ -34,7 +35,10 @@ SIDE = 64
 ROW = 3 * SIDE * SIDE
 OORD_VERSION, CHRABASZCZ_VERSION = "oord-2016", "chrabaszcz-2017"
 OORD_TARS = {  # split -> (file, pin): tensorflow_datasets url_checksums/downsampled_imagenet.txt
-    "train": ("train_64x64.tar", Pin(12_112_588_800, "e2a2c1947a748d0d256e98e6d82800d855441dc9e4de2e71a773f1324c4524d7")),
+    "train": (
+        "train_64x64.tar",
+        Pin(12_112_588_800, "e2a2c1947a748d0d256e98e6d82800d855441dc9e4de2e71a773f1324c4524d7"),
+    ),
     "test": ("valid_64x64.tar", Pin(477_255_680, "eeac03ec4f585baf871d2b4cb9c974bfe345e74878a74e5820fe6eb1041629cd")),
 }
 
@@ -44,12 +48,14 @@ class _Splits:
 
     def __init__(self, out: Path, rows: dict[str, int]):
         self.out = out
-        self.arrays = {s: np.lib.format.open_memmap(out / f"{s}.npy", mode="w+", dtype=np.uint8, shape=(n, ROW))
-                       for s, n in rows.items()}
+        self.arrays = {
+            s: np.lib.format.open_memmap(out / f"{s}.npy", mode="w+", dtype=np.uint8, shape=(n, ROW))
+            for s, n in rows.items()
+        }
         self.at = dict.fromkeys(rows, 0)
 
     def append(self, split: str, rows: np.ndarray) -> None:
-        self.arrays[split][self.at[split]:self.at[split] + len(rows)] = rows
+        self.arrays[split][self.at[split] : self.at[split] + len(rows)] = rows
         self.at[split] += len(rows)
 
     def records(self) -> dict[str, dict]:
@@ -62,7 +68,7 @@ def _hold_out(splits: _Splits, batches: Iterable[np.ndarray], mask: np.ndarray) 
     """Training images (in order, batch after batch) into train, and those ``mask`` holds out into valid."""
     start = 0
     for rows in batches:
-        held = mask[start:start + len(rows)]
+        held = mask[start : start + len(rows)]
         splits.append("train", rows[~held])
         splits.append("valid", rows[held])
         start += len(rows)
@@ -77,18 +83,20 @@ def _train_rows(src: Path, n: int) -> tuple[np.ndarray, dict[str, int]]:
 
 # --- van den Oord et al. 2016 (the paper's) ---------------------------------------------------------
 
+
 def _find(src: Path, name: str) -> Path:
     found = sorted(src.rglob(name)) if src.is_dir() else []
     if not found:
-        raise DataError(f"{src}: {name} not found; expected train_64x64.tar and valid_64x64.tar (van den Oord "
-                        f"et al. 2016: image-net.org/small/ after logging in)")
+        raise DataError(
+            f"{src}: {name} not found; expected train_64x64.tar and valid_64x64.tar (van den Oord "
+            f"et al. 2016: image-net.org/small/ after logging in)"
+        )
     return found[0]
 
 
 def png_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     """The archive's PNG files in name order."""
-    return sorted((m for m in tar.getmembers() if m.isfile() and m.name.lower().endswith(".png")),
-                  key=lambda m: m.name)
+    return sorted((m for m in tar.getmembers() if m.isfile() and m.name.lower().endswith(".png")), key=lambda m: m.name)
 
 
 def png_pixels(name: str, raw: bytes) -> np.ndarray:
@@ -104,11 +112,12 @@ def png_pixels(name: str, raw: bytes) -> np.ndarray:
     return pixels.reshape(ROW)
 
 
-def _tar_images(path: Path, members: list[tarfile.TarInfo], tar: tarfile.TarFile,
-                batch: int = 1024) -> Iterator[np.ndarray]:
+def _tar_images(
+    path: Path, members: list[tarfile.TarInfo], tar: tarfile.TarFile, batch: int = 1024
+) -> Iterator[np.ndarray]:
     for first in range(0, len(members), batch):
         rows = []
-        for m in members[first:first + batch]:
+        for m in members[first : first + batch]:
             f = tar.extractfile(m)
             rows.append(png_pixels(f"{path}:{m.name}", f.read()))
         yield np.stack(rows)
@@ -119,8 +128,12 @@ def prepare_imagenet64(job: Job) -> dict:
     tars = {split: _find(job.src, name) for split, (name, _) in OORD_TARS.items()}
     for split, (_, pin) in OORD_TARS.items():
         job.check_file(tars[split], pin)
-    with archives.reading(tars["train"]), tarfile.open(tars["train"]) as train, \
-            archives.reading(tars["test"]), tarfile.open(tars["test"]) as test:
+    with (
+        archives.reading(tars["train"]),
+        tarfile.open(tars["train"]) as train,
+        archives.reading(tars["test"]),
+        tarfile.open(tars["test"]) as test,
+    ):
         members = {"train": png_members(train), "test": png_members(test)}
         mask, rows = _train_rows(tars["train"], len(members["train"]))
         if not members["test"]:
@@ -133,6 +146,7 @@ def prepare_imagenet64(job: Job) -> dict:
 
 
 # --- Chrabaszcz et al. 2017 (a named alternative) -----------------------------------------------------
+
 
 def npz_rows(path: Path) -> int:
     """Number of images in an npz batch, read from the array header without decompressing the data."""
@@ -155,8 +169,10 @@ def npz_files(src: Path) -> tuple[list[Path], Path]:
     train = sorted(src.rglob("train_data_batch_*.npz"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
     val = sorted(src.rglob("val_data.npz"))
     if not train or not val:
-        raise DataError(f"{src}: expected Imagenet64_train_npz/train_data_batch_*.npz and "
-                        f"Imagenet64_val_npz/val_data.npz (download them from image-net.org after logging in)")
+        raise DataError(
+            f"{src}: expected Imagenet64_train_npz/train_data_batch_*.npz and "
+            f"Imagenet64_val_npz/val_data.npz (download them from image-net.org after logging in)"
+        )
     return train, val[0]
 
 
@@ -178,5 +194,6 @@ def prepare_imagenet64_2017(job: Job) -> dict:
     _hold_out(splits, batches(), mask)
     splits.append("test", test)
     job.unverified.append(f"{job.src} (no hashes are published for the 2017 npz files)")
-    return image_meta(256, splits.records(), {"dir": str(job.src), "train_files": len(train_files),
-                                              "version": CHRABASZCZ_VERSION})
+    return image_meta(
+        256, splits.records(), {"dir": str(job.src), "train_files": len(train_files), "version": CHRABASZCZ_VERSION}
+    )

@@ -4,6 +4,7 @@ A validation split is held out from the training images with a fixed seed (:func
 Sparse Transformer paper does for CIFAR-10 (48,000 / 2,000); the official test images are the test split.
 Downsampled ImageNet is :mod:`repro.data.imagenet`.
 """
+
 from __future__ import annotations
 
 import io
@@ -57,9 +58,14 @@ CIFAR_VALID = 2_000
 class _ArrayUnpickler(pickle.Unpickler):
     """Unpickles the CIFAR batches (dicts of numpy arrays, lists, bytes) and nothing else."""
 
-    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar")}
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+    }
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self.ALLOWED:
@@ -87,24 +93,36 @@ def prepare_cifar10(job: Job) -> dict:
         job.check_bytes(name, members[name], Pin(None, md5, "md5"))
     train = np.concatenate([cifar_batch(n, members[n]) for n in list(CIFAR_MEMBERS)[:5]])
     valid = holdout(len(train), CIFAR_VALID)
-    splits = {"train": save_array(job.out, "train", train[~valid]),
-              "valid": save_array(job.out, "valid", train[valid]),
-              "test": save_array(job.out, "test", cifar_batch("test_batch", members[list(CIFAR_MEMBERS)[5]]))}
+    splits = {
+        "train": save_array(job.out, "train", train[~valid]),
+        "valid": save_array(job.out, "valid", train[valid]),
+        "test": save_array(job.out, "test", cifar_batch("test_batch", members[list(CIFAR_MEMBERS)[5]])),
+    }
     return image_meta(256, splits, {"url": CIFAR_URL})
 
 
 # --- Fashion-MNIST (Debian dataset-fashion-mnist) ---------------------------------------------------
 
 FASHION_FILES = ("train-images-idx3-ubyte", "t10k-images-idx3-ubyte")  # pinned decompressed
-FASHION = Package("dataset-fashion-mnist", "usr/share/datasets/fashion-mnist", (
-    Release("0.0~git20200523.55506a9-1",
-            Pin(30_900_652, "39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0"), {
+FASHION = Package(
+    "dataset-fashion-mnist",
+    "usr/share/datasets/fashion-mnist",
+    (
+        Release(
+            "0.0~git20200523.55506a9-1",
+            Pin(30_900_652, "39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0"),
+            {
                 # md5: f4a8712d7a061bf5bd6d2ca38dc4d50a, 8181f5470baa50b63fa0f6fddb340f0a
-                "train-images-idx3-ubyte": Pin(47_040_016,
-                                               "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"),
-                "t10k-images-idx3-ubyte": Pin(7_840_016,
-                                              "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b")}),
-))
+                "train-images-idx3-ubyte": Pin(
+                    47_040_016, "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"
+                ),
+                "t10k-images-idx3-ubyte": Pin(
+                    7_840_016, "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"
+                ),
+            },
+        ),
+    ),
+)
 FASHION_VALID = 5_000
 
 
@@ -129,7 +147,9 @@ def read_fashion(job: Job, name: str) -> np.ndarray:
 def prepare_fashion_mnist(job: Job) -> dict:
     train = read_fashion(job, FASHION_FILES[0])
     valid = holdout(len(train), FASHION_VALID)
-    splits = {"train": save_array(job.out, "train", train[~valid]),
-              "valid": save_array(job.out, "valid", train[valid]),
-              "test": save_array(job.out, "test", read_fashion(job, FASHION_FILES[1]))}
+    splits = {
+        "train": save_array(job.out, "train", train[~valid]),
+        "valid": save_array(job.out, "valid", train[valid]),
+        "test": save_array(job.out, "test", read_fashion(job, FASHION_FILES[1])),
+    }
     return image_meta(256, splits, {})

@@ -1,4 +1,5 @@
 """One preparation: where the source is, where the output goes, and what was verified on the way."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class Job:
         for r in self.releases:
             pins.setdefault(r.content[key], []).append(r.version)
         expected = "; ".join(f"{', '.join(v)}: sha256 {p.digest}, {p.size:,} bytes" for p, v in pins.items())
-        fetch.refuse_unless(f"{what}: sha256 {digest}, {size:,} bytes; expected a pinned release's ({expected})",
-                            self.allow_unverified)
+        fetch.refuse_unless(
+            f"{what}: sha256 {digest}, {size:,} bytes; expected a pinned release's ({expected})", self.allow_unverified
+        )
         self.unverified.append(what)

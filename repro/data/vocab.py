@@ -8,6 +8,7 @@ Three shapes cover every dataset:
 * character vocabularies (``alphabet``): id -> character (text8's 27 symbols, or a file's characters).
 * value vocabularies (neither): pixel intensities and mu-law audio levels, 0..size-1.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -77,14 +78,22 @@ class Vocab:
         raise DataError(f"a {self.unit} vocabulary has no text encoding")
 
     def to_json(self) -> dict:
-        return {"size": self.size, "unit": self.unit, "alphabet": self.alphabet,
-                "byte_values": list(self.byte_values) if self.byte_values is not None else None}
+        return {
+            "size": self.size,
+            "unit": self.unit,
+            "alphabet": self.alphabet,
+            "byte_values": list(self.byte_values) if self.byte_values is not None else None,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> Vocab:
         bv = d.get("byte_values")
-        return cls(size=d["size"], unit=d["unit"], alphabet=d.get("alphabet"),
-                   byte_values=tuple(bv) if bv is not None else None)
+        return cls(
+            size=d["size"],
+            unit=d["unit"],
+            alphabet=d.get("alphabet"),
+            byte_values=tuple(bv) if bv is not None else None,
+        )
 
 
 def raw_bytes() -> Vocab:
@@ -110,4 +119,3 @@ def present_bytes(byte_counts: np.ndarray) -> Vocab:
     """
     present = tuple(int(b) for b in np.flatnonzero(np.asarray(byte_counts)))
     return Vocab(len(present), "byte", byte_values=present)
-

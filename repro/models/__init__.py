@@ -1,4 +1,5 @@
 """Model families. ``FAMILIES`` maps the manifest's ``model.family`` to the module that implements it."""
+
 from __future__ import annotations
 
 import importlib

@@ -35,6 +35,7 @@ beyond it are never projected, and the cache keeps W - 1 + 64 states (64 of slac
 Fixed and dynamic layers keep S - 1 states. Missing history (start of a stream, a cache shorter than
 the band) is padding that gets no weight.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,6 +56,7 @@ TRIM_MULTIPLE = 64  # band widths and cache slack are multiples of this (coarse 
 
 # The phrase of the paper's Figure 5 (dynamic span per character).
 FIG5_TEXT = "overlooks the park and its numerous"
+
 
 @dataclass
 class SpanConfig:
@@ -100,7 +102,7 @@ class SpanAttention(nn.Module):
         self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
         if cfg.init == "paper":  # W_q, W_k, W_v, W_o ~ U(-1/sqrt(d_h), 1/sqrt(d_h)); official: PyTorch's
             for lin in (self.q, self.k, self.v, self.o):
-                nn.init.uniform_(lin.weight, -self.dh**-0.5, self.dh**-0.5)
+                nn.init.uniform_(lin.weight, -(self.dh**-0.5), self.dh**-0.5)
         if cfg.span.kind == "adaptive":
             self.z_prime = nn.Parameter(torch.full((H,), float(cfg.span.init)))
         elif cfg.span.kind == "dynamic":
@@ -148,7 +150,7 @@ class SpanAttention(nn.Module):
         # keys: the states at C - P - shift .. C + M - 1 - shift of [cache, block]; before a stream's start,
         # padding (no weight under the paper window, zero states under the official one)
         first = C - P - self.shift
-        kv = torch.cat([cache, h], 1)[:, max(0, first):C + M - self.shift]
+        kv = torch.cat([cache, h], 1)[:, max(0, first) : C + M - self.shift]
         n_pad = max(0, -first)
 
         def heads(t):
@@ -165,9 +167,18 @@ class SpanAttention(nn.Module):
             mask = soft_mask(x, z_t.transpose(1, 2)[..., None], R)  # (B, H, M, W)
         else:
             mask = None
-        out = band_attention(q, k, v, pe[:, :W].flip(-1), chunk=chunk_size(M, W), mask=mask,
-                             n_invalid=0 if self.shift else n_pad, dropout=self.dropout,
-                             training=self.training, record=self.record)
+        out = band_attention(
+            q,
+            k,
+            v,
+            pe[:, :W].flip(-1),
+            chunk=chunk_size(M, W),
+            mask=mask,
+            n_invalid=0 if self.shift else n_pad,
+            dropout=self.dropout,
+            training=self.training,
+            record=self.record,
+        )
         out = self.o(out.transpose(1, 2).reshape(B, M, -1))
         self.last = {"window": W_span, "band": W}
         loss = None
@@ -179,7 +190,7 @@ class SpanAttention(nn.Module):
             zd = z_t.detach()
             self.last.update(z=zd.mean((0, 1)), eff=(zd + R).clamp(max=S).mean((0, 1)), z_t=zd)
         keep = self.cache_len(z_max)
-        new_cache = torch.cat([cache, h], 1)[:, max(0, C + M - keep):].detach()
+        new_cache = torch.cat([cache, h], 1)[:, max(0, C + M - keep) :].detach()
         return out, new_cache, loss
 
 
@@ -292,14 +303,16 @@ class Model(nn.Module):
             "spans": zs,
             "effective_spans": effs,
             "span_limit": self.cfg.span.limit,
-            "attention_window": [layer.attn.window() if self.cfg.span.kind != "dynamic"
-                                 else layer.attn.last.get("window") for layer in self.layers],
+            "attention_window": [
+                layer.attn.window() if self.cfg.span.kind != "dynamic" else layer.attn.last.get("window")
+                for layer in self.layers
+            ],
             "params": sum(p.numel() for p in self.parameters()),
             "flops_per_token": self.flops_per_token(),
         }
         L = len(zs)  # mean z of the lower and of the upper half of the layers (Figure 4's depth trend)
         out["span_lower_half"] = float(np.mean(zs[: L // 2])) if L > 1 else None
-        out["span_upper_half"] = float(np.mean(zs[(L + 1) // 2:])) if L > 1 else None
+        out["span_upper_half"] = float(np.mean(zs[(L + 1) // 2 :])) if L > 1 else None
         if self.cfg.span.kind == "dynamic":
             out["dynamic_span_mean"] = float(np.mean([z for layer in zs for z in layer]))
         return out
@@ -312,12 +325,12 @@ class Model(nn.Module):
         paper's phrase, read after the preceding S tokens of ``data``."""
         S, M = self.cfg.span.limit, self.block
         device = next(self.parameters()).device
-        history = torch.as_tensor(np.asarray(data[:S + M], dtype=np.int64), device=device)[None]
+        history = torch.as_tensor(np.asarray(data[: S + M], dtype=np.int64), device=device)[None]
         state = self.init_state(1, device)
         with torch.no_grad():
             for start in range(0, S, M):
-                state = self(history[:, start:start + M], state).state
-        out = {"attention_by_distance": attention_by_distance(self, history[:, S:S + M], state)}
+                state = self(history[:, start : start + M], state).state
+        out = {"attention_by_distance": attention_by_distance(self, history[:, S : S + M], state)}
         if self.cfg.span.kind == "dynamic":
             text = torch.as_tensor(np.asarray(vocab.encode(FIG5_TEXT), dtype=np.int64), device=device)
             out["dynamic_spans"] = dynamic_spans(self, text, state)
@@ -328,8 +341,14 @@ class Model(nn.Module):
         from repro.flops import flops_per_token
 
         c = self.cfg
-        return flops_per_token(layers=c.layers, d_model=c.d_model, d_ff=c.d_ff, heads=c.heads,
-                               vocab_size=self.vocab_size, spans=self.spans()[1])
+        return flops_per_token(
+            layers=c.layers,
+            d_model=c.d_model,
+            d_ff=c.d_ff,
+            heads=c.heads,
+            vocab_size=self.vocab_size,
+            spans=self.spans()[1],
+        )
 
 
 def _as_batch(x: torch.Tensor) -> torch.Tensor:
@@ -354,9 +373,9 @@ def attention_by_distance(model: Model, x: torch.Tensor, state: Any = None) -> n
             s, n = rec["sum"].flip(-1).double(), rec["count"].flip(-1).double()  # distance - shift order
             W, W_span, shift = s.shape[-1], layer.attn.last["window"], layer.attn.shift
             weights = torch.where(n > 0, s / n.clamp(min=1), torch.nan).numpy()
-            out[i, :, shift:shift + W] = weights[..., :S - shift]
+            out[i, :, shift : shift + W] = weights[..., : S - shift]
             out[i, :, :shift] = 0.0  # the official window never attends the query itself
-            out[i, :, W_span + shift:] = 0.0  # beyond the span every weight is exactly 0
+            out[i, :, W_span + shift :] = 0.0  # beyond the span every weight is exactly 0
         return out
     finally:
         for layer in model.layers:

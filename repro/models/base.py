@@ -11,6 +11,7 @@ A family is a module under ``repro.models`` that exposes a config dataclass and 
   while the output layer predicts ``vocab_size`` symbols. ``block`` is the training context length and
   ``shape`` is the data's (rows, cols, channels) for images, else ``None``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -21,6 +21,7 @@ table of combinations: which pattern (and summary rank) each head of a layer use
 Every predicate is invariant under shifting ``i`` and ``j`` together by ``l`` (kernels and
 :func:`keys_per_query` rely on it; the tests check it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,12 +39,14 @@ COMBINES = ("interleaved", "merged", "multihead")
 class Geometry:
     """What predicates need besides positions: the stride / block length ``l``, the summary width ``c``
     and the head's first summary offset ``lo`` (an int, or an array broadcasting against the positions)."""
+
     l: int | None = None
     c: int | None = None
     lo: Any = None
 
 
 # -- the halves ------------------------------------------------------------------------------------
+
 
 def dense(i, j, g: Geometry):
     return j <= i
@@ -70,17 +73,18 @@ HALF: dict[str, Callable] = {"dense": dense, "local": local, "stride": stride, "
 # -- the layouts kernels compute densely -----------------------------------------------------------
 
 LAYOUTS: dict[str, Callable] = {
-    "causal": lambda i, j, g: j <= i,                           # the whole causal triangle
-    "own": lambda i, j, g: i // g.l == j // g.l,                # the query's own block (block diagonal)
-    "previous": lambda i, j, g: i // g.l == j // g.l + 1,       # the block before the query's
-    "residue": lambda i, j, g: (i - j) % g.l == 0,              # the query's residue class mod l
-    "earlier": lambda i, j, g: j // g.l < i // g.l,             # blocks before the query's (gathered columns)
+    "causal": lambda i, j, g: j <= i,  # the whole causal triangle
+    "own": lambda i, j, g: i // g.l == j // g.l,  # the query's own block (block diagonal)
+    "previous": lambda i, j, g: i // g.l == j // g.l + 1,  # the block before the query's
+    "residue": lambda i, j, g: (i - j) % g.l == 0,  # the query's residue class mod l
+    "earlier": lambda i, j, g: j // g.l < i // g.l,  # blocks before the query's (gathered columns)
 }
 
 
 @dataclass(frozen=True)
 class Part:
     """The keys of ``half`` inside ``layout``, less those of ``minus`` (held by another part)."""
+
     layout: str
     half: str
     minus: str | None = None
@@ -147,6 +151,7 @@ def union(pattern: str, i, j, g: Geometry):
 
 # -- combinations ----------------------------------------------------------------------------------
 
+
 def layer_patterns(pattern: str, combine: str, layers: int) -> list[str]:
     """The pattern each residual block uses (``interleaved`` alternates the halves; others use ``pattern``)."""
     if pattern == "dense" or combine != "interleaved":
@@ -183,6 +188,7 @@ def head_groups(pattern: str, combine: str, heads: int) -> list[tuple[str, slice
 
 # -- matrices and counts ---------------------------------------------------------------------------
 
+
 def allowed(pattern: str, n: int, stride: int, c: int | None = None, head: int = 0) -> np.ndarray:
     """Boolean (n, n) matrix: may query ``i`` attend to key ``j`` under ``pattern`` (summary rank ``head``)?
 
@@ -206,9 +212,13 @@ def keys_per_query(pattern: str, n: int, stride: int | None, c: int | None = Non
     query a*l + r sees, in the block d blocks back, as many keys as query d*l + r does in block 0."""
     g = geometry(pattern, stride, c, head)
     l = stride if pattern != "dense" else 1  # causal is invariant under any shift
-    nb, step = -(-n // l), max(1, 2 ** 20 // (l * l))
-    per_block = np.concatenate([union(pattern, np.arange(a * l, min(nb, a + step) * l)[:, None],
-                                      np.arange(l)[None, :], g).sum(1) for a in range(0, nb, step)])
+    nb, step = -(-n // l), max(1, 2**20 // (l * l))
+    per_block = np.concatenate(
+        [
+            union(pattern, np.arange(a * l, min(nb, a + step) * l)[:, None], np.arange(l)[None, :], g).sum(1)
+            for a in range(0, nb, step)
+        ]
+    )
     return np.cumsum(per_block.reshape(nb, l), axis=0).reshape(-1)[:n]
 
 
@@ -223,6 +233,7 @@ def layer_keys(pattern: str, combine: str, heads: int, n: int, stride: int | Non
 
 
 # -- connectivity and Figure 3 ---------------------------------------------------------------------
+
 
 def connectivity(masks: list[np.ndarray]) -> np.ndarray:
     """Which inputs each output reaches through a stack of layers (earliest layer first).
@@ -239,8 +250,15 @@ def connectivity(masks: list[np.ndarray]) -> np.ndarray:
     return reach
 
 
-def check_valid(pattern: str, n: int, stride: int, c: int | None = None, combine: str = "interleaved",
-                heads: int = 2, steps: int | None = None) -> bool:
+def check_valid(
+    pattern: str,
+    n: int,
+    stride: int,
+    c: int | None = None,
+    combine: str = "interleaved",
+    heads: int = 2,
+    steps: int | None = None,
+) -> bool:
     """True iff every key ``j <= i`` reaches query ``i`` within ``steps`` layers (default: the number of
     halves of the factorisation, p = 2, or 1 for dense)."""
     steps = steps if steps is not None else len(HALVES[pattern])
@@ -255,6 +273,5 @@ def figure3(n: int = 36, stride: int = 6, c: int = 1) -> dict[str, dict[str, np.
     out = {}
     for p in PATTERNS:
         halves = {h: allowed(h, n, stride, c) for h in HALVES[p]}
-        out[p] = {"union": allowed(p, n, stride, c), **halves,
-                  "connectivity": connectivity(list(halves.values()))}
+        out[p] = {"union": allowed(p, n, stride, c), **halves, "connectivity": connectivity(list(halves.values()))}
     return out

@@ -8,6 +8,7 @@ of queries, shifted ("skewed") into the band; the position part q_t . p_{t-r} is
 matmul against the embeddings of the W distances. The cost is M (chunk + P) per head instead of M W,
 so with chunk ~ W it is at most twice the band, never M x S.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,19 @@ def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
     return (band_from_keys(s, P) + q @ pe).view(B, H, Mp, W)
 
 
-def band_attention(q, k, v, pe, *, chunk: int, mask=None, n_invalid: int = 0, dropout: float = 0.0,
-                   training: bool = False, record: list | None = None):
+def band_attention(
+    q,
+    k,
+    v,
+    pe,
+    *,
+    chunk: int,
+    mask=None,
+    n_invalid: int = 0,
+    dropout: float = 0.0,
+    training: bool = False,
+    record: list | None = None,
+):
     """Attention of M queries over the band of the W = P + 1 latest positions, optionally soft-masked.
 
     q: (B, H, M, d_h), already scaled by 1/sqrt(d_h); k, v: (B, H, P + M, d_h); pe: (d_h, W) position

@@ -21,6 +21,7 @@ embeddings unless ``dropout_embedding`` is off (the paper drops only the residua
 Stateless across blocks: ``state`` is ignored and returned as ``None``. :meth:`Model.step` decodes
 one position with cached keys and values (``repro.sampling``).
 """
+
 from __future__ import annotations
 
 import math
@@ -96,8 +97,9 @@ class Attention(nn.Module):
         if "k" in cache:
             k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
         cache["k"], cache["v"] = k, v
-        mask = torch.from_numpy(np.stack([P.allowed_row(p, t, self.cfg.stride, self.cfg.c, head=h)
-                                          for p, h in self.per_head])).to(x.device)  # (H, t+1)
+        mask = torch.from_numpy(
+            np.stack([P.allowed_row(p, t, self.cfg.stride, self.cfg.c, head=h) for p, h in self.per_head])
+        ).to(x.device)  # (H, t+1)
         if q.dtype in (torch.float16, torch.bfloat16):  # q.k in fp32 when sampling
             q, k = q.float(), k.float()
         s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
@@ -235,7 +237,7 @@ class Model(nn.Module):
         the first ``block`` tokens of ``data``, query = the last position."""
         device = next(self.parameters()).device
         if data.ndim == 2:
-            seq = np.asarray(data[0][:self.block], dtype=np.int64)
+            seq = np.asarray(data[0][: self.block], dtype=np.int64)
             x = np.concatenate([[self.vocab_size], seq[:-1]])
             if self.shape is not None:
                 rows, cols, ch = self.shape
@@ -243,7 +245,7 @@ class Model(nn.Module):
             else:
                 query = len(x) - 1
         else:
-            seq = x = np.asarray(data[:self.block], dtype=np.int64)
+            seq = x = np.asarray(data[: self.block], dtype=np.int64)
             query = len(x) - 1
         was_training = self.training
         self.eval()
@@ -254,30 +256,41 @@ class Model(nn.Module):
             att = blk.attn
             z = blk.norm1(h)
             q = att._split(att.q(z))[0, :, query].float()  # (H, d)
-            k = att._split(att.k(z))[0, :, :query + 1].float()  # (H, i + 1, d)
+            k = att._split(att.k(z))[0, :, : query + 1].float()  # (H, i + 1, d)
             s = torch.einsum("hd,hjd->hj", q, k) / math.sqrt(q.shape[-1])
-            mask = torch.from_numpy(np.stack([P.allowed_row(p, query, self.cfg.stride, self.cfg.c, head=hd)
-                                              for p, hd in att.per_head])).to(device)
+            mask = torch.from_numpy(
+                np.stack([P.allowed_row(p, query, self.cfg.stride, self.cfg.c, head=hd) for p, hd in att.per_head])
+            ).to(device)
             p = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
             maps.append(p.cpu().numpy())
             h = blk(h)
         self.train(was_training)
-        return {"attention_query": np.stack(maps).astype(np.float32), "query_position": np.array(query),
-                "sequence": seq.astype(np.int64), "shape": np.array(self.shape or (0, 0, 0)),
-                "layer_patterns": np.array(self.layer_patterns)}
+        return {
+            "attention_query": np.stack(maps).astype(np.float32),
+            "query_position": np.array(query),
+            "sequence": seq.astype(np.int64),
+            "shape": np.array(self.shape or (0, 0, 0)),
+            "layer_patterns": np.array(self.layer_patterns),
+        }
 
     def init_state(self, batch_size: int, device: torch.device) -> Any:
         return None
 
     def stats(self) -> dict[str, Any]:
-        return {"params": sum(p.numel() for p in self.parameters()),
-                "attn_keys_per_query": self.keys_per_query(), "layer_patterns": list(self.layer_patterns)}
+        return {
+            "params": sum(p.numel() for p in self.parameters()),
+            "attn_keys_per_query": self.keys_per_query(),
+            "layer_patterns": list(self.layer_patterns),
+        }
 
     def keys_per_query(self) -> float:
         """Allowed keys per query, averaged over the positions of a block, the heads and the layers."""
         cfg = self.cfg
-        return float(np.mean([P.layer_keys(p, cfg.combine, cfg.heads, self.block, cfg.stride, cfg.c)
-                              for p in self.layer_patterns]))
+        return float(
+            np.mean(
+                [P.layer_keys(p, cfg.combine, cfg.heads, self.block, cfg.stride, cfg.c) for p in self.layer_patterns]
+            )
+        )
 
     def flops_per_token(self) -> float:
         """Forward FLOPs per predicted token (2 per multiply-accumulate): the dense matmuls (q, k, v,

@@ -4,6 +4,7 @@ Each shipped experiments/adaptive_span manifest is expanded at the tiny scale, e
 but well-formed spec.yaml / summary.json / analysis.npz, and `repro report` must write the figures and
 tables with our values beside the paper's.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,18 @@ from repro.flops import flops_per_token, paper_table_flops
 from repro.store import RunDir
 
 AS_DIR = Path(__file__).resolve().parents[2] / "experiments" / "adaptive_span"
-NAMES = ["as-table1", "as-table2", "as-table3", "as-fig1", "as-fig2", "as-fig3", "as-fig4", "as-fig5",
-         "as-ablate-ramp", "as-ablate-lambda"]
+NAMES = [
+    "as-table1",
+    "as-table2",
+    "as-table3",
+    "as-fig1",
+    "as-fig2",
+    "as-fig3",
+    "as-fig4",
+    "as-fig5",
+    "as-ablate-ramp",
+    "as-ablate-lambda",
+]
 PHRASE = "overlooks the park and its numerous"
 
 
@@ -42,17 +53,39 @@ def _fake_store(root: Path, m: manifests.Manifest, scale: str = "tiny") -> list:
             effs = [[min(S, z + R) for z in layer] for layer in zs]
         flat = [e for layer in effs for e in layer]
         run = RunDir(root, m.name, spec.run_id)
-        run.write_spec({"run_id": spec.run_id, "manifest": m.name, "scale": scale, "cell": spec.cell,
-                        "code_version": "test", **spec.resolved()})
-        run.write_summary({
-            "status": "finished", "dataset": spec.data.name, "scale": scale, "valid_bits": 2.5 - 0.01 * i,
-            "test_bits": 2.52 - 0.01 * i, "avg_span": sum(flat) / len(flat), "spans": zs, "effective_spans": effs,
-            "span_limit": S, "span_max": max(max(layer) for layer in zs), "unigram_bits": 4.1, "params": 300000 + i, "steps": spec.train.steps, "seconds_per_step": 0.1,
-            "flops_per_token": flops_per_token(layers=L, d_model=c.d_model, d_ff=c.d_ff, heads=H,
-                                               vocab_size=27, spans=effs),
-            **dict(zip(("span_lower_half", "span_upper_half"), layer_halves(zs))),
-            **({"dynamic_span_mean": 20.0} if span.kind == "dynamic" else {}),
-        })
+        run.write_spec(
+            {
+                "run_id": spec.run_id,
+                "manifest": m.name,
+                "scale": scale,
+                "cell": spec.cell,
+                "code_version": "test",
+                **spec.resolved(),
+            }
+        )
+        run.write_summary(
+            {
+                "status": "finished",
+                "dataset": spec.data.name,
+                "scale": scale,
+                "valid_bits": 2.5 - 0.01 * i,
+                "test_bits": 2.52 - 0.01 * i,
+                "avg_span": sum(flat) / len(flat),
+                "spans": zs,
+                "effective_spans": effs,
+                "span_limit": S,
+                "span_max": max(max(layer) for layer in zs),
+                "unigram_bits": 4.1,
+                "params": 300000 + i,
+                "steps": spec.train.steps,
+                "seconds_per_step": 0.1,
+                "flops_per_token": flops_per_token(
+                    layers=L, d_model=c.d_model, d_ff=c.d_ff, heads=H, vocab_size=27, spans=effs
+                ),
+                **dict(zip(("span_lower_half", "span_upper_half"), layer_halves(zs))),
+                **({"dynamic_span_mean": 20.0} if span.kind == "dynamic" else {}),
+            }
+        )
         x = np.arange(S)
         att = np.full((L, H, S), 1.0 / S)
         att[0, 0] = np.exp(-x / 3.0) / np.exp(-x / 3.0).sum()  # one local head
@@ -81,7 +114,12 @@ def test_table1_variants_are_the_paper_rows():
     assert list(paper) == ["fixed-512", "adaptive-small", "adaptive-large"]
     assert paper["fixed-512"].model.span.kind == "fixed" and paper["fixed-512"].model.span.limit == 512
     small, large = paper["adaptive-small"], paper["adaptive-large"]
-    assert (small.model.layers, small.model.d_model, small.model.span.limit, small.train.steps) == (12, 512, 8192, 900000)
+    assert (small.model.layers, small.model.d_model, small.model.span.limit, small.train.steps) == (
+        12,
+        512,
+        8192,
+        900000,
+    )
     assert small.model.span.loss_coef == 0.5e-6 and small.train.optimizer == "adagrad" and small.train.lr == 0.07
     assert (large.model.layers, large.model.d_model, large.model.d_ff, large.model.dropout) == (24, 768, 4096, 0.4)
     assert (large.train.steps, large.train.final_phase) == (270000, 20000)  # 250k + 20k at lr / 10
@@ -105,8 +143,9 @@ def test_soft_mask_and_helpers():
     assert layer_halves([[1, 1], [2, 2], [9, 9]]) == (1.0, 9.0)
     spans = [[40.0, 100.0], [32.0, 300.0]]
     kw = dict(layers=2, d_model=64, d_ff=256, heads=2, vocab_size=27, spans=spans)
-    run = pd.Series({"flops_per_token": flops_per_token(**kw), "effective_spans": spans, "model.d_model": 64,
-                     "model.heads": 2})
+    run = pd.Series(
+        {"flops_per_token": flops_per_token(**kw), "effective_spans": spans, "model.d_model": 64, "model.heads": 2}
+    )
     assert paper_flops(run) == pytest.approx(paper_table_flops(**kw))
 
 
@@ -128,10 +167,18 @@ def test_tables(tmp_path, name):
     assert results and all(r.verdict.status in ("reproduced", "not reproduced") for r in results)
 
 
-@pytest.mark.parametrize("name,stems", [
-    ("as-fig1", ["fig1-"]), ("as-fig2", ["fig2"]), ("as-fig3", ["fig3"]), ("as-fig4", ["fig4-"]),
-    ("as-fig5", ["fig5-"]), ("as-ablate-ramp", ["ramp"]), ("as-ablate-lambda", ["lambda"]),
-])
+@pytest.mark.parametrize(
+    "name,stems",
+    [
+        ("as-fig1", ["fig1-"]),
+        ("as-fig2", ["fig2"]),
+        ("as-fig3", ["fig3"]),
+        ("as-fig4", ["fig4-"]),
+        ("as-fig5", ["fig5-"]),
+        ("as-ablate-ramp", ["ramp"]),
+        ("as-ablate-lambda", ["lambda"]),
+    ],
+)
 def test_figures(tmp_path, name, stems):
     root = tmp_path / "results"
     m = _load(name)

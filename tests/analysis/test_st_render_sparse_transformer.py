@@ -1,4 +1,5 @@
 """Renderers of the Sparse Transformer paper on a synthetic run store (no training), and its manifests."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,11 +18,19 @@ ST = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "experiments"
 
 def _store_run(root: Path, spec, **summary) -> RunDir:
     run = RunDir(root, spec.manifest, spec.run_id)
-    run.write_spec({"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell,
-                    **spec.resolved()})
-    base = {"status": "finished", "dataset": spec.data.name, "scale": spec.scale, "params": 1000,
-            "steps": spec.train.steps, "seconds_per_step": 0.1, "peak_memory_bytes": 600 * 2**20,
-            "unigram_bits": 7.5}
+    run.write_spec(
+        {"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell, **spec.resolved()}
+    )
+    base = {
+        "status": "finished",
+        "dataset": spec.data.name,
+        "scale": spec.scale,
+        "params": 1000,
+        "steps": spec.train.steps,
+        "seconds_per_step": 0.1,
+        "peak_memory_bytes": 600 * 2**20,
+        "unigram_bits": 7.5,
+    }
     run.write_summary({**base, **summary})
     run.append_metrics([{"step": 10, "train/bits": 5.0}, {"step": 20, "train/bits": 4.0}])
     return run
@@ -126,9 +135,16 @@ def test_fig2_draws_attention_maps(tmp_path):
     (spec,) = resolve("st-fig2").expand("tiny")
     run = _store_run(tmp_path, spec)
     att = np.random.default_rng(0).random((4, 2, 575)).astype(np.float32)
-    run.write_arrays("analysis.npz", {"attention_query": att / att.sum(-1, keepdims=True),
-                                      "query_position": np.array(574), "sequence": np.arange(784) % 256,
-                                      "shape": np.array([28, 28, 1]), "layer_patterns": np.array(["dense"] * 4)})
+    run.write_arrays(
+        "analysis.npz",
+        {
+            "attention_query": att / att.sum(-1, keepdims=True),
+            "query_position": np.array(574),
+            "sequence": np.arange(784) % 256,
+            "shape": np.array([28, 28, 1]),
+            "layer_patterns": np.array(["dense"] * 4),
+        },
+    )
     files = _render(tmp_path, "st-fig2")
     assert len(files) == 1 and files[0][0].stat().st_size > 0 and "row 20, column 14" in files[0][1]
 
@@ -156,8 +172,9 @@ def test_fig4_and_fig5(tmp_path):
     assert len(files) == 1 and files[0][0].read_bytes() == b"\x89PNG fake"
 
 
-@pytest.mark.parametrize("name,key", [("st-ablate-stride", "stride"), ("st-ablate-c", "c"),
-                                      ("st-ablate-combine", "combine")])
+@pytest.mark.parametrize(
+    "name,key", [("st-ablate-stride", "stride"), ("st-ablate-c", "c"), ("st-ablate-combine", "combine")]
+)
 def test_ablations(tmp_path, name, key):
     for i, spec in enumerate(resolve(name).expand("tiny")):
         _store_run(tmp_path, spec, test_bits=3.0 + 0.01 * i, valid_bits=3.0)

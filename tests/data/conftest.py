@@ -1,5 +1,6 @@
 """Fixtures for the data tests: a temporary data root, pins for the small archives built in tests, and a
 fake Debian archive (apt-get, apt-cache and dpkg-deb on PATH, run as real processes)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,17 +39,24 @@ def pin():
 def releases(monkeypatch):
     """``releases(name, {version: {key: content}}, debs={version: deb bytes})`` replaces the known releases
     of a Debian-sourced dataset (newest first) by ones pinned to test content; returns the package."""
+
     def pin_releases(name: str, contents: dict[str, dict[str, bytes]], debs: dict[str, bytes] | None = None):
         ds = catalog.CATALOG[name]
-        package = Package(ds.debian.name, ds.debian.root, tuple(
-            Release(version, pin_of((debs or {}).get(version, b"")), {k: pin_of(c) for k, c in files.items()})
-            for version, files in contents.items()))
+        package = Package(
+            ds.debian.name,
+            ds.debian.root,
+            tuple(
+                Release(version, pin_of((debs or {}).get(version, b"")), {k: pin_of(c) for k, c in files.items()})
+                for version, files in contents.items()
+            ),
+        )
         monkeypatch.setitem(catalog.CATALOG, name, dataclasses.replace(ds, debian=package))
         return package
+
     return pin_releases
 
 
-FAKE_TOOL = r'''
+FAKE_TOOL = r"""
 import os, shutil, sys, tarfile
 from pathlib import Path
 
@@ -82,7 +90,7 @@ elif tool == "dpkg-deb" and args[0] == "-x":
         tar.extractall(args[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 else:
     sys.exit(f"E: the fake {tool} does not do {args}")
-'''
+"""
 
 
 class FakeApt:

@@ -14,8 +14,8 @@ def test_stream_batches_are_contiguous_streams_shifted_by_one():
     x, y = sb[2]
     assert x.dtype == torch.long and x.shape == (4, 10)
     for b in range(4):
-        assert x[b].tolist() == tokens[b * L + 20:b * L + 30].tolist()
-        assert y[b].tolist() == tokens[b * L + 21:b * L + 31].tolist()
+        assert x[b].tolist() == tokens[b * L + 20 : b * L + 30].tolist()
+        assert y[b].tolist() == tokens[b * L + 21 : b * L + 31].tolist()
     x1, _ = sb[1]
     assert x1[:, -1].tolist() == x[:, 0].sub(1).remainder(251).tolist()  # block 2 continues block 1
 
@@ -78,7 +78,9 @@ def _scored(batches):
 @pytest.mark.parametrize("batch_size,block", [(1, 4), (3, 10), (5, 7)])
 def test_stateful_eval_scores_every_target_once(n, batch_size, block):
     data = np.arange(n)
-    assert _scored(eval_batches(data, batch_size, block, min_context=0, stateful=True, start_token=0)) == list(range(1, n))
+    assert _scored(eval_batches(data, batch_size, block, min_context=0, stateful=True, start_token=0)) == list(
+        range(1, n)
+    )
     assert eval_count(data) == n - 1
 
 
@@ -125,4 +127,4 @@ def test_window_eval_inputs_are_the_real_context():
     for b in eval_batches(data, 2, 8, min_context=5, stateful=False, start_token=0):
         for row, mask in zip(b.x.tolist(), b.mask.tolist()):
             last = max(i for i, m in enumerate(mask) if m)  # unscored context tokens are kept, not zeroed
-            assert row[:last + 1] == list(range(row[0], row[0] + last + 1))
+            assert row[: last + 1] == list(range(row[0], row[0] + last + 1))

@@ -23,8 +23,19 @@ def run(capsys, *argv):
 def test_list_shows_every_dataset_and_its_state(root, capsys):
     status, out = run(capsys, "list")
     assert status == 0 and out.splitlines()[0].split() == ["name", "kind", "size", "vocabulary", "source", "prepared"]
-    for name in ("text8", "enwik8", "wiki-lead8", "wiki-lead", "linux-doc", "cifar10", "imagenet64",
-                 "fashion-mnist", "audio", "moh-audio", "file"):
+    for name in (
+        "text8",
+        "enwik8",
+        "wiki-lead8",
+        "wiki-lead",
+        "linux-doc",
+        "cifar10",
+        "imagenet64",
+        "fashion-mnist",
+        "audio",
+        "moh-audio",
+        "file",
+    ):
         assert f"\n{name} " in out
     assert f"data root: {root}" in out
 

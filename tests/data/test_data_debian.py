@@ -1,5 +1,6 @@
 """Debian-sourced stand-ins: a pinned release fetched (not installed) from a fake archive, stale lists,
 versions that are not pinned (refused, or prepared unverified and labelled), ``--from`` identified by content."""
+
 from __future__ import annotations
 
 import gzip
@@ -32,8 +33,13 @@ def idx(n: int, version: str) -> bytes:
 def wav(version: str, name: str) -> bytes:
     t = np.arange(1_600) / 8_000
     buf = io.BytesIO()
-    soundfile.write(buf, 0.5 * np.sin(2 * np.pi * (200 + zlib.crc32(f"{version}{name}".encode()) % 400) * t),
-                    8_000, format="WAV", subtype="PCM_16")
+    soundfile.write(
+        buf,
+        0.5 * np.sin(2 * np.pi * (200 + zlib.crc32(f"{version}{name}".encode()) % 400) * t),
+        8_000,
+        format="WAV",
+        subtype="PCM_16",
+    )
     return buf.getvalue()
 
 
@@ -45,8 +51,10 @@ def package_files(name: str, version: str) -> tuple[dict[str, bytes], dict[str, 
         return {"a.rst": a, "b/c.rst.gz": gzip.compress(c), "translations/zh/a.rst": "内核".encode()}, {"rst": a + c}
     if name == "fashion-mnist":
         train, test = idx(20, version), idx(5, version)
-        return ({"train-images-idx3-ubyte.gz": gzip.compress(train), "t10k-images-idx3-ubyte": test},
-                dict(zip(images.FASHION_FILES, (train, test))))
+        return (
+            {"train-images-idx3-ubyte.gz": gzip.compress(train), "t10k-images-idx3-ubyte": test},
+            dict(zip(images.FASHION_FILES, (train, test))),
+        )
     wavs = {n: wav(version, n) for n in audio.MOH_FILES}
     return wavs, wavs
 
@@ -64,6 +72,7 @@ def archive(apt, releases, monkeypatch):
             debs[version] = apt.publish(package, version, files)
         releases(name, {v: contents[v] for v in pinned}, debs)
         return contents
+
     return publish
 
 
@@ -82,8 +91,11 @@ def test_the_pinned_version_is_fetched_and_unpacked_not_installed(root, apt, arc
     assert data.provenance(name) == ("2.0-1", True)
     if name == "linux-doc":
         assert joined(name) == contents["2.0-1"]["rst"]  # the fetched release's manuals, English only
-    assert apt.calls() == [f"apt-cache madison {package.name}", f"apt-get download -q {package.name}=2.0-1",
-                           apt.calls()[2]] and apt.calls()[2].startswith("dpkg-deb -x ")  # no install, no update
+    assert apt.calls() == [
+        f"apt-cache madison {package.name}",
+        f"apt-get download -q {package.name}=2.0-1",
+        apt.calls()[2],
+    ] and apt.calls()[2].startswith("dpkg-deb -x ")  # no install, no update
     assert sorted(p.name for p in root.iterdir()) == [name]  # the unpacked package is gone
 
 
@@ -99,8 +111,9 @@ def test_stale_lists_are_refreshed_before_an_older_pin_is_taken(root, apt, archi
 @pytest.mark.parametrize("refresh_works", [True, False])
 def test_only_other_versions_offered_is_refused_naming_them(root, apt, refresh_works):
     apt.lists("linux-doc-6.1", "6.1.200-1", fresh=("6.1.201-1", "6.1.200-1") if refresh_works else None)
-    done = subprocess.run([sys.executable, "-m", "repro", "data", "prepare", "linux-doc"],
-                          capture_output=True, text=True, env=os.environ)
+    done = subprocess.run(
+        [sys.executable, "-m", "repro", "data", "prepare", "linux-doc"], capture_output=True, text=True, env=os.environ
+    )
     offered = "6.1.201-1, 6.1.200-1" if refresh_works else "6.1.200-1"
     assert done.returncode == 2 and done.stdout == "" and len(done.stderr.splitlines()) == 1
     assert "linux-doc-6.1: no pinned version (6.1.192-3, " in done.stderr and f"archive offers {offered}" in done.stderr
@@ -124,8 +137,12 @@ def test_allow_unverified_takes_the_offered_version_and_names_it(root, apt, arch
     assert main(["data", "info", "linux-doc"]) == 0
     info = capsys.readouterr().out
     assert "package      Debian linux-doc-6.1 3.0-1\n" in info and "verified     no: linux-doc-6.1 3.0-1" in info
-    runs = pd.DataFrame([{"dataset": "linux-doc", "dataset_version": version, "dataset_verified": verified},
-                         {"dataset": "wiki-lead", "dataset_version": None, "dataset_verified": True}])
+    runs = pd.DataFrame(
+        [
+            {"dataset": "linux-doc", "dataset_version": version, "dataset_verified": verified},
+            {"dataset": "wiki-lead", "dataset_version": None, "dataset_verified": True},
+        ]
+    )
     assert report_label(runs) == "linux-doc 3.0-1 (unverified), wiki-lead"  # what reports and figures state
 
 

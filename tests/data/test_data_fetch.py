@@ -1,4 +1,5 @@
 """Downloads against a local HTTP server (127.0.0.1) that can honour or ignore ranges and drop connections."""
+
 import hashlib
 import http.server
 import threading
@@ -36,7 +37,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if srv.drop_after is not None:
-            body, srv.drop_after = body[:srv.drop_after], None
+            body, srv.drop_after = body[: srv.drop_after], None
         self.wfile.write(body)
 
 
@@ -99,7 +100,9 @@ def test_checksum_mismatch_names_both_hashes_and_discards_the_file(server, tmp_p
 
 
 def test_size_mismatch_is_reported_as_sizes(server, tmp_path):
-    with pytest.raises(ChecksumMismatch, match=f"sha256 {GOOD.digest}, expected {GOOD.digest}; size 102,400 bytes, expected 5"):
+    with pytest.raises(
+        ChecksumMismatch, match=f"sha256 {GOOD.digest}, expected {GOOD.digest}; size 102,400 bytes, expected 5"
+    ):
         download(url(server), tmp_path / "a.zip", Pin(5, GOOD.digest))
 
 
@@ -113,6 +116,7 @@ def test_prepare_downloads_into_the_cache_and_resumes(server, root, tmp_path, mo
 
     import repro.data as data
     from repro.data import text
+
     content = bytes(range(256)) * 40
     z = tmp_path / "enwik8.zip"
     with zipfile.ZipFile(z, "w") as f:

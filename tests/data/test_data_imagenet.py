@@ -1,5 +1,6 @@
 """Downsampled ImageNet 64x64: the van den Oord et al. (2016) tars the paper used (PNG files, pinned), and
 the Chrabaszcz et al. (2017) npz batches as a named alternative; small archives built here."""
+
 import io
 import tarfile
 
@@ -70,8 +71,9 @@ def test_oord_2016_tars_give_the_papers_splits_in_name_order(root, oord):
 
 def test_oord_2016_tars_are_verified_against_their_pins(root, oord, monkeypatch):
     src, tars = oord
-    monkeypatch.setattr(imagenet, "OORD_TARS", {**imagenet.OORD_TARS, "test": ("valid_64x64.tar",
-                                                                             imagenet.Pin(10, "0" * 64))})
+    monkeypatch.setattr(
+        imagenet, "OORD_TARS", {**imagenet.OORD_TARS, "test": ("valid_64x64.tar", imagenet.Pin(10, "0" * 64))}
+    )
     with pytest.raises(ChecksumMismatch, match=r"valid_64x64.tar: sha256 [0-9a-f]{64}, expected 0{64}; size"):
         data.prepare("imagenet64", src=src)
     assert not (root / "imagenet64").exists()
@@ -118,5 +120,6 @@ def test_chrabaszcz_2017_npz_batches_in_numeric_order_recorded_as_unverified(roo
     assert np.array_equal(train, raster[~mask]) and np.array_equal(valid, raster[mask])
     assert np.array_equal(test, imagenet.planar_to_raster(planar(2, 99), 64))
     assert data.provenance("imagenet64-2017") == ("chrabaszcz-2017", False)
-    assert data.verify("imagenet64-2017") == [f"sources were not verified when prepared: {src} (no hashes are "
-                                               f"published for the 2017 npz files)"]
+    assert data.verify("imagenet64-2017") == [
+        f"sources were not verified when prepared: {src} (no hashes are published for the 2017 npz files)"
+    ]

@@ -65,7 +65,7 @@ def test_cifar10_member_checksum_is_checked(root, cifar_tar, monkeypatch):
 def test_cifar10_truncated_tarball(root, cifar_tar, tmp_path):
     cut = tmp_path / "cut.tar.gz"
     whole = cifar_tar[0].read_bytes()
-    cut.write_bytes(whole[:len(whole) // 2])
+    cut.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(DataError, match="corrupt, truncated"):
         data.prepare("cifar10", src=cut, allow_unverified=True)
     assert not (root / "cifar10").exists()
@@ -80,6 +80,7 @@ def test_fashion_mnist_from_a_debian_like_tree(root, tmp_path, monkeypatch, rele
     def idx(n):
         imgs = (np.arange(n * 784) % 256).astype(np.uint8)
         return np.array([2051, n, 28, 28], dtype=">u4").tobytes() + imgs.tobytes()
+
     tree = tmp_path / "fashion-mnist"
     tree.mkdir()
     train_raw, test_raw = idx(20), idx(5)

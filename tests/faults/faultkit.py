@@ -5,6 +5,7 @@ interpreter takes seconds to import torch and Lightning; a fork takes millisecon
 ``repro`` CLI (or ``run_spec``) with faults injected: a signal sent to itself at a chosen point of
 training (the kernel delivers it like any other), a file-size limit (a full disk), another user.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,17 +20,25 @@ import lightning.pytorch as pl
 MODELS = {
     "dense": "{family: sparse_transformer, pattern: dense, layers: 1, d_model: 32, heads: 2, stride: 8, dropout: 0.1}",
     "strided": "{family: sparse_transformer, pattern: strided, layers: 1, d_model: 32, heads: 2, stride: 8, "
-               "dropout: 0.1}",
+    "dropout: 0.1}",
     "adaptive": "{family: adaptive_span, layers: 1, d_model: 32, d_ff: 64, heads: 2, dropout: 0.1, "
-                "span: {kind: adaptive, limit: 48, ramp: 8, loss_coef: 1.0e-3}}",
+    "span: {kind: adaptive, limit: 48, ramp: 8, loss_coef: 1.0e-3}}",
     "dynamic": "{family: adaptive_span, layers: 1, d_model: 32, d_ff: 64, heads: 2, dropout: 0.1, "
-               "span: {kind: dynamic, limit: 48, ramp: 8, loss_coef: 1.0e-3}}",
+    "span: {kind: dynamic, limit: 48, ramp: 8, loss_coef: 1.0e-3}}",
 }
 
 
-def manifest(corpus: Path, model: str = "dense", name: str = "f-run", steps: int = 20, grid: str = "",
-             train: str = "", top: str = "") -> str:
-    return textwrap.dedent(f"""\
+def manifest(
+    corpus: Path,
+    model: str = "dense",
+    name: str = "f-run",
+    steps: int = 20,
+    grid: str = "",
+    train: str = "",
+    top: str = "",
+) -> str:
+    return (
+        textwrap.dedent(f"""\
         name: {name}
         title: "fault matrix"
         paper: suite
@@ -40,7 +49,10 @@ def manifest(corpus: Path, model: str = "dense", name: str = "f-run", steps: int
           eval: {{batch_size: 32, min_context: 16}}
         scales:
           tiny: {{}}
-        """) + grid + top
+        """)
+        + grid
+        + top
+    )
 
 
 class SignalAt(pl.Callback):
@@ -86,8 +98,17 @@ class Gate(pl.Callback):
             self.go.wait(120)
 
 
-def child(argv: list[str], env: dict, out: str, callbacks: list = (), kill_in_eval: int = 0, kill_in_save: int = 0,
-          file_limit: int = 0, as_user: int | None = None, umask: int | None = None) -> None:
+def child(
+    argv: list[str],
+    env: dict,
+    out: str,
+    callbacks: list = (),
+    kill_in_eval: int = 0,
+    kill_in_save: int = 0,
+    file_limit: int = 0,
+    as_user: int | None = None,
+    umask: int | None = None,
+) -> None:
     """Process target: ``repro ARGV`` with stdout/stderr to ``out``.out/.err and the faults asked for
     (``kill_in_eval``: this signal when the final evaluation starts; ``kill_in_save=N``: kill -9 half-way
     through writing the N-th checkpoint); exits with the CLI's status (or dies of the signal)."""

@@ -1,5 +1,6 @@
 """Hostile input: every bad value is one line naming file, key, value and what is allowed, exit 2,
 at `validate` when no data is needed, else at `run` before anything is written."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,28 +17,36 @@ def error_line(capsys, argv, results):
     return lines[0]
 
 
-@pytest.mark.parametrize("change, expected", [
-    (("layers: 1,", "layers: 0,"), "model.layers: got 0; allowed: >= 1"),
-    (("layers: 1,", "layers: -3,"), "model.layers: got -3; allowed: >= 1"),
-    (("heads: 2,", "heads: 3,"), "model.d_model: got 32: a width of 32 does not split into model.heads = 3"),
-    (("checkpoint_every: 5", "checkpoint_every: 0"), "train.checkpoint_every: got 0; allowed: >= 1"),
-    (("log_every: 2", "log_every: 0"), "train.log_every: got 0; allowed: >= 1"),
-    (("batch_size: 4", "batch_size: 0"), "train.batch_size: got 0; allowed: >= 1"),
-    (("steps: 20", "steps: -5"), "train.steps: got -5; allowed: >= 1"),
-    (("steps: 20", "steps: -1"), "train.steps: got -1; allowed: >= 1"),
-    (("lr: 3.0e-3", "lr: -1"), "train.lr: got -1.0; allowed: > 0 and <= 10"),
-    (("lr: 3.0e-3", "lr: .nan"), "train.lr: got nan; allowed: a finite number"),
-    (("lr: 3.0e-3", "lr: 1e39"), "train.lr: got 1e+39; allowed: > 0 and <= 10"),
-    (("dropout: 0.1", "dropout: 1.5"), "model.dropout: got 1.5; allowed: >= 0 and < 1"),
-    (("min_context: 16", "min_context: 32"), "eval.min_context: got 32; allowed: < data.block = 32"),
-    (("kind: text8", "kind: words"), "data.kind: got 'words'; allowed: one of bytes, chars, text8"),
-    (("name: file,", "name: nosuch,"), "data.name: got 'nosuch'; allowed: one of"),
-    (("name: f-run", "name: /abs/dir"), "name: '/abs/dir' is not a plain name"),
-    (("name: f-run", "name: ../../x"), "name: '../../x' is not a plain name"),
-    (("paper: suite", "paper: suite\nclaims: [{id: a, text: t, check: 'test_bits[] / 0 < 1'}]"), "division by zero"),
-    (("paper: suite", "paper: suite\nclaims: [{id: a, text: t, check: \"'a' * 100000000000\"}]"),
-     "constant 'a' is not a number"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (("layers: 1,", "layers: 0,"), "model.layers: got 0; allowed: >= 1"),
+        (("layers: 1,", "layers: -3,"), "model.layers: got -3; allowed: >= 1"),
+        (("heads: 2,", "heads: 3,"), "model.d_model: got 32: a width of 32 does not split into model.heads = 3"),
+        (("checkpoint_every: 5", "checkpoint_every: 0"), "train.checkpoint_every: got 0; allowed: >= 1"),
+        (("log_every: 2", "log_every: 0"), "train.log_every: got 0; allowed: >= 1"),
+        (("batch_size: 4", "batch_size: 0"), "train.batch_size: got 0; allowed: >= 1"),
+        (("steps: 20", "steps: -5"), "train.steps: got -5; allowed: >= 1"),
+        (("steps: 20", "steps: -1"), "train.steps: got -1; allowed: >= 1"),
+        (("lr: 3.0e-3", "lr: -1"), "train.lr: got -1.0; allowed: > 0 and <= 10"),
+        (("lr: 3.0e-3", "lr: .nan"), "train.lr: got nan; allowed: a finite number"),
+        (("lr: 3.0e-3", "lr: 1e39"), "train.lr: got 1e+39; allowed: > 0 and <= 10"),
+        (("dropout: 0.1", "dropout: 1.5"), "model.dropout: got 1.5; allowed: >= 0 and < 1"),
+        (("min_context: 16", "min_context: 32"), "eval.min_context: got 32; allowed: < data.block = 32"),
+        (("kind: text8", "kind: words"), "data.kind: got 'words'; allowed: one of bytes, chars, text8"),
+        (("name: file,", "name: nosuch,"), "data.name: got 'nosuch'; allowed: one of"),
+        (("name: f-run", "name: /abs/dir"), "name: '/abs/dir' is not a plain name"),
+        (("name: f-run", "name: ../../x"), "name: '../../x' is not a plain name"),
+        (
+            ("paper: suite", "paper: suite\nclaims: [{id: a, text: t, check: 'test_bits[] / 0 < 1'}]"),
+            "division by zero",
+        ),
+        (
+            ("paper: suite", "paper: suite\nclaims: [{id: a, text: t, check: \"'a' * 100000000000\"}]"),
+            "constant 'a' is not a number",
+        ),
+    ],
+)
 def test_a_bad_value_is_one_line_at_validate(capsys, tmp_path, write_manifest, change, expected):
     path = write_manifest()
     path.write_text(path.read_text().replace(*change, 1))
@@ -50,7 +59,8 @@ def test_unreadable_manifests_are_one_line(capsys, tmp_path, write_manifest):
     bad.write_bytes(bad.read_bytes().replace(b"fault matrix", b"fault \xff matrix"))
     assert "not UTF-8 text (byte 0xff" in error_line(capsys, ["validate", str(bad)], tmp_path / "results")
     levels = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
-        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]" for i in range(8)]
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]" for i in range(8)
+    ]
     bomb = write_manifest("\n".join(levels) + "\n", file="bomb.yaml")  # 9^9 nodes once expanded
     assert "aliases expand to more than" in error_line(capsys, ["validate", str(bomb)], tmp_path / "results")
     loop = write_manifest("name: &n [1, *n]\n", file="loop.yaml")
@@ -64,8 +74,10 @@ def test_what_needs_the_data_or_the_flags_is_one_line_at_run(capsys, tmp_path, w
     line = error_line(capsys, ["run", str(path), "--devices", "0"], tmp_path / "results")
     assert "--devices 0: allowed: a positive number of devices" in line
     text = path.read_text()
-    for block, split in ((300000, "the train split of file (4 training streams of"),  # the train split fits 5000,
-                         (5000, "split of file (its 2,520 targets); allowed: at most 2,520")):  # valid/test do not
+    for block, split in (
+        (300000, "the train split of file (4 training streams of"),  # the train split fits 5000,
+        (5000, "split of file (its 2,520 targets); allowed: at most 2,520"),
+    ):  # valid/test do not
         path.write_text(text.replace("block: 32", f"block: {block}"))
         assert main(["validate", str(path)]) == 0
         line = error_line(capsys, ["run", str(path)], tmp_path / "results")

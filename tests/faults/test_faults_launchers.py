@@ -1,5 +1,6 @@
 """``repro run --launcher local``: the selection as parallel local processes through submitit's local
 executor, with the same results as a direct run; the store records each run's job for ``repro status``."""
+
 from __future__ import annotations
 
 import json
@@ -49,15 +50,21 @@ def test_local_launcher_with_two_processes_equals_a_direct_run(tmp_path, write_m
     assert "2 of 2 run(s) already finished: not submitted" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--partition", "gpu"], "--partition: SLURM options; allowed only with --launcher slurm"),
-    (["--max-parallel", "2"], "--max-parallel 2: allowed: a positive number, with --launcher local|slurm"),
-    (["--launcher", "local", "--max-parallel", "0"], "--max-parallel 0: allowed: a positive number"),
-    (["--launcher", "slurm", "--slurm-arg", "qos"], "--slurm-arg 'qos': expected KEY=VALUE"),
-    (["--launcher", "slurm", "--nodes", "2"], "--nodes 2: multi-node runs (DDP across nodes) are not supported yet"),
-    (["--launcher", "slurm", "--time", "0"], "--time 0: allowed: a positive number"),
-    (["--run-id", "0000"], "--run-id 0000: no run of"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--partition", "gpu"], "--partition: SLURM options; allowed only with --launcher slurm"),
+        (["--max-parallel", "2"], "--max-parallel 2: allowed: a positive number, with --launcher local|slurm"),
+        (["--launcher", "local", "--max-parallel", "0"], "--max-parallel 0: allowed: a positive number"),
+        (["--launcher", "slurm", "--slurm-arg", "qos"], "--slurm-arg 'qos': expected KEY=VALUE"),
+        (
+            ["--launcher", "slurm", "--nodes", "2"],
+            "--nodes 2: multi-node runs (DDP across nodes) are not supported yet",
+        ),
+        (["--launcher", "slurm", "--time", "0"], "--time 0: allowed: a positive number"),
+        (["--run-id", "0000"], "--run-id 0000: no run of"),
+    ],
+)
 def test_bad_launcher_options_are_one_line_errors_writing_nothing(tmp_path, write_manifest, argv, says, capsys):
     path = two_run_manifest(write_manifest)
     root = tmp_path / "results"

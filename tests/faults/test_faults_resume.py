@@ -1,4 +1,5 @@
 """Exact resume: a run killed (kill -9) and rerun ends with an uninterrupted run's numbers (1e-4)."""
+
 from __future__ import annotations
 
 import signal

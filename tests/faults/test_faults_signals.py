@@ -1,5 +1,6 @@
 """Signals and the per-run lock, with real processes: SIGTERM/SIGINT checkpoint at the next step
 boundary, mark the run interrupted, print one line and exit 143/130; a second trainer skips a run."""
+
 from __future__ import annotations
 
 import os
@@ -78,8 +79,9 @@ def test_a_second_signal_stops_at_once_keeping_the_last_checkpoint(tmp_path, wri
     assert_resumes_exactly(path, m, spec, tmp_path / "results", straight, capsys, 5)
 
 
-def test_a_second_trainer_skips_the_run_another_holds_and_trains_the_others(tmp_path, write_manifest, kid,
-                                                                             forkserver, capsys):
+def test_a_second_trainer_skips_the_run_another_holds_and_trains_the_others(
+    tmp_path, write_manifest, kid, forkserver, capsys
+):
     path = write_manifest(train=", seed: 0", grid="grid:\n  train.seed: [0, 1]\n")
     first, second = manifests.load(path).expand("tiny")
     ready, go = forkserver.Event(), forkserver.Event()

@@ -1,6 +1,7 @@
 """``repro run --launcher slurm`` on a real single-node SLURM cluster started here (slurmkit): a job array
 whose runs end with the same bits as a direct run; a job cancelled mid-run (SIGTERM) resumes when
 resubmitted. Skipped, with the reason, where the cluster cannot start."""
+
 from __future__ import annotations
 
 import json

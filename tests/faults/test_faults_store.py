@@ -1,5 +1,6 @@
 """The store under faults: corrupt, crafted or half-written files, a full disk, a read-only results
 directory, temp files a kill left, modes that follow the umask, fsync before rename."""
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,10 @@ def resume(m, spec, root):
 
 
 CORRUPTIONS = {
-    "truncated": lambda b: b[:len(b) // 2],
+    "truncated": lambda b: b[: len(b) // 2],
     "empty": lambda b: b"",
     "garbage": lambda b: os.urandom(len(b)),
-    "bit-flipped": lambda b: b[:len(b) // 2] + bytes([b[len(b) // 2] ^ 0xFF]) + b[len(b) // 2 + 1:],
+    "bit-flipped": lambda b: b[: len(b) // 2] + bytes([b[len(b) // 2] ^ 0xFF]) + b[len(b) // 2 + 1 :],
 }
 
 
@@ -100,7 +101,7 @@ def test_corrupt_summary_and_spec_are_listed_and_redone(tmp_path, write_manifest
     a, b = (RunDir(tmp_path / "results", s.manifest, s.run_id) for s in manifests.load(path).expand("tiny"))
     bits = a.summary()["test_bits"]
     summary_text = (a.path / "summary.json").read_text()
-    (a.path / "summary.json").write_text(summary_text[:len(summary_text) // 2])
+    (a.path / "summary.json").write_text(summary_text[: len(summary_text) // 2])
     (b.path / "spec.yaml").write_text("run_id: [unclosed\n")
     capsys.readouterr()
     assert main(["status"]) == 0
@@ -169,8 +170,9 @@ def test_files_and_directories_follow_the_umask(tmp_path, write_manifest, kid):
     run = next((tmp_path / "results" / "runs" / "f-run").iterdir())
     (dataset,) = (p for p in (tmp_path / "data" / "file").iterdir() if p.is_dir())
     modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [run, run / "checkpoints", dataset]}
-    modes.update({p: stat.S_IMODE(p.stat().st_mode) for p in [*run.glob("*.*"), *run.glob("checkpoints/*"),
-                                                               *dataset.iterdir()]})
+    modes.update(
+        {p: stat.S_IMODE(p.stat().st_mode) for p in [*run.glob("*.*"), *run.glob("checkpoints/*"), *dataset.iterdir()]}
+    )
     assert len(modes) >= 12
     assert all(mode == (0o750 if p.is_dir() else 0o640) for p, mode in modes.items()), modes
 
@@ -178,7 +180,9 @@ def test_files_and_directories_follow_the_umask(tmp_path, write_manifest, kid):
 def test_atomic_writes_fsync_the_file_before_the_rename_and_the_directory_after(tmp_path, monkeypatch):
     events = []
     fsync, replace = os.fsync, os.replace
-    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), fsync(fd))[1])
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), fsync(fd))[1]
+    )
     monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a), str(b))), replace(a, b))[1])
     target = tmp_path / "summary.json"
     atomic.write_bytes(target, b"{}")

@@ -1,4 +1,5 @@
 """``repro bench adaptive`` on a tiny configuration: the records' shape and the analytic ratios."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,9 +13,32 @@ from repro.flops import flops_per_token
 def test_bench_adaptive_records():
     parser = argparse.ArgumentParser()
     adaptive.add_arguments(parser)
-    args = parser.parse_args(["--span-limit", "512", "--spans", "0", "--layers", "1", "--d-model", "32",
-                              "--d-ff", "64", "--heads", "2", "--block", "32", "--batch", "2",
-                              "--steps", "1", "--warmup", "1", "--vocab", "16"])
+    args = parser.parse_args(
+        [
+            "--span-limit",
+            "512",
+            "--spans",
+            "0",
+            "--layers",
+            "1",
+            "--d-model",
+            "32",
+            "--d-ff",
+            "64",
+            "--heads",
+            "2",
+            "--block",
+            "32",
+            "--batch",
+            "2",
+            "--steps",
+            "1",
+            "--warmup",
+            "1",
+            "--vocab",
+            "16",
+        ]
+    )
     records = adaptive.main(args)
     assert [r["kind"] for r in records] == ["fixed", "adaptive"]
     fixed, adapt = records

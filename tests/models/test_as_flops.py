@@ -10,6 +10,7 @@ definition) differs from it in exactly three known ways, which the tests add bac
 3. an adaptive layer attends over one band W (largest z + R, rounded up to 64) for all of its heads,
    where the paper counts each head's own span min(S, z_i + R).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -25,8 +26,9 @@ B, M, D, H, DFF, V, LAYERS = 2, 16, 32, 4, 64, 11, 2
 
 def _model(kind, S, z=None):
     torch.manual_seed(0)
-    cfg = AS.Config(layers=LAYERS, d_model=D, d_ff=DFF, heads=H, dropout=0.0,
-                    span=AS.SpanConfig(kind=kind, limit=S, ramp=16))
+    cfg = AS.Config(
+        layers=LAYERS, d_model=D, d_ff=DFF, heads=H, dropout=0.0, span=AS.SpanConfig(kind=kind, limit=S, ramp=16)
+    )
     m = AS.Model(cfg, V, block=M).eval()
     if z is not None:
         with torch.no_grad():
@@ -40,9 +42,9 @@ def _measure(model, S):
     state = model.init_state(B, torch.device("cpu"))
     with torch.no_grad():
         for i in range(0, S, M):  # fill the cache
-            state = model(x[:, i:i + M], state).state
+            state = model(x[:, i : i + M], state).state
         with FlopCounterMode(display=False) as counter:
-            model(x[:, S:S + M], state)
+            model(x[:, S : S + M], state)
     return counter.get_total_flops(), state
 
 
@@ -69,8 +71,9 @@ def test_analytic_flops_components():
     g = flops_breakdown(layers=12, d_model=512, d_ff=2048, heads=8, vocab_size=27, spans=8192)
     assert 0.75 < (g["attention"] + g["position"]) / g["total"] < 0.85
     per_head = [[32.0] * 8] * 12
-    assert flops_per_token(layers=12, d_model=512, d_ff=2048, heads=8, vocab_size=27, spans=per_head) == \
-        flops_per_token(layers=12, d_model=512, d_ff=2048, heads=8, vocab_size=27, spans=32)
+    assert flops_per_token(
+        layers=12, d_model=512, d_ff=2048, heads=8, vocab_size=27, spans=per_head
+    ) == flops_per_token(layers=12, d_model=512, d_ff=2048, heads=8, vocab_size=27, spans=32)
 
 
 def test_paper_table_convention_reproduces_table1():
@@ -100,8 +103,11 @@ def test_adaptive_span_flops_follow_the_trimmed_band():
     windows = [layer.attn.window() for layer in model.layers]
     assert windows == [64, 128]  # max z + R = 41.6 -> 64 and 118.4 -> 128
     per_head = model.flops_per_token() * B * M
-    as_band = flops_per_token(layers=LAYERS, d_model=D, d_ff=DFF, heads=H, vocab_size=V,
-                              spans=[[w] * H for w in windows]) * B * M
+    as_band = (
+        flops_per_token(layers=LAYERS, d_model=D, d_ff=DFF, heads=H, vocab_size=V, spans=[[w] * H for w in windows])
+        * B
+        * M
+    )
     assert measured == as_band + _implementation_extras(windows, [s.shape[1] for s in state])
     assert per_head < as_band < measured  # the paper's per-head count is the lower bound
     # and far below the fixed model at the same S

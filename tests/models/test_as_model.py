@@ -1,4 +1,5 @@
 """Correctness of the adaptive-span model family against naive references (float64)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,11 +17,31 @@ from repro.models.relative_attention import band_scores
 torch.set_num_threads(1)
 
 
-def make(kind="adaptive", S=64, R=8, layers=2, d=16, heads=2, d_ff=32, vocab=11, dropout=0.0, z=None,
-         seed=0, window="paper", **span):
+def make(
+    kind="adaptive",
+    S=64,
+    R=8,
+    layers=2,
+    d=16,
+    heads=2,
+    d_ff=32,
+    vocab=11,
+    dropout=0.0,
+    z=None,
+    seed=0,
+    window="paper",
+    **span,
+):
     torch.manual_seed(seed)
-    cfg = AS.Config(layers=layers, d_model=d, d_ff=d_ff, heads=heads, dropout=dropout, window=window,
-                    span=AS.SpanConfig(kind=kind, limit=S, ramp=R, **span))
+    cfg = AS.Config(
+        layers=layers,
+        d_model=d,
+        d_ff=d_ff,
+        heads=heads,
+        dropout=dropout,
+        window=window,
+        span=AS.SpanConfig(kind=kind, limit=S, ramp=R, **span),
+    )
     m = AS.Model(cfg, vocab, block=32).double().eval()
     if z is not None:
         with torch.no_grad():
@@ -32,13 +53,14 @@ def make(kind="adaptive", S=64, R=8, layers=2, d=16, heads=2, d_ff=32, vocab=11,
 def run_blocks(model, x, block):
     state, outs = model.init_state(x.shape[0], x.device), []
     for i in range(0, x.shape[1], block):
-        o = model(x[:, i:i + block], state)
+        o = model(x[:, i : i + block], state)
         state = o.state
         outs.append(o.logits)
     return torch.cat(outs, 1), state
 
 
 # ---- a dense, quadratic reference: every pair (t, r) scored explicitly ------------------------------
+
 
 def dense_attention(attn, h, pe):
     """Paper window: query t sees r = t - x, x = 0..S-1. Official window: the stream is preceded by S zero
@@ -73,6 +95,7 @@ def dense_model(model, x):
 
 
 # ---- tests -------------------------------------------------------------------------------------------
+
 
 def test_soft_mask_matches_formula_and_broadcasts():
     R = 8.0
@@ -202,7 +225,7 @@ def test_official_window_sees_the_S_previous_tokens_not_itself():
         attn.k.weight[:] = 0  # every key 0: uniform weights over the S states before the query
     flat, _, _ = attn(h, h.new_zeros(1, 0, 16), model.pe.detach() * 0)
     v = attn.v(h)
-    assert torch.allclose(flat[0, 20], attn.o(v[0, 20 - S:20].mean(0)))  # t - S .. t - 1, not t
+    assert torch.allclose(flat[0, 20], attn.o(v[0, 20 - S : 20].mean(0)))  # t - S .. t - 1, not t
 
 
 def test_dynamic_span_gradients_reach_v_and_b():

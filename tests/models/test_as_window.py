@@ -5,6 +5,7 @@ Measured here (2 layers x 32, S = 64, block 32, batch 8, 150 Adam steps on a syn
 paper - official = +0.17, +0.15, +0.08, -0.12 bits for seeds 0-3 (around 1.7-2.0 bits; unigram 3.3):
 a mean of +0.07 with a standard error of 0.065, i.e. not significant at two standard errors.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,9 @@ def corpus() -> tuple[np.ndarray, np.ndarray]:
 
 def train_and_score(window: str, seed: int, train: np.ndarray, valid: np.ndarray) -> float:
     torch.manual_seed(seed)  # the same initial weights and data for both windows
-    cfg = AS.Config(layers=2, d_model=32, d_ff=64, heads=2, dropout=0.0, window=window,
-                    span=AS.SpanConfig(kind="fixed", limit=64))
+    cfg = AS.Config(
+        layers=2, d_model=32, d_ff=64, heads=2, dropout=0.0, window=window, span=AS.SpanConfig(kind="fixed", limit=64)
+    )
     model = AS.Model(cfg, 12, block=BLOCK)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     batches, state = StreamBatches(train, BATCH, BLOCK), model.init_state(BATCH, "cpu")

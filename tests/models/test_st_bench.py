@@ -1,4 +1,5 @@
 """`repro bench attention` produces the documented records (tiny sizes, CPU)."""
+
 import argparse
 
 from repro.bench import attention as bench
@@ -7,14 +8,45 @@ from repro.bench import attention as bench
 def test_st_bench_attention_records():
     p = argparse.ArgumentParser()
     bench.add_arguments(p)
-    args = p.parse_args(["--n", "256", "--stride", "16", "--c", "4", "--patterns", "strided,fixed",
-                         "--impls", "blocked", "--heads", "2", "--dim", "8", "--repeats", "1"])
+    args = p.parse_args(
+        [
+            "--n",
+            "256",
+            "--stride",
+            "16",
+            "--c",
+            "4",
+            "--patterns",
+            "strided,fixed",
+            "--impls",
+            "blocked",
+            "--heads",
+            "2",
+            "--dim",
+            "8",
+            "--repeats",
+            "1",
+        ]
+    )
     recs = bench.main(args)
-    assert [(r["pattern"], r["impl"]) for r in recs] == [("dense", "sdpa"), ("strided", "blocked"), ("fixed", "blocked")]
+    assert [(r["pattern"], r["impl"]) for r in recs] == [
+        ("dense", "sdpa"),
+        ("strided", "blocked"),
+        ("fixed", "blocked"),
+    ]
     for r in recs:
         assert "error" not in r, r
-        for key in ("pattern", "n", "stride", "c", "impl", "fwd_seconds", "fwd_bwd_seconds", "peak_memory_bytes",
-                    "speedup_vs_dense"):
+        for key in (
+            "pattern",
+            "n",
+            "stride",
+            "c",
+            "impl",
+            "fwd_seconds",
+            "fwd_bwd_seconds",
+            "peak_memory_bytes",
+            "speedup_vs_dense",
+        ):
             assert key in r
         assert r["fwd_seconds"] > 0 and r["peak_memory_bytes"] >= 0 and r["rounds"] == 1
         assert r["timing"] == "interleaved" and r["memory_vs_dense"] >= 0 and r["threads"] >= 1
@@ -38,8 +70,28 @@ def test_st_bench_step_records(monkeypatch):
     monkeypatch.setattr(common, "run_worker", lambda module, payload, env=None: st_step._worker(payload))
     p = argparse.ArgumentParser()
     st_step.add_arguments(p)
-    args = p.parse_args(["--n", "128", "--stride", "16", "--c", "4", "--layers", "1", "--d-model", "16",
-                         "--heads", "2", "--repeats", "2", "--patterns", "fixed,strided", "--vocab", "8"])
+    args = p.parse_args(
+        [
+            "--n",
+            "128",
+            "--stride",
+            "16",
+            "--c",
+            "4",
+            "--layers",
+            "1",
+            "--d-model",
+            "16",
+            "--heads",
+            "2",
+            "--repeats",
+            "2",
+            "--patterns",
+            "fixed,strided",
+            "--vocab",
+            "8",
+        ]
+    )
     recs = st_step.main(args)
     assert [r["pattern"] for r in recs] == ["dense", "fixed", "strided"]
     for r in recs:

@@ -1,5 +1,6 @@
 """Every attention kernel equals dense masked attention on the same pattern (float64 values and
 gradients); FlexAttention forward checked on CPU, full check on CUDA when available."""
+
 import warnings
 
 import numpy as np
@@ -12,12 +13,19 @@ from repro.models.kernels import blocked as BK
 from repro.models.kernels.plan import plan
 
 CASES = [  # pattern, combine, n, stride, c, heads
-    ("strided", "merged", 24, 4, None, 2), ("strided", "merged", 29, 5, None, 1),
-    ("strided", "multihead", 24, 4, None, 4), ("strided", "multihead", 18, 6, None, 3),
-    ("fixed", "merged", 24, 4, 1, 3), ("fixed", "merged", 30, 8, 2, 5), ("fixed", "merged", 26, 4, 4, 2),
-    ("fixed", "multihead", 24, 4, 1, 4), ("fixed", "multihead", 32, 8, 2, 6),
-    ("local", "merged", 21, 4, None, 2), ("stride", "merged", 21, 4, None, 2),
-    ("block", "merged", 21, 7, None, 2), ("summary", "merged", 24, 6, 2, 3),
+    ("strided", "merged", 24, 4, None, 2),
+    ("strided", "merged", 29, 5, None, 1),
+    ("strided", "multihead", 24, 4, None, 4),
+    ("strided", "multihead", 18, 6, None, 3),
+    ("fixed", "merged", 24, 4, 1, 3),
+    ("fixed", "merged", 30, 8, 2, 5),
+    ("fixed", "merged", 26, 4, 4, 2),
+    ("fixed", "multihead", 24, 4, 1, 4),
+    ("fixed", "multihead", 32, 8, 2, 6),
+    ("local", "merged", 21, 4, None, 2),
+    ("stride", "merged", 21, 4, None, 2),
+    ("block", "merged", 21, 7, None, 2),
+    ("summary", "merged", 24, 6, 2, 3),
     ("dense", "merged", 19, 4, None, 2),
 ]
 
@@ -26,7 +34,7 @@ def rand(B, H, n, d, device="cpu", dtype=torch.float64, grad=True):
     return [torch.randn(B, H, n, d, device=device, dtype=dtype, requires_grad=grad) for _ in range(3)]
 
 
-@pytest.mark.parametrize("impl,chunk", [("blocked", 300), ("blocked", 2 ** 20), ("masked", None)])
+@pytest.mark.parametrize("impl,chunk", [("blocked", 300), ("blocked", 2**20), ("masked", None)])
 @pytest.mark.parametrize("pattern,combine,n,l,c,H", CASES)
 def test_st_kernel_equals_masked_reference(impl, chunk, pattern, combine, n, l, c, H, monkeypatch):
     torch.manual_seed(hash((pattern, combine, n)) % 1000)
@@ -87,6 +95,7 @@ def test_st_blocked_computes_about_the_patterns_scores(pattern, c, monkeypatch):
             biggest.append(rect)
             work[kind] += q.shape[0] * q.shape[1] * (q.shape[-2] * (k.shape[-2] + 1) / 2 if causal else rect)
             return op(*args, **kw)
+
         return call
 
     monkeypatch.setattr(BK, "ROWS_PER_CALL", 256)  # summary calls: 8 query blocks each
@@ -116,10 +125,19 @@ def test_st_plans_read_from_the_table():
             pl(bad, "strided")
 
 
-@pytest.mark.parametrize("pattern,combine,n,l,c,H", [
-    ("strided", "merged", 256, 16, None, 2), ("fixed", "merged", 250, 16, 4, 3), ("summary", "merged", 256, 16, 4, 3),
-    ("strided", "multihead", 256, 16, None, 4), ("fixed", "multihead", 256, 16, 4, 4), ("local", "merged", 200, 16, None, 1),
-    ("stride", "merged", 256, 16, None, 2), ("block", "merged", 256, 32, None, 2)])
+@pytest.mark.parametrize(
+    "pattern,combine,n,l,c,H",
+    [
+        ("strided", "merged", 256, 16, None, 2),
+        ("fixed", "merged", 250, 16, 4, 3),
+        ("summary", "merged", 256, 16, 4, 3),
+        ("strided", "multihead", 256, 16, None, 4),
+        ("fixed", "multihead", 256, 16, 4, 4),
+        ("local", "merged", 200, 16, None, 1),
+        ("stride", "merged", 256, 16, None, 2),
+        ("block", "merged", 256, 32, None, 2),
+    ],
+)
 def test_st_flex_forward_cpu(pattern, combine, n, l, c, H):
     pytest.importorskip("torch.nn.attention.flex_attention")
     warnings.filterwarnings("ignore")
@@ -134,10 +152,16 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not 
 
 
 @needs_cuda
-@pytest.mark.parametrize("pattern,combine,n,l,c,H,dv", [  # covers all six parts; kept short: each compiles
-    ("strided", "merged", 1024, 64, None, 4, 32), ("fixed", "merged", 1024, 64, 16, 4, 32),
-    ("strided", "multihead", 1024, 64, None, 4, 32), ("fixed", "multihead", 1024, 64, 16, 4, 32),
-    ("strided", "merged", 1000, 64, None, 4, 64)])
+@pytest.mark.parametrize(
+    "pattern,combine,n,l,c,H,dv",
+    [  # covers all six parts; kept short: each compiles
+        ("strided", "merged", 1024, 64, None, 4, 32),
+        ("fixed", "merged", 1024, 64, 16, 4, 32),
+        ("strided", "multihead", 1024, 64, None, 4, 32),
+        ("fixed", "multihead", 1024, 64, 16, 4, 32),
+        ("strided", "merged", 1000, 64, None, 4, 64),
+    ],
+)
 def test_st_flex_cuda_values_and_grads(pattern, combine, n, l, c, H, dv):
     torch.manual_seed(0)
     q, k, _ = rand(2, H, n, 32, device="cuda", dtype=torch.float32)

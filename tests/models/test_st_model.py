@@ -1,4 +1,5 @@
 """Sparse Transformer model family: shapes, causality, init scaling, FLOPs, checkpointing, sampling."""
+
 import math
 
 import pytest
@@ -8,8 +9,15 @@ from repro.models import patterns as P
 from repro.models.base import ModelOutput
 from repro.models.sparse_transformer import Config, Model, gelu_sigmoid
 
-COMBOS = [("dense", "merged"), ("strided", "merged"), ("strided", "interleaved"), ("strided", "multihead"),
-          ("fixed", "merged"), ("fixed", "interleaved"), ("fixed", "multihead")]
+COMBOS = [
+    ("dense", "merged"),
+    ("strided", "merged"),
+    ("strided", "interleaved"),
+    ("strided", "multihead"),
+    ("fixed", "merged"),
+    ("fixed", "interleaved"),
+    ("fixed", "multihead"),
+]
 
 
 def small(pattern="dense", combine="merged", **kw):
@@ -63,8 +71,12 @@ def test_st_paper_init_statistics(embedding, shape, n_emb):
     and feed-forward weights N(0, 0.125/sqrt(d_in)) (W2, Wp further / sqrt(2N)), biases 0, logits' weight 0."""
     torch.manual_seed(0)
     d, N = 256, 6
-    m = Model(Config(layers=N, d_model=d, heads=4, ff_mult=4.0, qk_mult=0.5, stride=16, init="paper",
-                     embedding=embedding), 256, 192, shape=shape)
+    m = Model(
+        Config(layers=N, d_model=d, heads=4, ff_mult=4.0, qk_mult=0.5, stride=16, init="paper", embedding=embedding),
+        256,
+        192,
+        shape=shape,
+    )
 
     def close(t, std):
         assert abs(t.mean().item()) < 0.05 * std and abs(t.std().item() - std) / std < 0.03

@@ -1,4 +1,5 @@
 """Pattern semantics against brute-force loops, the validity checker, Figure 3 matrices."""
+
 import numpy as np
 import pytest
 
@@ -16,8 +17,15 @@ def brute(pattern, n, l, c=None, head=0):
             if c is not None:
                 sub = head % (l // c)
                 summ = l - (sub + 1) * c <= j % l < l - sub * c
-            m[i, j] = {"dense": True, "local": local, "stride": strd, "strided": local or strd,
-                       "block": block, "summary": summ, "fixed": block or summ}[pattern]
+            m[i, j] = {
+                "dense": True,
+                "local": local,
+                "stride": strd,
+                "strided": local or strd,
+                "block": block,
+                "summary": summ,
+                "fixed": block or summ,
+            }[pattern]
     return m
 
 
@@ -30,7 +38,7 @@ def test_st_allowed_matches_brute_force(pattern, n, l, c, head):
     assert not np.triu(a, 1).any()  # causal
     assert (a.sum(1) == P.keys_per_query(pattern, n, l, c, head)).all()
     for i in (0, n // 2, n - 1):
-        assert (P.allowed_row(pattern, i, l, c, head) == a[i, :i + 1]).all()
+        assert (P.allowed_row(pattern, i, l, c, head) == a[i, : i + 1]).all()
 
 
 def test_st_reference_semantics_examples():

@@ -1,4 +1,5 @@
 """Sampling with cached keys/values equals sampling with full forwards; shapes; prompts."""
+
 import torch
 
 from repro.models.sparse_transformer import Config, Model

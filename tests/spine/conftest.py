@@ -1,4 +1,5 @@
 """Fixtures for the spine tests: a small real-text corpus as a `file` dataset, manifests in tmp dirs."""
+
 from __future__ import annotations
 
 from pathlib import Path

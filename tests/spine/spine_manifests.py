@@ -1,13 +1,16 @@
 """A tiny manifest for the spine tests (a 1-layer dense LM on a `file` corpus)."""
+
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
 
-def tiny_manifest(corpus: Path, *, grid: str = "", claims: str = "", extra_train: str = "", extra_eval: str = "",
-                  name: str = "t-tiny") -> str:
-    return textwrap.dedent(f"""\
+def tiny_manifest(
+    corpus: Path, *, grid: str = "", claims: str = "", extra_train: str = "", extra_eval: str = "", name: str = "t-tiny"
+) -> str:
+    return (
+        textwrap.dedent(f"""\
         name: {name}
         title: "A tiny test manifest"
         paper: suite
@@ -19,4 +22,7 @@ def tiny_manifest(corpus: Path, *, grid: str = "", claims: str = "", extra_train
           eval: {{batch_size: 32, min_context: 16{extra_eval}}}
         scales:
           tiny: {{}}
-        """) + grid + claims
+        """)
+        + grid
+        + claims
+    )

@@ -1,4 +1,5 @@
 """The optimisers: Adagrad with the official adaptive-span per-tensor clipping, and global-norm clipping."""
+
 from __future__ import annotations
 
 import copy
@@ -40,8 +41,7 @@ def test_one_and_two_steps_match_the_formula():
         big.grad, small.grad = torch.tensor(g_big[step]), torch.tensor(g_small[step])
         opt.step()
         np.testing.assert_allclose(big.detach().numpy(), by_hand(big0, g_big[: step + 1], LR, CLIP), rtol=1e-12)
-        np.testing.assert_allclose(small.detach().numpy(), by_hand(small0, g_small[: step + 1], LR, CLIP),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(small.detach().numpy(), by_hand(small0, g_small[: step + 1], LR, CLIP), rtol=1e-12)
     # The clipped tensor moved by ~lr * clip / ||g|| per element on the first step, not by the full lr
     # (which is what clipping the gradient before torch's Adagrad does).
     first = by_hand(big0, g_big[:1], LR, CLIP) - big0
@@ -88,11 +88,24 @@ def test_state_round_trips_and_weight_decay_enters_the_gradient():
 
 
 def spec(optimizer: str, clip_mode: str, clip: float = 0.01, **train) -> RunSpec:
-    return build_run("t", "tiny", {}, {
-        "data": {"name": "wiki-lead8", "block": 16},
-        "model": {"family": "adaptive_span", "layers": 1, "d_model": 16, "d_ff": 32, "heads": 2,
-                  "dropout": 0.0, "span": {"kind": "adaptive", "limit": 32, "ramp": 8}},
-        "train": {"optimizer": optimizer, "lr": 0.05, "clip": clip, "clip_mode": clip_mode, **train}})
+    return build_run(
+        "t",
+        "tiny",
+        {},
+        {
+            "data": {"name": "wiki-lead8", "block": 16},
+            "model": {
+                "family": "adaptive_span",
+                "layers": 1,
+                "d_model": 16,
+                "d_ff": 32,
+                "heads": 2,
+                "dropout": 0.0,
+                "span": {"kind": "adaptive", "limit": 32, "ramp": 8},
+            },
+            "train": {"optimizer": optimizer, "lr": 0.05, "clip": clip, "clip_mode": clip_mode, **train},
+        },
+    )
 
 
 def test_the_trainer_uses_the_official_optimiser_for_adagrad_per_tensor():
@@ -118,14 +131,29 @@ def test_global_norm_clipping_happens_before_the_optimiser_step():
     seen: list[float] = []  # the global norm of the gradients the step used (the closure runs inside step)
     data = torch.randint(0, 11, (4, 17))
     loader = torch.utils.data.DataLoader([(data[i, :-1], data[i, 1:]) for i in range(4)], batch_size=2)
-    trainer = pl.Trainer(max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, accelerator="cpu")
+    trainer = pl.Trainer(
+        max_steps=3,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
     orig = module.configure_optimizers
 
     def configure():
         out = orig()
-        out["optimizer"].register_step_post_hook(lambda opt, *_: seen.append(float(torch.linalg.vector_norm(
-            torch.stack([p.grad.norm() for g in opt.param_groups for p in g["params"] if p.grad is not None])))))
+        out["optimizer"].register_step_post_hook(
+            lambda opt, *_: seen.append(
+                float(
+                    torch.linalg.vector_norm(
+                        torch.stack(
+                            [p.grad.norm() for g in opt.param_groups for p in g["params"] if p.grad is not None]
+                        )
+                    )
+                )
+            )
+        )
         return out
 
     module.configure_optimizers = configure

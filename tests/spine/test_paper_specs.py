@@ -5,6 +5,7 @@ the official scripts (the configuration audit; README, "Reproduction notes"). An
 include or a default that moves a paper-scale value or run id fails here until the fixture is reviewed
 and regenerated: ``python tests/spine/test_paper_specs.py > tests/spine/paper_specs.yaml``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -37,9 +38,13 @@ def paper_specs() -> dict[str, Any]:
             continue
         flat = [_flat(r.resolved()) for r in runs]
         common = {k: v for k, v in flat[0].items() if all(k in f and f[k] == v for f in flat)}
-        out[name] = {"common": common, "runs": [
-            {"cell": r.cell, "run_id": r.run_id, "own": {k: v for k, v in f.items() if k not in common}}
-            for r, f in zip(runs, flat)]}
+        out[name] = {
+            "common": common,
+            "runs": [
+                {"cell": r.cell, "run_id": r.run_id, "own": {k: v for k, v in f.items() if k not in common}}
+                for r, f in zip(runs, flat)
+            ],
+        }
     return out
 
 

@@ -3,11 +3,17 @@ import pytest
 
 from repro import claims
 
-RUNS = pd.DataFrame([
-    {"model.span.kind": k, "model.span.limit": s, "status": "finished", "valid_bits": b, "avg_span": a}
-    for k, s, b, a in [("fixed", 256, 1.10, 256), ("fixed", 1024, 1.08, 1024),
-                       ("adaptive", 256, 1.09, 80), ("adaptive", 1024, 1.07, 120)]
-])
+RUNS = pd.DataFrame(
+    [
+        {"model.span.kind": k, "model.span.limit": s, "status": "finished", "valid_bits": b, "avg_span": a}
+        for k, s, b, a in [
+            ("fixed", 256, 1.10, 256),
+            ("fixed", 1024, 1.08, 1024),
+            ("adaptive", 256, 1.09, 80),
+            ("adaptive", 1024, 1.07, 120),
+        ]
+    ]
+)
 KEYS = ["model.span.kind", "model.span.limit"]
 
 
@@ -21,7 +27,9 @@ def test_series_compare_cell_by_cell():
     assert claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", RUNS, KEYS).status == "reproduced"
     worse = RUNS.copy()
     worse.loc[3, "valid_bits"] = 1.09  # adaptive loses at S=1024 only
-    assert claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", worse, KEYS).status == "not reproduced"
+    assert (
+        claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", worse, KEYS).status == "not reproduced"
+    )
     assert claims.evaluate("mean(avg_span[kind=adaptive]) < 200", RUNS, KEYS).status == "reproduced"
 
 
@@ -39,12 +47,26 @@ def test_bad_checks_are_refused(check):
 
 # A store where the paper's claims hold trivially: the adaptive spans never left their initial z = 0
 # (span_max < R) and the fixed baseline gets worse with more context (under-trained).
-TRIVIAL = pd.DataFrame([
-    {"model.span.kind": k, "model.span.limit": s, "model.span.ramp": 32, "status": "finished", "valid_bits": b,
-     "avg_span": a, "span_max": z, "unigram_bits": 4.1}
-    for k, s, b, a, z in [("fixed", 64, 2.49, 64, 64), ("fixed", 512, 2.89, 512, 512),
-                          ("adaptive", 64, 2.40, 32.5, 0.4), ("adaptive", 512, 2.41, 32.6, 0.6)]
-])
+TRIVIAL = pd.DataFrame(
+    [
+        {
+            "model.span.kind": k,
+            "model.span.limit": s,
+            "model.span.ramp": 32,
+            "status": "finished",
+            "valid_bits": b,
+            "avg_span": a,
+            "span_max": z,
+            "unigram_bits": 4.1,
+        }
+        for k, s, b, a, z in [
+            ("fixed", 64, 2.49, 64, 64),
+            ("fixed", 512, 2.89, 512, 512),
+            ("adaptive", 64, 2.40, 32.5, 0.4),
+            ("adaptive", 512, 2.41, 32.6, 0.6),
+        ]
+    ]
+)
 MOVED = "span_max[kind=adaptive] >= model.span.ramp[kind=adaptive]"
 USES_CONTEXT = "last(valid_bits[kind=fixed]) <= first(valid_bits[kind=fixed])"
 ADAPTIVE_WINS = "valid_bits[kind=adaptive] <= valid_bits[kind=fixed]"
@@ -64,14 +86,17 @@ def test_a_claim_that_holds_only_trivially_is_not_evaluable():
 
 
 def test_a_precondition_that_cannot_be_checked_makes_the_claim_not_evaluable():
-    verdict = claims.evaluate(ADAPTIVE_WINS, TRIVIAL.drop(columns="unigram_bits"), KEYS,
-                              ["max(valid_bits[]) < 0.8 * min(unigram_bits[])"])
+    verdict = claims.evaluate(
+        ADAPTIVE_WINS, TRIVIAL.drop(columns="unigram_bits"), KEYS, ["max(valid_bits[]) < 0.8 * min(unigram_bits[])"]
+    )
     assert verdict.status == "not evaluable" and "cannot be checked" in verdict.detail
 
 
 def test_first_and_last_follow_grid_order():
-    assert claims.evaluate("first(avg_span[kind=fixed]) < last(avg_span[kind=fixed])", TRIVIAL, KEYS).status == \
-        "reproduced"
+    assert (
+        claims.evaluate("first(avg_span[kind=fixed]) < last(avg_span[kind=fixed])", TRIVIAL, KEYS).status
+        == "reproduced"
+    )
 
 
 def test_two_runs_in_one_cell_are_never_paired_by_position():

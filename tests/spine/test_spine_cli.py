@@ -1,4 +1,5 @@
 """The read-only commands and run selection, on a manifest with a grid (no training)."""
+
 from repro.cli import main
 
 

@@ -1,4 +1,5 @@
 """Bad input: one line on stderr, exit status 2, no traceback, nothing written."""
+
 from pathlib import Path
 
 import pytest
@@ -27,26 +28,46 @@ def test_unknown_manifest_suggests_the_closest(capsys, tmp_path):
     assert_clean_error(code, err, "did you mean 'smoke'", tmp_path / "results")
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda t: t.replace("title:", "title: [unclosed\nx:"), "m.yaml:"),
-    (lambda t: t + "colour: blue\n", "colour: unknown key; allowed keys"),
-    (lambda t: t.replace("steps: 30", "steps: lots"), "train.steps: expected an integer, got str 'lots'"),
-    (lambda t: t.replace("heads: 2", "heads: 2, hedas: 3"), "model.hedas: unknown key"),
-    (lambda t: t + "grid:\n  model.dropout: [0.1, 0.2]\n", "grid.model.dropout: grid key is not set in base"),
-    (lambda t: t.replace("renders: [curves]", "renders: [curvez]"), "renders: unknown renderer 'curvez'"),
-    (lambda t: t + "claims:\n  - {id: x, text: y, check: 'valid_bits[ < 2'}\n", "claims[0]"),
-    (lambda t: t + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[strid=16] < 2'}\n",
-     "filter strid=16 names no single grid key; grid keys: model.stride"),
-    (lambda t: t + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[stride=12] < 2'}\n",
-     "stride=12 is not in the grid; model.stride takes: 8, 16"),
-    (lambda t: t + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[] < 2',"
-               " requires: ['span_max[strides=8] > 1']}\n", "filter strides=8 names no single grid key"),
-    (lambda t: t + "requires: ['valid_bits[] <']\nclaims: []\n", "requires[0]"),
-    (lambda t: t + "reference:\n  tabel1: []\n", "reference.tabel1: unknown key; the renderers ['curves'] read: runs"),
-    (lambda t: t + "reference:\n  runs: [{match: {colour: red}, label: x}]\n", "reference.runs[0].match.colour: names no grid key"),
-    (lambda t: t + "reference:\n  runs: [{match: {}, label: x, test_bits: 'one'}]\n",
-     "reference.runs[0].test_bits: expected a number (the paper's value) or null, got str 'one'"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda t: t.replace("title:", "title: [unclosed\nx:"), "m.yaml:"),
+        (lambda t: t + "colour: blue\n", "colour: unknown key; allowed keys"),
+        (lambda t: t.replace("steps: 30", "steps: lots"), "train.steps: expected an integer, got str 'lots'"),
+        (lambda t: t.replace("heads: 2", "heads: 2, hedas: 3"), "model.hedas: unknown key"),
+        (lambda t: t + "grid:\n  model.dropout: [0.1, 0.2]\n", "grid.model.dropout: grid key is not set in base"),
+        (lambda t: t.replace("renders: [curves]", "renders: [curvez]"), "renders: unknown renderer 'curvez'"),
+        (lambda t: t + "claims:\n  - {id: x, text: y, check: 'valid_bits[ < 2'}\n", "claims[0]"),
+        (
+            lambda t: t
+            + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[strid=16] < 2'}\n",
+            "filter strid=16 names no single grid key; grid keys: model.stride",
+        ),
+        (
+            lambda t: t
+            + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[stride=12] < 2'}\n",
+            "stride=12 is not in the grid; model.stride takes: 8, 16",
+        ),
+        (
+            lambda t: t + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[] < 2',"
+            " requires: ['span_max[strides=8] > 1']}\n",
+            "filter strides=8 names no single grid key",
+        ),
+        (lambda t: t + "requires: ['valid_bits[] <']\nclaims: []\n", "requires[0]"),
+        (
+            lambda t: t + "reference:\n  tabel1: []\n",
+            "reference.tabel1: unknown key; the renderers ['curves'] read: runs",
+        ),
+        (
+            lambda t: t + "reference:\n  runs: [{match: {colour: red}, label: x}]\n",
+            "reference.runs[0].match.colour: names no grid key",
+        ),
+        (
+            lambda t: t + "reference:\n  runs: [{match: {}, label: x, test_bits: 'one'}]\n",
+            "reference.runs[0].test_bits: expected a number (the paper's value) or null, got str 'one'",
+        ),
+    ],
+)
 def test_manifest_errors(capsys, tmp_path, write_manifest, mutate, expected):
     path = write_manifest(mutate(tiny_manifest(tmp_path / "corpus.txt")))
     code, _, err = run_cli(capsys, "run", str(path))
@@ -61,15 +82,17 @@ def test_yaml_error_names_the_line(capsys, tmp_path, write_manifest):
 
 def test_unknown_scale(capsys, tmp_path, write_manifest):
     code, _, err = run_cli(capsys, "run", str(write_manifest()), "--scale", "huge")
-    assert_clean_error(code, err, "has no scale 'huge'; pass --scale tiny (its scales: tiny, paper)",
-                       tmp_path / "results")
+    assert_clean_error(
+        code, err, "has no scale 'huge'; pass --scale tiny (its scales: tiny, paper)", tmp_path / "results"
+    )
 
 
 def test_a_manifest_without_the_default_scale_says_which_to_pass(capsys, tmp_path, write_manifest):
     path = write_manifest(write_manifest().read_text().replace("scales:\n  tiny: {}\n", ""))
     code, _, err = run_cli(capsys, "run", str(path))
-    assert_clean_error(code, err, "has no scale 'tiny' (the default); pass --scale paper (its scales: paper)",
-                       tmp_path / "results")
+    assert_clean_error(
+        code, err, "has no scale 'tiny' (the default); pass --scale paper (its scales: paper)", tmp_path / "results"
+    )
 
 
 def test_a_group_name_selects_every_matching_manifest(capsys, tmp_path, monkeypatch, write_manifest):
@@ -77,8 +100,9 @@ def test_a_group_name_selects_every_matching_manifest(capsys, tmp_path, monkeypa
     (exp / "a").mkdir(parents=True)
     (exp / "b").mkdir()
     for paper in ("a", "b"):
-        (exp / paper / "t1.yaml").write_text(write_manifest(name=f"{paper}.yaml").read_text()
-                                             .replace("name: t-tiny", f"name: {paper}s-table1"))
+        (exp / paper / "t1.yaml").write_text(
+            write_manifest(name=f"{paper}.yaml").read_text().replace("name: t-tiny", f"name: {paper}s-table1")
+        )
     monkeypatch.setenv("REPRO_EXPERIMENTS", str(exp))
     code, out, _ = run_cli(capsys, "show", "table1")
     assert code == 0 and out.startswith("table1: 2 manifests: as-table1, bs-table1")
@@ -90,9 +114,14 @@ def test_a_group_name_selects_every_matching_manifest(capsys, tmp_path, monkeypa
 
 
 def test_missing_dataset_names_the_prepare_command(capsys, tmp_path, write_manifest):
-    path = write_manifest(write_manifest().read_text().replace(
-        "{name: file, path: \"" + str(tmp_path / "corpus.txt") + "\", kind: text8, block: 32}",
-        "{name: text8, block: 32}"))
+    path = write_manifest(
+        write_manifest()
+        .read_text()
+        .replace(
+            '{name: file, path: "' + str(tmp_path / "corpus.txt") + '", kind: text8, block: 32}',
+            "{name: text8, block: 32}",
+        )
+    )
     code, _, err = run_cli(capsys, "run", str(path))
     assert code == 2 and "repro data prepare text8" in err
 

@@ -1,5 +1,6 @@
 """The rough edges a new user hits: groups, options after the command, --only, datasets, renderers,
 --json, help text and shell completion (no training)."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,12 @@ def test_table1_runs_both_tables(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "table1: 2 manifests: as-table1, st-table1"
     names = [line.split()[1] for line in out[1:]]
-    assert names == ["as-table1"] * 3 + ["st-table1-cifar10", "st-table1-enwik8", "st-table1-imagenet64",
-                                         "st-table1-audio"]
+    assert names == ["as-table1"] * 3 + [
+        "st-table1-cifar10",
+        "st-table1-enwik8",
+        "st-table1-imagenet64",
+        "st-table1-audio",
+    ]
 
 
 def test_dry_run_marks_missing_datasets(capsys):

@@ -1,4 +1,5 @@
 """Command-line overrides and sweeps, --save, and `include:` in manifests."""
+
 from __future__ import annotations
 
 import json
@@ -37,14 +38,17 @@ def test_a_sweep_adds_or_replaces_an_axis_at_every_scale(capsys):
     assert [r["train"]["lr"] for r in shown["runs"]] == [0.01, 0.02]
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["model.span.rampp=3"], "model.span.rampp: unknown key; allowed keys:"),
-    (["model.span.ramp=wide"], "model.span.ramp: expected an integer, got str 'wide'"),
-    (["model.span.ramp=16,48"], "a comma-separated list is a sweep: pass -m"),
-    (["span=3"], "set.span: expected a dotted key of data, model, train or eval"),
-    (["-m", "variant=a,b"], "sweep.variant: expected a dotted key"),
-    (["model..x=1"], "expected KEY=VALUE with a dotted key"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["model.span.rampp=3"], "model.span.rampp: unknown key; allowed keys:"),
+        (["model.span.ramp=wide"], "model.span.ramp: expected an integer, got str 'wide'"),
+        (["model.span.ramp=16,48"], "a comma-separated list is a sweep: pass -m"),
+        (["span=3"], "set.span: expected a dotted key of data, model, train or eval"),
+        (["-m", "variant=a,b"], "sweep.variant: expected a dotted key"),
+        (["model..x=1"], "expected KEY=VALUE with a dotted key"),
+    ],
+)
 def test_a_bad_override_is_one_line(capsys, args, expected):
     assert expected in one_line_error(capsys, "show", "as-fig4", *args)
 
@@ -93,7 +97,9 @@ def _write(path, text: str):
 
 
 def test_include_merges_files_and_accumulates_notes(tmp_path, corpus):
-    _write(tmp_path / "shared" / "recipe.yaml", f"""\
+    _write(
+        tmp_path / "shared" / "recipe.yaml",
+        f"""\
         paper: suite
         base:
           data: {{name: file, path: ../{corpus.name}, kind: text8, block: 32}}
@@ -102,8 +108,12 @@ def test_include_merges_files_and_accumulates_notes(tmp_path, corpus):
         scales: {{tiny: {{train: {{steps: 10}}}}}}
         notes: |
           From the recipe.
-        """)
-    m = manifests.load(_write(tmp_path / "exp" / "m.yaml", """\
+        """,
+    )
+    m = manifests.load(
+        _write(
+            tmp_path / "exp" / "m.yaml",
+            """\
         name: m
         title: M
         include: ../shared/recipe.yaml
@@ -112,19 +122,24 @@ def test_include_merges_files_and_accumulates_notes(tmp_path, corpus):
         sweep: {model.d_model: [32, 64]}
         notes: |
           From the manifest.
-        """))
+        """,
+        )
+    )
     (a, b) = m.expand("tiny")
     assert (a.model.layers, a.train.steps, a.train.lr, a.model.d_model, b.model.d_model) == (2, 10, 0.01, 32, 64)
     assert a.data.path == str(corpus)  # relative to the file that wrote it
     assert m.notes == "From the recipe.\nFrom the manifest.\n"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("include: missing.yaml\n", "include: missing.yaml: no such file"),
-    ("include: m.yaml\n", "include: m.yaml: includes itself (a cycle)"),
-    ("include: [1]\n", "include: expected a path or a list of paths"),
-    ("set: {train.lr: 1}\nsweep: {train.lr: [1, 2]}\n", "train.lr: both in set and in sweep"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("include: missing.yaml\n", "include: missing.yaml: no such file"),
+        ("include: m.yaml\n", "include: m.yaml: includes itself (a cycle)"),
+        ("include: [1]\n", "include: expected a path or a list of paths"),
+        ("set: {train.lr: 1}\nsweep: {train.lr: [1, 2]}\n", "train.lr: both in set and in sweep"),
+    ],
+)
 def test_include_errors(tmp_path, text, expected):
     path = _write(tmp_path / "m.yaml", "name: m\ntitle: M\npaper: suite\nbase: {}\n" + text)
     with pytest.raises(manifests.ManifestError, match=expected.replace("(", r"\(").replace(")", r"\)")):

@@ -1,6 +1,7 @@
 """The paper-scale recipe options in real runs: stream passes at seeded random offsets with the cache reset
 (the official adaptive-span trainer), the best-validation weights scored (the Sparse Transformer paper),
 and both surviving a SIGKILL and resume exactly."""
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,11 @@ from repro.evaluation import evaluate
 from repro.selection import BEST
 from repro.store import RunDir
 
-TEXT = ("it is a truth universally acknowledged that a single man in possession of a good fortune must be in "
-        "want of a wife however little known the feelings or views of such a man may be on his first entering "
-        "a neighbourhood this truth is so well fixed in the minds of the surrounding families ")
+TEXT = (
+    "it is a truth universally acknowledged that a single man in possession of a good fortune must be in "
+    "want of a wife however little known the feelings or views of such a man may be on his first entering "
+    "a neighbourhood this truth is so well fixed in the minds of the surrounding families "
+)
 
 
 @pytest.fixture
@@ -33,7 +36,8 @@ def as_manifest(tmp_path: Path) -> Path:
     corpus = tmp_path / "austen.txt"
     corpus.write_text(" ".join(f"chapter {i} {TEXT}" for i in range(16)))
     path = tmp_path / "as.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: t-as
         title: "recipe options"
         paper: suite
@@ -47,7 +51,8 @@ def as_manifest(tmp_path: Path) -> Path:
           eval: {{batch_size: 8}}
         scales:
           tiny: {{}}
-        """))
+        """)
+    )
     return path
 
 
@@ -108,14 +113,20 @@ def test_passes_reset_the_cache_best_weights_are_scored_and_a_resume_is_exact(tm
 
     # the report says how the bits were scored and which weights
     text = report.render(m, tmp_path / "straight")[0].read_text()
-    assert (f"Evaluation: each split read as 8 contiguous streams, block by block, carrying the model's cache; "
-            f"every target scored once; the weights of the best quick validation (step {summary['selected_step']}) "
-            f"scored, not the last.") in text
+    assert (
+        f"Evaluation: each split read as 8 contiguous streams, block by block, carrying the model's cache; "
+        f"every target scored once; the weights of the best quick validation (step {summary['selected_step']}) "
+        f"scored, not the last."
+    ) in text
 
     # a SIGKILL after the first pass boundary, resumed from the step-20 checkpoint: the same run
     killed = tmp_path / "killed"
-    proc = subprocess.run([sys.executable, "-c", KILLER, str(as_manifest), str(killed), "25"],
-                          capture_output=True, text=True, env={**os.environ})
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, str(as_manifest), str(killed), "25"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
     assert proc.returncode == -9, proc.stderr[-2000:]
     assert (RunDir(killed, m.name, spec.run_id).checkpoints / BEST).exists()
     resumed = runner.run_spec(spec, m, killed)
@@ -139,5 +150,5 @@ def test_large_models_train_the_papers_steps_then_20k_more_at_a_tenth(name, full
     (large,) = [s for s in manifests.resolve(name).expand("paper") if s.cell["variant"] == "adaptive-large"]
     factors = [lr_factor(step, large.train) for step in range(large.train.steps)]
     assert len(factors) == full + 20_000
-    assert factors[large.train.warmup:full] == [1.0] * (full - large.train.warmup)
+    assert factors[large.train.warmup : full] == [1.0] * (full - large.train.warmup)
     assert factors[full:] == [pytest.approx(0.1)] * 20_000

@@ -22,15 +22,20 @@ def test_grid_without_base_is_refused(tmp_path, capsys):
 
 def test_short_names_keep_full_keys_only_where_they_collide():
     assert short_names(["model.span.kind", "model.span.limit", "data.name", "model.name"]) == {
-        "model.span.kind": "kind", "model.span.limit": "limit", "data.name": "data.name", "model.name": "model.name"}
+        "model.span.kind": "kind",
+        "model.span.limit": "limit",
+        "data.name": "data.name",
+        "model.name": "model.name",
+    }
 
 
 def _store(root, spec, **summary):
     from repro.store import RunDir
 
     run = RunDir(root, spec.manifest, spec.run_id)
-    run.write_spec({"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell,
-                    **spec.resolved()})
+    run.write_spec(
+        {"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell, **spec.resolved()}
+    )
     run.write_summary({"status": "finished", "dataset": "file", "scale": spec.scale, **summary})
     return run
 
@@ -56,5 +61,5 @@ def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     main_table, others = text.split("Other stored runs at this scale (2)")
     assert "| 3 |" in main_table and "| 2 |" in main_table and "| 3.5 |" not in main_table
     assert "| 3.5 |" in others and "| 4 |" in others and with_max_steps(full[0], 10).run_id in others
-    rows = main_table[main_table.index("| stride"):].splitlines()
+    rows = main_table[main_table.index("| stride") :].splitlines()
     assert rows[2].startswith("| 16 ") and rows[3].startswith("| 8 ")  # grid order, not run-id order

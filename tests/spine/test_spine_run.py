@@ -1,4 +1,5 @@
 """End to end: manifest -> training -> store -> report, skip, resume after SIGKILL, divergence, DDP, W&B."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,18 @@ from repro.cli import main
 from repro.data import open_split
 from repro.store import RunDir
 
-REQUIRED = {"status", "dataset", "scale", "valid_bits", "test_bits", "params", "steps", "seconds_per_step",
-            "peak_memory_bytes", "wandb_run_id"}
+REQUIRED = {
+    "status",
+    "dataset",
+    "scale",
+    "valid_bits",
+    "test_bits",
+    "params",
+    "steps",
+    "seconds_per_step",
+    "peak_memory_bytes",
+    "wandb_run_id",
+}
 
 
 def only_run(path: Path):
@@ -30,8 +41,10 @@ def only_run(path: Path):
 
 
 def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
-    path = write_manifest(claims="claims:\n  - {id: learns, text: learns, check: 'test_bits[] < 4.75'}\n"
-                                 "  - {id: at-paper, text: x, check: 'test_bits[] < 1', scales: [paper]}\n")
+    path = write_manifest(
+        claims="claims:\n  - {id: learns, text: learns, check: 'test_bits[] < 4.75'}\n"
+        "  - {id: at-paper, text: x, check: 'test_bits[] < 1', scales: [paper]}\n"
+    )
     assert main(["run", str(path)]) == 0
     m, spec = only_run(path)
     run = RunDir(tmp_path / "results", m.name, spec.run_id)
@@ -101,8 +114,12 @@ def test_sigkill_resume_matches_uninterrupted_run(tmp_path, write_manifest):
     m, spec = only_run(path)
     straight = runner.run_spec(spec, m, tmp_path / "straight")
     killed_root = tmp_path / "killed"
-    proc = subprocess.run([sys.executable, "-c", KILLER, str(path), str(killed_root), "17"],
-                          capture_output=True, text=True, env={**os.environ})
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, str(path), str(killed_root), "17"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
     assert proc.returncode == -9, proc.stderr[-2000:]
     run = RunDir(killed_root, m.name, spec.run_id)
     assert run.summary()["status"] == "running"
@@ -155,8 +172,12 @@ def test_divergence_marks_failed_and_keeps_last_good_checkpoint(tmp_path, write_
 
 def test_ddp_on_two_cpu_processes(tmp_path, write_manifest):
     path = write_manifest(extra_train=", batch_size: 4")
-    proc = subprocess.run([sys.executable, "-m", "repro", "run", str(path), "--devices", "2", "--no-wandb"],
-                          capture_output=True, text=True, env={**os.environ})
+    proc = subprocess.run(
+        [sys.executable, "-m", "repro", "run", str(path), "--devices", "2", "--no-wandb"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     m, spec = only_run(path)
     summary = RunDir(tmp_path / "results", m.name, spec.run_id).summary()

@@ -4,6 +4,7 @@ refactoring the manifests (``include:``, shared recipes) never orphans a stored 
 A deliberate change of a spec changes its ids: regenerate the fixture with
 ``python tests/spine/test_spine_shipped_ids.py`` and say why in the commit.
 """
+
 from __future__ import annotations
 
 import json

@@ -4,9 +4,11 @@ import pytest
 
 from repro.spec import DataSpec, SpecError, TrainSpec, build, build_run
 
-BASE = {"data": {"name": "wiki-lead8", "block": 64},
-        "model": {"family": "sparse_transformer", "layers": 1, "d_model": 32, "heads": 2},
-        "train": {"steps": 10}}
+BASE = {
+    "data": {"name": "wiki-lead8", "block": 64},
+    "model": {"family": "sparse_transformer", "layers": 1, "d_model": 32, "heads": 2},
+    "train": {"steps": 10},
+}
 
 
 def test_build_validates_keys_and_types():
@@ -41,10 +43,12 @@ def test_fields_added_later_keep_earlier_run_ids():
     it when set: the paper-scale options added for the audit leave every stored tiny/small run's id alone."""
     plain = build_run("m", "tiny", {}, BASE)
     assert plain.run_id == "7f1245cdc2d3"  # the id this spec had before any later field existed
-    for section, key, default, other in [("train", "stream_passes", "wrap", "random_offset"),
-                                         ("train", "select", "last", "best_valid"),
-                                         ("model", "init", "normal", "paper"),
-                                         ("model", "dropout_embedding", True, False)]:
+    for section, key, default, other in [
+        ("train", "stream_passes", "wrap", "random_offset"),
+        ("train", "select", "last", "best_valid"),
+        ("model", "init", "normal", "paper"),
+        ("model", "dropout_embedding", True, False),
+    ]:
         assert key not in plain.resolved()[section]
         extra = {"val_every": 5} if key == "select" else {}
         same = build_run("m", "tiny", {}, {**BASE, section: {**BASE[section], key: default}})
@@ -93,5 +97,7 @@ def test_a_pinned_file_hash_must_match(tmp_path):
     corpus.write_text("some text " * 500)
     path = tmp_path / "m.yaml"
     path.write_text(tiny_manifest(corpus).replace("kind: text8,", "kind: text8, sha256: '00ff',"))
-    with pytest.raises(manifests.ManifestError, match="data.sha256: .*corpus.txt has sha256 [0-9a-f]{64}, expected 00ff"):
+    with pytest.raises(
+        manifests.ManifestError, match="data.sha256: .*corpus.txt has sha256 [0-9a-f]{64}, expected 00ff"
+    ):
         manifests.load(path)

@@ -1,5 +1,6 @@
 """One small store shared by the tracking tests: two 5-step adaptive-span runs trained in a real
 ``repro run`` process with W&B offline, so every test reads real offline W&B runs (no network)."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,10 @@ from pathlib import Path
 import pytest
 
 # Public domain (Lincoln, 1863), repeated with numbered markers to fill the 90/5/5 split.
-_TEXT = ("Four score and seven years ago our fathers brought forth on this continent, a new nation, "
-         "conceived in Liberty, and dedicated to the proposition that all men are created equal. ")
+_TEXT = (
+    "Four score and seven years ago our fathers brought forth on this continent, a new nation, "
+    "conceived in Liberty, and dedicated to the proposition that all men are created equal. "
+)
 
 MANIFEST = """\
 name: t-track
@@ -44,8 +47,9 @@ class Store:
     env: dict[str, str]  # environment of the process that trained it
 
     def repro(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "repro", *args], env=self.env, capture_output=True,
-                              text=True, **kwargs)
+        return subprocess.run(
+            [sys.executable, "-m", "repro", *args], env=self.env, capture_output=True, text=True, **kwargs
+        )
 
 
 @pytest.fixture(scope="session")
@@ -55,8 +59,13 @@ def store(tmp_path_factory) -> Store:
     corpus.write_text("".join(f"Part {i}. {_TEXT}" for i in range(150)))
     manifest = base / "t-track.yaml"
     manifest.write_text(textwrap.dedent(MANIFEST.format(corpus=corpus)))
-    env = {**os.environ, "REPRO_DATA": str(base / "data"), "REPRO_RESULTS": str(base / "results"),
-           "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    env = {
+        **os.environ,
+        "REPRO_DATA": str(base / "data"),
+        "REPRO_RESULTS": str(base / "results"),
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+    }
     env.pop("WANDB_API_KEY", None)
     done = Store(base, base / "results", manifest, env).repro("run", str(manifest))
     assert done.returncode == 0, done.stderr[-3000:]

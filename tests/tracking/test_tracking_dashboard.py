@@ -1,5 +1,6 @@
 """`repro dashboard`: the store imported into a local trackio project (incrementally), served, and
 looked at in a real headless Chromium."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,8 +18,9 @@ from repro import manifest as manifests
 from repro.store import RunDir
 
 # Found, not imported: trackio binds its folder on import, and repro.dashboard binds it to the store's.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("trackio") is None,
-                                reason="trackio is not installed: pip install -e '.[dashboard]'")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("trackio") is None, reason="trackio is not installed: pip install -e '.[dashboard]'"
+)
 
 
 def test_import_is_incremental_with_config_grouping_and_metrics(store, tmp_path):
@@ -57,8 +59,10 @@ def test_import_is_incremental_with_config_grouping_and_metrics(store, tmp_path)
 def chromium():
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium): the dashboard's browser test "
-                    "needs a headless browser")
+        pytest.skip(
+            "no chromium on PATH (Debian: apt-get install chromium): the dashboard's browser test "
+            "needs a headless browser"
+        )
     return exe
 
 
@@ -86,7 +90,7 @@ class _Output:
         while True:
             line = self._queue.get(timeout=timeout)
             if line.startswith(prefix):
-                return line[len(prefix):].strip()
+                return line[len(prefix) :].strip()
 
     def text(self) -> str:
         self._thread.join(timeout=30)
@@ -95,15 +99,31 @@ class _Output:
 
 def test_dashboard_shows_the_manifests_runs_in_a_browser(store, chromium, tmp_path):
     m = manifests.load(store.manifest)
-    proc = subprocess.Popen([sys.executable, "-m", "repro", "dashboard", str(store.manifest), "--port",
-                             str(_free_port())], env=store.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repro", "dashboard", str(store.manifest), "--port", str(_free_port())],
+        env=store.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     output = _Output(proc)
     try:
         url = output.wait_for("dashboard: ", 120)
-        dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                              f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=20000",
-                              "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
+        dom = subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                f"--user-data-dir={tmp_path / 'chromium'}",
+                "--virtual-time-budget=20000",
+                "--dump-dom",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        ).stdout
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -113,4 +133,4 @@ def test_dashboard_shows_the_manifests_runs_in_a_browser(store, chromium, tmp_pa
     for spec in m.expand("tiny"):
         assert f"t-track tiny limit={spec.cell['model.span.limit']} ({spec.run_id[:6]})" in dom
     assert 'data-metric="train/bits"' in dom  # a line plot of the training curves
-    assert 'bar-plot' in dom and 'data-metric="summary/test_bits"' in dom  # the summary, one bar per run
+    assert "bar-plot" in dom and 'data-metric="summary/test_bits"' in dom  # the summary, one bar per run

@@ -1,4 +1,5 @@
 """`repro pull` against a local fake of the W&B API built from real offline runs (no network)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,8 +52,9 @@ def test_pull_writes_runs_trained_elsewhere_into_the_store(store, tmp_path):
 
     _, judged = report.render(m, root)  # the report regenerates from the pulled runs alone
     _, at_home = report.render(m, store.root)
-    assert [(c.id, c.verdict.status, c.verdict.detail) for c in judged] == \
-        [(c.id, c.verdict.status, c.verdict.detail) for c in at_home]
+    assert [(c.id, c.verdict.status, c.verdict.detail) for c in judged] == [
+        (c.id, c.verdict.status, c.verdict.detail) for c in at_home
+    ]
     assert (root / "reports" / "figures" / "t-track-curves-tiny.png").exists()
 
 

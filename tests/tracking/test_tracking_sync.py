@@ -1,5 +1,6 @@
 """`repro sync` against a stand-in `wandb` executable (no network): skips what is synced, passes
 entity/project and a self-hosted server through, reports failures."""
+
 from __future__ import annotations
 
 import json

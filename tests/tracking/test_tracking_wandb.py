@@ -1,5 +1,6 @@
 """W&B: one folder per results root, the config, one step axis, per-head spans as heatmap + layer
 means, the store's summary, and `repro report --wandb` (all checked from real offline run files)."""
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,22 @@ def offline_runs(store, job_type=None):
 
 
 def test_per_head_view_sends_layer_means_and_a_grid():
-    metrics = {"train/bits": 2.0, "model/spans/0/0": 1.0, "model/spans/0/1": 3.0, "model/spans/1/0": 5.0,
-               "model/spans/1/1": 7.0, "model/attention_window/0": 64.0}
+    metrics = {
+        "train/bits": 2.0,
+        "model/spans/0/0": 1.0,
+        "model/spans/0/1": 3.0,
+        "model/spans/1/0": 5.0,
+        "model/spans/1/1": 7.0,
+        "model/attention_window/0": 64.0,
+    }
     out, grids = per_head_view(metrics)
     assert grids == {"model/spans": [[1.0, 3.0], [5.0, 7.0]]}
-    assert out == {"train/bits": 2.0, "model/attention_window/0": 64.0,
-                   "model/spans/layer0": 2.0, "model/spans/layer1": 6.0}
+    assert out == {
+        "train/bits": 2.0,
+        "model/attention_window/0": 64.0,
+        "model/spans/layer0": 2.0,
+        "model/spans/layer1": 6.0,
+    }
 
 
 def test_grid_columns_use_short_names_unless_taken():
@@ -62,7 +73,11 @@ def test_offline_runs_live_under_the_results_root_with_the_config(store):
         assert wb.group == m.name and wb.name == spec.cell_name and wb.state == "finished"
         config = wb.config
         assert {k: config[k] for k in ("run_id", "manifest", "scale", "paper")} == {
-            "run_id": spec.run_id, "manifest": m.name, "scale": "tiny", "paper": "adaptive_span"}
+            "run_id": spec.run_id,
+            "manifest": m.name,
+            "scale": "tiny",
+            "paper": "adaptive_span",
+        }
         assert config["code_version"] == stored.spec()["code_version"] != ""
         assert config["limit"] == spec.cell["model.span.limit"]  # the grid key as a top-level column
         assert {k: config[k] for k in ("data", "model", "train", "eval")} == json.loads(json.dumps(spec.resolved()))
@@ -101,13 +116,14 @@ def test_report_is_logged_as_a_report_run(store):
     (claims,) = (files / "table").glob("claims_*.table.json")
     table = json.loads(claims.read_text())
     assert table["columns"] == ["scale", "claim", "text", "check", "verdict", "detail"]
-    assert [row[1] for row in table["data"]] == ["learns"] and table["data"][0][4] in (
-        "reproduced", "not reproduced")
+    assert [row[1] for row in table["data"]] == ["learns"] and table["data"][0][4] in ("reproduced", "not reproduced")
     (ours,) = (files / "table" / "tables").glob("paper_vs_ours_*.table.json")
     ours = json.loads(ours.read_text())
     assert "test_bits" in ours["columns"] and len(ours["data"]) == 2
     bits = [row[ours["columns"].index("test_bits")] for row in ours["data"]]
-    stored = sorted(RunDir(store.root, "t-track", p.name).summary()["test_bits"]
-                    for p in (store.root / "runs" / "t-track").iterdir())
+    stored = sorted(
+        RunDir(store.root, "t-track", p.name).summary()["test_bits"]
+        for p in (store.root / "runs" / "t-track").iterdir()
+    )
     assert all(math.isclose(a, b) for a, b in zip(sorted(bits), stored))
     assert report.summary_metrics["claims_judged"] == 1

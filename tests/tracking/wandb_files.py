@@ -5,6 +5,7 @@ protobuf ``Record`` messages, after a 7-byte W&B header) into what the server wo
 summary, history rows, group, job type, saved files. ``FakeApi`` serves those runs through the
 subset of ``wandb.Api`` that ``repro.pull`` uses.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,8 @@ def records(path: Path) -> list[pb.Record]:
         if room < HEADER:
             pos += room
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
-        chunk = data[pos + HEADER:pos + HEADER + length]
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
+        chunk = data[pos + HEADER : pos + HEADER + length]
         pos += HEADER + length
         if kind in (FULL, LAST):
             record = pb.Record()

@@ -12,6 +12,7 @@ merged by log-sum-exp), ``flex`` (CUDA FlexAttention, one call per coordinate sy
 masked reference, n x n, small n only), ``auto`` (flex on CUDA, blocked elsewhere). A group whose only
 part is the causal triangle (``dense``) is causal ``scaled_dot_product_attention`` unless ``impl == "masked"``.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,9 @@ def resolve_impl(impl: str, device: torch.device) -> str:
 
 def _is_causal(pattern: str, stride, c, ranks) -> bool:
     ps = P.parts(pattern)
-    return len(ps) == 1 and ps[0].layout == "causal" and plan(ps[0], pattern, stride, c, tuple(ranks), 1).kind == "causal"
+    return (
+        len(ps) == 1 and ps[0].layout == "causal" and plan(ps[0], pattern, stride, c, tuple(ranks), 1).kind == "causal"
+    )
 
 
 def _group(q, k, v, pattern, stride, c, ranks, impl, scale):
@@ -50,17 +53,28 @@ def _group(q, k, v, pattern, stride, c, ranks, impl, scale):
     return blocked_attention(q, k, v, pattern, stride, c, ranks, scale)
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pattern: str, stride: int | None = None,
-           c: int | None = None, *, combine: str = "merged", impl: str = "auto",
-           scale: float | None = None) -> torch.Tensor:
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    pattern: str,
+    stride: int | None = None,
+    c: int | None = None,
+    *,
+    combine: str = "merged",
+    impl: str = "auto",
+    scale: float | None = None,
+) -> torch.Tensor:
     if pattern not in P.ALL_NAMES:
         raise ValueError(f"unknown pattern {pattern!r}; expected one of {P.ALL_NAMES}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     impl = resolve_impl(impl, q.device)
     if impl == "masked":
         return reference(q, k, v, pattern, stride, c, combine=combine, scale=scale)
-    outs = [_group(q[:, hs], k[:, hs], v[:, hs], p, stride, c, ranks, impl, scale)
-            for p, hs, ranks in P.head_groups(pattern, combine, q.shape[1])]
+    outs = [
+        _group(q[:, hs], k[:, hs], v[:, hs], p, stride, c, ranks, impl, scale)
+        for p, hs, ranks in P.head_groups(pattern, combine, q.shape[1])
+    ]
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
 
 

@@ -20,6 +20,7 @@ share of the union softmax's gradient. Work is chunked so temporaries stay a few
 no loop over tokens (loops run over chunks of blocks or residues, and over groups of query blocks for
 ``earlier``).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,7 @@ from repro.models.kernels.plan import Plan, plan
 _FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 _BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 # elements of one chunk of queries (batch x heads x rows x dim) per fused call: 4 MiB in float32
-CHUNK_ELEMENTS = 2 ** 20
+CHUNK_ELEMENTS = 2**20
 # query rows per call of the ``earlier`` part: the fused kernel tiles 768 rows or more 256 at a time;
 # measured at n=8192, l=128: about a quarter less time than one 128-row block per call, masked staircase
 # included
@@ -129,7 +130,8 @@ class _Tiles(_Run):
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv, first):
         for (qc, _, _, oc, lc, doc, dqc, _, _), (_, kc, vc, _, _, _, _, dkc, dvc) in self._calls(
-                (q, k, v, o, lse, do, dq, dk, dv), q):
+            (q, k, v, o, lse, do, dq, dk, dv), q
+        ):
             grads = _BWD(doc, qc, kc, vc, oc, lc, 0.0, self.plan.kind == "causal", attn_mask=self.mask, scale=scale)
             _accumulate((dqc, dkc, dvc), grads, first)
 
@@ -149,7 +151,7 @@ class _Residues(_Run):
         qr, kr, vr, orr, lr = (self._view(t) for t in (q, k, v, o, lse))
         nb = qr.shape[2]
         for r0, r1 in _chunks(self.l, qr.shape[0] * nb * q.shape[-1]):
-            op, lp = _FWD(qr[:, r0:r1, s:], kr[:, r0:r1, :nb - s], vr[:, r0:r1, :nb - s], 0.0, True, scale=scale)
+            op, lp = _FWD(qr[:, r0:r1, s:], kr[:, r0:r1, : nb - s], vr[:, r0:r1, : nb - s], 0.0, True, scale=scale)
             _merge(orr[:, r0:r1, s:], lr[:, r0:r1, s:], op, lp, first)
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv, first):
@@ -157,9 +159,18 @@ class _Residues(_Run):
         qr, kr, vr, orr, lr, dor, dqr, dkr, dvr = (self._view(t) for t in (q, k, v, o, lse, do, dq, dk, dv))
         nb = qr.shape[2]
         for r0, r1 in _chunks(self.l, qr.shape[0] * nb * q.shape[-1]):
-            grads = _BWD(dor[:, r0:r1, s:], qr[:, r0:r1, s:], kr[:, r0:r1, :nb - s], vr[:, r0:r1, :nb - s],
-                         orr[:, r0:r1, s:], lr[:, r0:r1, s:], 0.0, True, scale=scale)
-            _accumulate((dqr[:, r0:r1, s:], dkr[:, r0:r1, :nb - s], dvr[:, r0:r1, :nb - s]), grads, first)
+            grads = _BWD(
+                dor[:, r0:r1, s:],
+                qr[:, r0:r1, s:],
+                kr[:, r0:r1, : nb - s],
+                vr[:, r0:r1, : nb - s],
+                orr[:, r0:r1, s:],
+                lr[:, r0:r1, s:],
+                0.0,
+                True,
+                scale=scale,
+            )
+            _accumulate((dqr[:, r0:r1, s:], dkr[:, r0:r1, : nb - s], dvr[:, r0:r1, : nb - s]), grads, first)
 
 
 class _Earlier(_Run):
@@ -199,8 +210,18 @@ class _Earlier(_Run):
         ks, vs, idx, cc = self._gather(k, v)
         dks, dvs = torch.zeros_like(ks), torch.zeros_like(vs)
         for rows, keys, mask in self._groups(q, idx, cc):
-            gq, gk, gv = _BWD(do[:, :, rows], q[:, :, rows], ks[:, :, keys], vs[:, :, keys], o[:, :, rows],
-                              lse[:, :, rows], 0.0, False, attn_mask=mask, scale=scale)
+            gq, gk, gv = _BWD(
+                do[:, :, rows],
+                q[:, :, rows],
+                ks[:, :, keys],
+                vs[:, :, keys],
+                o[:, :, rows],
+                lse[:, :, rows],
+                0.0,
+                False,
+                attn_mask=mask,
+                scale=scale,
+            )
             dq[:, :, rows] += gq
             dks[:, :, keys] += gk
             dvs[:, :, keys] += gv
@@ -258,8 +279,7 @@ def _flat_ok(t: torch.Tensor) -> torch.Tensor:
         return t.contiguous()
 
 
-def blocked_attention(q, k, v, pattern: str, stride: int, c: int | None = None, ranks=None,
-                      scale: float | None = None):
+def blocked_attention(q, k, v, pattern: str, stride: int, c: int | None = None, ranks=None, scale: float | None = None):
     """Sparse attention of one head group on CPU; q, k (B, H, n, dk), v (B, H, n, dv); head h uses summary
     rank ``ranks[h]`` (default h). Any n: padded to a multiple of ``stride`` (padding sits after every
     real position, so causality hides it). Half-precision inputs are computed in float32."""

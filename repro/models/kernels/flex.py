@@ -14,6 +14,7 @@ The calls merge in one softmax through their log-sum-exps (FlexAttention differe
 returned lse), in float32. Half-precision inputs stay half in the kernels (fp32 accumulation). Forward
 works on CPU too (eager, no grad: the CPU tests check the masks); backward needs CUDA.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,9 @@ def _block_mask(key, mask_mod, H, q_len, kv_len, device):
 
     key = (*key, H, q_len, kv_len, str(device))
     if key not in _MASKS:
-        _MASKS[key] = create_block_mask(mask_mod, B=None, H=H, Q_LEN=q_len, KV_LEN=kv_len, device=device,
-                                        BLOCK_SIZE=BLOCK_SIZE)
+        _MASKS[key] = create_block_mask(
+            mask_mod, B=None, H=H, Q_LEN=q_len, KV_LEN=kv_len, device=device, BLOCK_SIZE=BLOCK_SIZE
+        )
     return _MASKS[key]
 
 
@@ -104,8 +106,10 @@ def _residue(q, k, v, group, ps, scale):
 
     rm = lambda t: t.view(B, H, nb, l, t.shape[-1]).transpose(2, 3).reshape(B, H, n, t.shape[-1])  # noqa: E731
     o, lse = _call(rm(q), rm(k), rm(v), _block_mask(("residue", group.key, ps), mm, H, n, n, q.device), scale)
-    return (o.view(B, H, l, nb, -1).transpose(2, 3).reshape(B, H, n, -1),
-            lse.view(B, H, l, nb).transpose(2, 3).reshape(B, H, n))
+    return (
+        o.view(B, H, l, nb, -1).transpose(2, 3).reshape(B, H, n, -1),
+        lse.view(B, H, l, nb).transpose(2, 3).reshape(B, H, n),
+    )
 
 
 def _earlier(q, k, v, group, part, scale):
@@ -122,8 +126,9 @@ def _earlier(q, k, v, group, part, scale):
     return _call(q, ks, vs, _block_mask(("earlier", group.key, part), mm, H, n, nb * cc, q.device), scale)
 
 
-def flex_attention_pattern(q, k, v, pattern: str, stride: int, c: int | None = None, ranks=None,
-                           scale: float | None = None):
+def flex_attention_pattern(
+    q, k, v, pattern: str, stride: int, c: int | None = None, ranks=None, scale: float | None = None
+):
     """Sparse attention of one head group with FlexAttention (same contract as ``blocked_attention``)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     n, l = q.shape[2], stride

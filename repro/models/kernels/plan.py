@@ -14,6 +14,7 @@ arrays and says what the kernels must compute (by shift invariance one block sta
 
 A part that does not fit its layout this way is refused (``ValueError``): the kernels never guess.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
