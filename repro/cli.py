@@ -17,9 +17,8 @@ from pathlib import Path
 
 import shtab
 
-from repro import lookup, overrides, progress, store
+from repro import lookup, overrides, progress, signals, store
 from repro import manifest as manifests
-from repro import signals
 from repro.errors import StoreError, UserError
 from repro.manifest import DEFAULT_SCALE
 from repro.progress import say

@@ -15,9 +15,9 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from repro.errors import UserError
 from repro.store import FAILED, FINISHED, INTERRUPTED, check_name, write_atomic

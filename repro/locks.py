@@ -26,7 +26,7 @@ class FileLock:
         self.path, self.wait, self.remove = path, wait, remove
         self.held, self.holder, self._fd = False, "", -1
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         make_dirs(self.path.parent)
         while not self._acquire():
             pass

@@ -17,7 +17,7 @@ unigram level, every span z at 0).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 

@@ -4,7 +4,7 @@ and ETA every N steps or T seconds, and a manifest-level line per run with the E
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import lightning.pytorch as pl
 

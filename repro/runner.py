@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
@@ -28,7 +29,8 @@ from repro.errors import StoreError, UserError
 from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
 from repro.progress import ProgressLines, say
-from repro.selection import callbacks as selection_callbacks, load_selected
+from repro.selection import callbacks as selection_callbacks
+from repro.selection import load_selected
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.tracking import StoreLogger, finish_wandb, wandb_logger

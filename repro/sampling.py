@@ -79,8 +79,9 @@ def sample(
 
 def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samples") -> list:
     """Save samples as a text file, an image grid (PNG) or mu-law audio (WAV); returns the paths."""
-    import numpy as np
     from pathlib import Path
+
+    import numpy as np
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

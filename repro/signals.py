@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _requested: int | None = None

@@ -17,7 +17,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from repro.errors import UserError
 from repro.fields import later, plain
@@ -36,11 +36,11 @@ class SpecError(UserError):
 class DataSpec:
     name: str = "wiki-lead8"
     block: int = 512  # training context: characters per block (text) or the sequence length (images/audio)
-    path: Optional[str] = None  # `file` corpora: the file (relative: to the manifest's folder)
-    kind: Optional[str] = None  # `file` corpora: bytes | chars | text8
-    sha256: Optional[str] = later(None)  # `file` corpora: the file's content hash, set when the manifest resolves
-    vocab: Optional[str] = None  # byte corpora: bytes (256) | as205 (adaptive-span's observed-symbol vocabulary)
-    seq_len: Optional[int] = None  # audio: samples per sequence
+    path: str | None = None  # `file` corpora: the file (relative: to the manifest's folder)
+    kind: str | None = None  # `file` corpora: bytes | chars | text8
+    sha256: str | None = later(None)  # `file` corpora: the file's content hash, set when the manifest resolves
+    vocab: str | None = None  # byte corpora: bytes (256) | as205 (adaptive-span's observed-symbol vocabulary)
+    seq_len: int | None = None  # audio: samples per sequence
 
     @property
     def label(self) -> str:
@@ -91,7 +91,7 @@ class TrainSpec:
 @dataclass
 class EvalSpec:
     batch_size: int = 16
-    min_context: Optional[int] = None  # stateless models: context every scored token has (None = block // 2)
+    min_context: int | None = None  # stateless models: context every scored token has (None = block // 2)
     splits: list[str] = field(default_factory=lambda: ["valid", "test"])
     # stateless models: also score the test split at each of these minimum contexts (one trained
     # model, several evaluations; the Sparse Transformer's Table 3) -> summary `test_bits_ctx<N>`

@@ -8,6 +8,7 @@ its holder dies. A file that does not parse is :class:`CorruptFile` (listed, nev
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -78,7 +79,7 @@ def sources(root: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def finished_twin(root: Path, manifest: str, run_id: str) -> "RunDir | None":
+def finished_twin(root: Path, manifest: str, run_id: str) -> RunDir | None:
     """A finished run with this id stored under another manifest (same spec, same result)."""
     for summary in sorted((root / "runs").glob(f"*/{run_id}/summary.json")):
         other = RunDir(root, summary.parent.parent.name, run_id)
@@ -160,7 +161,7 @@ class RunDir:
         with np.load(self.path / name) as npz:
             return {k: npz[k] for k in npz.files}
 
-    def adopt(self, source: "RunDir", manifest: str, cell: dict[str, Any]) -> dict[str, Any]:
+    def adopt(self, source: RunDir, manifest: str, cell: dict[str, Any]) -> dict[str, Any]:
         """Take over a finished run of the same spec stored under another manifest (the run id is the
         spec's hash, so the result is the same): files copied, the checkpoint hard-linked when possible."""
         for name in ("metrics.csv", "analysis.npz"):
@@ -168,10 +169,9 @@ class RunDir:
                 write_bytes_atomic(self.path / name, (source.path / name).read_bytes())
         if source.last_checkpoint is not None:
             atomic.make_dirs(self.checkpoints)
-            try:
+            # another filesystem (or already linked): `repro sample` then needs the source run's
+            with contextlib.suppress(OSError):
                 os.link(source.last_checkpoint, self.checkpoints / "last.ckpt")
-            except OSError:
-                pass  # another filesystem (or already linked): `repro sample` then needs the source run's
         self.write_spec({**source.spec(), "manifest": manifest, "cell": cell})
         summary = {**source.summary(), "manifest": manifest, "cell": cell, "reused_from": source.path.parent.name}
         self.write_summary(summary)

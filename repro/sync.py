@@ -10,9 +10,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from repro.errors import UserError
 from repro.tracking import has_credentials, wandb_dir, wandb_host

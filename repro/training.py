@@ -8,13 +8,15 @@ between training blocks, divergence detection and everything a checkpoint needs 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import resource
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
@@ -329,10 +331,8 @@ def reset_peak_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         return
-    try:
+    with contextlib.suppress(OSError):  # not Linux: the peak is the process's lifetime peak
         Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
-    except OSError:
-        pass  # not Linux: the peak is the process's lifetime peak
 
 
 def peak_memory_bytes(device: torch.device) -> int:

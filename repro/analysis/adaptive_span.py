@@ -16,8 +16,9 @@ m_z(x) = min(max((R + z - x) / R, 0), 1) for distance x, span z and ramp R.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd

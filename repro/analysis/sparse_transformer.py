@@ -23,7 +23,6 @@ import pandas as pd
 from repro.analysis import Context, finished_runs, format_value, pyplot, renderer
 from repro.store import write_atomic
 
-
 # -- helpers -----------------------------------------------------------------------------------
 
 

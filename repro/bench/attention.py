@@ -96,18 +96,11 @@ def _fns(setup: dict, case: dict, q, k, v):
 
     from repro.models.kernels import attend
 
-    if case["impl"] == "sdpa":
-        fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
-    else:
-        fn = lambda: attend(
-            q,
-            k,
-            v,
-            case["pattern"],
-            setup["stride"],
-            setup["c"],  # noqa: E731
-            combine=setup["combine"],
-            impl=case["impl"],
+    def fn():
+        if case["impl"] == "sdpa":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return attend(
+            q, k, v, case["pattern"], setup["stride"], setup["c"], combine=setup["combine"], impl=case["impl"]
         )
 
     def fwd():
@@ -211,9 +204,9 @@ def _append(args, rec: dict) -> None:
 
 
 def _records(args, n: int) -> list[dict]:
-    from repro.models.kernels import resolve_impl
-
     import torch
+
+    from repro.models.kernels import resolve_impl
 
     setup = dict(
         n=n,

@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def rss_bytes() -> int:

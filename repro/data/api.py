@@ -13,8 +13,8 @@ import numpy as np
 from repro.data import catalog, debian, views
 from repro.data.audio import SEQ_LEN
 from repro.data.errors import CorruptData, DataError, DatasetMissing
-from repro.data.job import Job
 from repro.data.fetch import digest_file
+from repro.data.job import Job
 from repro.data.store import SPLITS, building, data_root, load_array, lock, read_meta, write_meta
 from repro.data.text import FILE_KINDS
 from repro.data.vocab import Vocab

@@ -7,8 +7,8 @@ import gzip
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from repro.data.errors import DataError
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import io
 import tarfile
 import zipfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -59,7 +59,7 @@ class _Splits:
         self.at[split] += len(rows)
 
     def records(self) -> dict[str, dict]:
-        for split, array in self.arrays.items():
+        for array in self.arrays.values():
             array.flush()
         return {s: split_record(self.out / f"{s}.npy", a) for s, a in self.arrays.items()}
 

@@ -12,7 +12,8 @@ import pickle
 
 import numpy as np
 
-from repro.data import archives, vocab as vocabs
+from repro.data import archives
+from repro.data import vocab as vocabs
 from repro.data.debian import Package, Release
 from repro.data.errors import DataError
 from repro.data.fetch import Pin

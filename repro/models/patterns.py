@@ -24,8 +24,9 @@ Every predicate is invariant under shifting ``i`` and ``j`` together by ``l`` (k
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

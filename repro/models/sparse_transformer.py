@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ class Config:
     dropout: float = 0.0  # at the end of each residual branch (the paper uses no attention dropout)
     pattern: Literal["dense", "strided", "fixed"] = "dense"
     stride: int = 128  # l; also the row length of the ``attn`` position embedding
-    c: Optional[int] = 32  # summary positions per block (fixed)
+    c: int | None = 32  # summary positions per block (fixed)
     combine: Literal["interleaved", "merged", "multihead"] = "merged"
     embedding: Literal["attn", "data"] = "attn"
     checkpointing: bool = False  # recompute each residual block in the backward pass

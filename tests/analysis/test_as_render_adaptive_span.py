@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro import cli, manifest as manifests, report
+from repro import cli, report
+from repro import manifest as manifests
 from repro.analysis import format_value, registry
 from repro.analysis.adaptive_span import layer_halves, paper_flops, soft_mask
 from repro.flops import flops_per_token, paper_table_flops

@@ -11,7 +11,7 @@ import pytest
 from repro import analysis
 from repro.manifest import resolve
 from repro.report import context, render
-from repro.store import RunDir, table
+from repro.store import RunDir
 
 ST = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "experiments" / "sparse_transformer").glob("*.yaml"))
 

@@ -7,8 +7,8 @@ import pytest
 
 import repro.data as data
 from repro.data import text
-from repro.data.fetch import Pin
 from repro.data.errors import ChecksumMismatch, DataError, DatasetMissing
+from repro.data.fetch import Pin
 from repro.errors import UserError
 
 

@@ -8,7 +8,6 @@ import signal
 import socket
 
 import torch
-
 from faultkit import Gate, SignalAt, SignalParentAt
 
 from repro import locks

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import slurmkit
@@ -97,4 +98,4 @@ def test_a_cancelled_job_resumes_when_resubmitted(tmp_path, write_manifest, slur
     wait([again])
     assert run.summary()["status"] == "finished"
     log = json.loads((root / "jobs" / m.name / f"{spec.run_id}.json").read_text())["log"]
-    assert f"resuming {spec.run_id} from step" in open(log).read()
+    assert f"resuming {spec.run_id} from step" in Path(log).read_text()

@@ -15,9 +15,8 @@ import pytest
 import torch
 from faultkit import SignalAt
 
-from repro import atomic, data
+from repro import atomic, data, runner
 from repro import manifest as manifests
-from repro import runner
 from repro.cli import main
 from repro.store import RunDir
 

@@ -3,9 +3,9 @@
 from pathlib import Path
 
 import pytest
+from spine_manifests import tiny_manifest
 
 from repro.cli import main
-from spine_manifests import tiny_manifest
 
 
 def run_cli(capsys, *argv):

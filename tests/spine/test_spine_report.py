@@ -43,7 +43,8 @@ def _store(root, spec, **summary):
 def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     """After `repro run M` and `repro run M --max-steps 10`, each cell has two stored runs: the report and
     its claims use the manifest's current resolution only (in grid order) and list the other apart."""
-    from repro import manifest as manifests, report
+    from repro import manifest as manifests
+    from repro import report
     from repro.runner import with_max_steps
 
     grid = "grid:\n  model.stride: [16, 8]\n"

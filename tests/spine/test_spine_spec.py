@@ -60,9 +60,10 @@ def test_fields_added_later_keep_earlier_run_ids():
 def test_a_file_corpus_is_identified_by_content_and_resolved_next_to_its_manifest(tmp_path, monkeypatch, capsys):
     """Editing corpus.txt makes a new run (not 'skipped' with old bits); the same manifest and corpus in
     another folder is the same run; a relative path is the manifest's folder's, not the working directory's."""
+    from spine_manifests import tiny_manifest
+
     from repro import manifest as manifests
     from repro.cli import main
-    from spine_manifests import tiny_manifest
 
     a, b, elsewhere = (tmp_path / d for d in ("a", "b", "cwd"))
     for folder in (a, b, elsewhere):
@@ -90,8 +91,9 @@ def test_a_file_corpus_is_identified_by_content_and_resolved_next_to_its_manifes
 
 
 def test_a_pinned_file_hash_must_match(tmp_path):
-    from repro import manifest as manifests
     from spine_manifests import tiny_manifest
+
+    from repro import manifest as manifests
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("some text " * 500)
