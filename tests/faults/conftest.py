@@ -15,16 +15,7 @@ from repro.store import RunDir
 
 sys.path.insert(0, str(Path(__file__).parent))
 import faultkit  # noqa: E402
-
-# A public-domain paragraph (the opening of the US Declaration of Independence), repeated with
-# numbered section markers so the corpus is long enough for the 90/5/5 split.
-_TEXT = (
-    "When in the Course of human events, it becomes necessary for one people to dissolve the political "
-    "bands which have connected them with another, and to assume among the powers of the earth, the "
-    "separate and equal station to which the Laws of Nature and of Nature's God entitle them, a decent "
-    "respect to the opinions of mankind requires that they should declare the causes which impel them "
-    "to the separation. "
-)
+from textcorpus import write_corpus  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -32,11 +23,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if here in Path(item.fspath).parents:
             item.add_marker(pytest.mark.faults)
-
-
-def write_corpus(path: Path) -> Path:
-    path.write_text("".join(f"Section {i}. {_TEXT}" for i in range(120)))
-    return path
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 import pytest
 import torch
+from spine_manifests import KILLER
 
 from repro import manifest as manifests
 from repro import report, runner
@@ -64,22 +65,6 @@ class CacheLengths(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, *args):
         self.lengths.append(pl_module._state[0].shape[1])
-
-
-KILLER = textwrap.dedent("""\
-    import os, signal, sys
-    import lightning.pytorch as pl
-    from pathlib import Path
-    from repro import manifest, runner
-
-    class KillAt(pl.Callback):
-        def on_train_batch_end(self, trainer, *args):
-            if trainer.global_step == int(sys.argv[3]):
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    m = manifest.load(sys.argv[1])
-    runner.run_spec(m.expand("tiny")[0], m, Path(sys.argv[2]), callbacks=[KillAt()])
-    """)
 
 
 def test_passes_reset_the_cache_best_weights_are_scored_and_a_resume_is_exact(tmp_path, as_manifest):

@@ -8,11 +8,11 @@ import math
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
+from spine_manifests import KILLER
 
 from repro import manifest as manifests
 from repro import runner
@@ -91,22 +91,6 @@ def test_a_spec_finished_under_another_manifest_is_reused_not_retrained(tmp_path
     b = RunDir(tmp_path / "results", "t-other", spec.run_id).summary()
     assert b["reused_from"] == "t-tiny" and b["manifest"] == "t-other" and b["test_bits"] == a["test_bits"]
     assert (tmp_path / "results" / "runs" / "t-other" / spec.run_id / "checkpoints" / "last.ckpt").exists()
-
-
-KILLER = textwrap.dedent("""\
-    import os, signal, sys
-    import lightning.pytorch as pl
-    from pathlib import Path
-    from repro import manifest, runner
-
-    class KillAt(pl.Callback):
-        def on_train_batch_end(self, trainer, *args):
-            if trainer.global_step == int(sys.argv[3]):
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    m = manifest.load(sys.argv[1])
-    runner.run_spec(m.expand("tiny")[0], m, Path(sys.argv[2]), callbacks=[KillAt()])
-    """)
 
 
 def test_sigkill_resume_matches_uninterrupted_run(tmp_path, write_manifest):
