@@ -24,6 +24,7 @@ import torch
 
 from repro import checkpoints, signals
 from repro import data as datasets
+from repro.analysis.probes import figure_arrays
 from repro.checkpoints import StoreCheckpointIO
 from repro.errors import StoreError, UserError
 from repro.evaluation import evaluate, unigram_bits
@@ -324,9 +325,8 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
     for context in spec.eval.context_sweep:
         swept = replace(spec, eval=replace(spec.eval, min_context=context))
         final[f"test_bits_ctx{context}"] = evaluate(model, data.splits["test"], swept, device, data.vocab.size)["bits"]
-    analyses = getattr(model, "analyses", None)
-    if analyses is not None:  # arrays behind figures that need the trained model (analysis never loads it)
-        run.write_arrays("analysis.npz", analyses(data.splits["valid"], data.vocab))
+    # arrays behind figures that need the trained model (renderers never load it)
+    run.write_arrays("analysis.npz", figure_arrays(spec.family, model, data.splits["valid"], data.vocab))
     return final
 
 

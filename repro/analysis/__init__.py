@@ -5,7 +5,9 @@ A renderer is registered under the name a manifest lists in ``renders``, with th
 a tidy table of the runs (one row per run of the manifest's current resolution, in grid order; the
 resolved spec flattened into dotted columns such as ``model.span.limit``; the summary's keys as
 columns), the results root, and the tables of the manifest's ``parts``. It returns the files it wrote
-with their captions. Every figure names its scale and dataset. Renderers never import models or train.
+with their captions. Every figure names its scale and dataset. Renderers never load a model or train
+(Figure 2 of the adaptive span draws the mechanism's own ``repro.models.span.soft_mask``); the arrays of a
+trained model that figures need are computed once after training by ``repro.analysis.probes``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ FLOPs. ``summary.flops_per_token`` counts 2 FLOPs per multiply-accumulate and th
 ours in the paper's convention, derived from the summary alone:
 ``(flops_per_token - 2 * sum(effective spans) * d_h) / 2``.
 
-The soft mask of Figure 2 is re-derived here in numpy (analysis never imports models):
-m_z(x) = min(max((R + z - x) / R, 0), 1) for distance x, span z and ramp R.
+Figure 2 draws the mechanism's own soft mask (``repro.models.span.soft_mask``, the one the model trains
+with); no renderer loads a model.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from repro.analysis import Context, finished_runs, pyplot, renderer
+from repro.models.span import soft_mask
 
 Files = list[tuple[Path, str]]
 
@@ -31,9 +33,9 @@ Files = list[tuple[Path, str]]
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def soft_mask(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
-    """m_z(x) = min(max((R + z - x) / R, 0), 1) (the paper's soft mask, numpy)."""
-    return np.clip((ramp + z - np.asarray(x, dtype=float)) / ramp, 0.0, 1.0)
+def mask_curve(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
+    """The soft mask m_z at the distances ``x`` (``repro.models.span.soft_mask``), as numpy for plotting."""
+    return soft_mask(torch.as_tensor(x, dtype=torch.float64), z, ramp).numpy()
 
 
 def _title(ctx: Context, what: str) -> str:
@@ -204,7 +206,7 @@ def fig2(ctx: Context) -> Files:
     x = np.linspace(0, xmax, 1000)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     ax = axes[0]
-    ax.plot(x, soft_mask(x, z, R), lw=2, color="k")
+    ax.plot(x, mask_curve(x, z, R), lw=2, color="k")
     ax.axvline(z, ls=":", color="gray")
     ax.axvline(z + R, ls=":", color="gray")
     ax.annotate("z", (z, 0.5), xytext=(4, 0), textcoords="offset points")
@@ -225,7 +227,7 @@ def fig2(ctx: Context) -> Files:
             for j, zz in enumerate(layer):
                 ax.plot(
                     xs,
-                    soft_mask(xs, zz, r),
+                    mask_curve(xs, zz, r),
                     lw=1,
                     alpha=0.8,
                     color=plt.cm.viridis(i / max(1, len(spans) - 1)),
@@ -245,7 +247,7 @@ def fig2(ctx: Context) -> Files:
     out = ctx.save_figure(fig, "fig2")
     caption = (
         f"Figure 2 ({ctx.label}): m_z(x) = min(max((R + z - x)/R, 0), 1): 1 up to distance z, a linear "
-        f"ramp of width R, 0 beyond z + R (left, the formula re-derived in numpy)"
+        f"ramp of width R, 0 beyond z + R (left, the model's own mask function)"
         + (f"; right: the {learned} masks our stored adaptive run learned." if learned else ".")
     )
     return [(out, caption)]

@@ -1,19 +1,15 @@
-"""Adaptive attention span (Sukhbaatar, Grave, Bojanowski, Joulin, 2019; arXiv 1905.07799).
+"""The adaptive-span language model (Sukhbaatar, Grave, Bojanowski, Joulin, 2019; arXiv 1905.07799).
 
-A sequential character Transformer (post-norm residual blocks, ReLU feed-forward) with
+A sequential character Transformer (post-norm residual blocks, ReLU feed-forward) whose attention uses the
+span mechanism of :mod:`repro.models.span` (the soft mask, the three span kinds, the span loss, trimming):
 
 * learned relative position embeddings p_x (x = t - r), one set (d_h x S) shared by every head (and, as
   in the official code and the paper's parameter counts, every layer), added to the keys:
   s_tr = q_t . (k_r + p_{t-r}) / sqrt(d_h);
 * a Transformer-XL cache of the hidden states entering each layer (no gradient flows into it);
-* a span per head. ``fixed``: the last S tokens. ``adaptive``: the paper's soft mask
-  m_z(x) = clamp((R + z - x) / R, 0, 1) with z = S z', z' in [0, 1] learned per head.
-  ``dynamic``: z_t = S sigmoid(v . x_t + b), computed from the query's input x_t.
-  The mask multiplies exp(s): a_tr = m(t - r) exp(s_tr) / sum_q m(t - q) exp(s_tq);
-* the L1 span penalty lambda * z, returned as ``aux_loss`` for the trainer to add to the mean
-  per-token NLL. ``loss_mode="mean_times_S"`` is the official code's lambda * S * mean_heads(z') per
-  layer, summed over layers (what produced the published numbers); ``"sum"`` is lambda * sum of z over
-  every head, as the paper's text writes it. The dynamic span penalises the mean z_t the same way.
+* a span per head (``span.kind``: fixed, adaptive or dynamic); the mask multiplies exp(s):
+  a_tr = m(t - r) exp(s_tr) / sum_q m(t - q) exp(s_tq); the span loss lambda * sum over layers is
+  returned as ``aux_loss`` for the trainer to add to the mean per-token NLL.
 
 Distances, ``window``. ``paper`` (the default): query t sees r = t - x for x = 0 .. S-1, itself and the
 S - 1 previous tokens; the fixed span sees exactly S tokens, the mask formula applies to x = t - r as the
@@ -29,18 +25,16 @@ produced the published numbers) leaves W_q, W_k, W_v, W_o at PyTorch's default U
 input width; ``paper`` draws them from U(+-1/sqrt(d_h)) as the paper's text says (sqrt(H) times wider).
 At tiny scale the official one is worth about 0.16 bits (as-table1, adaptive-small).
 
-Compute follows the spans: each layer attends over a band of W = min(S, ceil(max_head z + R)) distances
-rounded up to a multiple of 64 (for dynamic spans, the largest z_t of the block), keys and cached states
-beyond it are never projected, and the cache keeps W - 1 + 64 states (64 of slack for spans that grow).
-Fixed and dynamic layers keep S - 1 states. Missing history (start of a stream, a cache shorter than
-the band) is padding that gets no weight.
+Compute follows the spans: each layer attends over the band of W distances of the trimming rule
+(:func:`repro.models.span.trimmed_window`; for dynamic spans, from the largest z_t of the block), keys and
+cached states beyond it are never projected, and the cache keeps what the span kind asks for. Missing
+history (start of a stream, a cache shorter than the band) is padding that gets no weight.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -48,25 +42,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from repro.fields import later
+from repro.flops import flops_per_token
 from repro.models.base import ModelOutput
-from repro.models.relative_attention import band_attention, chunk_size
-
-TRIM_MULTIPLE = 64  # band widths and cache slack are multiples of this (coarse sizes reuse memory)
-
-
-# The phrase of the paper's Figure 5 (dynamic span per character).
-FIG5_TEXT = "overlooks the park and its numerous"
-
-
-@dataclass
-class SpanConfig:
-    kind: Literal["fixed", "adaptive", "dynamic"] = "adaptive"
-    limit: int = 8192  # S, the maximum span
-    ramp: int = 32  # R, the width of the soft mask's ramp
-    loss_coef: float = 2.0e-6  # lambda
-    loss_mode: Literal["mean_times_S", "sum"] = "mean_times_S"
-    init: float = 0.0  # initial z' (z = S z')
-    dynamic_bias_init: float = -4.0  # b of z_t = S sigmoid(v . x_t + b)
+from repro.models.relative_attention import BandSoftmax, band_attention, chunk_size
+from repro.models.span import SpanConfig, make_span
 
 
 @dataclass
@@ -81,69 +60,52 @@ class Config:
     span: SpanConfig = field(default_factory=SpanConfig)
 
 
-def soft_mask(x: torch.Tensor, z: torch.Tensor, ramp: float) -> torch.Tensor:
-    """The soft mask m_z(x) = min(max((R + z - x) / R, 0), 1); x = t - r (distance); shapes broadcast."""
-    return ((ramp + z - x) / ramp).clamp(0.0, 1.0)
-
-
-def _round_up(n: float, multiple: int = TRIM_MULTIPLE) -> int:
-    return multiple * math.ceil(math.ceil(n) / multiple)
+class AttentionOutput(NamedTuple):
+    out: torch.Tensor  # (B, M, d_model)
+    cache: torch.Tensor  # the states kept for the next block
+    loss: torch.Tensor | None  # this layer's span penalty, before lambda (None: fixed span)
+    z: torch.Tensor | None  # the block's spans, detached: (H,), (B, M, H) per query, or None (fixed)
+    window: int  # W, the distances the spans need (the band is narrower while the history is shorter)
 
 
 class SpanAttention(nn.Module):
-    """Multi-head attention of one layer over its (learned) span, with relative positions."""
+    """Multi-head attention of one layer over its (learned) span, with relative positions.
+
+    Analyses read it through forward hooks: its output (:class:`AttentionOutput`) and ``softmax``, whose
+    output is the layer's attention weights over the band (see ``repro.analysis.probes``)."""
 
     def __init__(self, cfg: Config):
         super().__init__()
         d, H = cfg.d_model, cfg.heads
         assert d % H == 0, "d_model must be a multiple of heads"
-        self.H, self.dh, self.span, self.dropout = H, d // H, cfg.span, cfg.dropout
+        self.H, self.dh, self.dropout = H, d // H, cfg.dropout
         self.shift = 1 if cfg.window == "official" else 0  # distance of the band's first column (x = 0)
         self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
         if cfg.init == "paper":  # W_q, W_k, W_v, W_o ~ U(-1/sqrt(d_h), 1/sqrt(d_h)); official: PyTorch's
             for lin in (self.q, self.k, self.v, self.o):
                 nn.init.uniform_(lin.weight, -(self.dh**-0.5), self.dh**-0.5)
-        if cfg.span.kind == "adaptive":
-            self.z_prime = nn.Parameter(torch.full((H,), float(cfg.span.init)))
-        elif cfg.span.kind == "dynamic":
-            self.span_proj = nn.Linear(d, H)  # v (H x d), b (H)
-            nn.init.constant_(self.span_proj.bias, cfg.span.dynamic_bias_init)
-        self.trim = True
-        self.record: list | None = None  # set to a list to collect attention weights (analysis)
-        self.last: dict[str, Any] = {}
+        self.span = make_span(cfg.span, H)
+        self.span.add_parameters(self, d)  # z_prime or span_proj, registered after q, k, v, o
+        self.softmax = BandSoftmax()
+        self.trim = True  # False: attend and cache the whole S whatever the spans (a reference for tests)
 
-    def z(self) -> torch.Tensor:
-        """Adaptive spans z = S z' in tokens, per head (z' clamped to [0, 1])."""
-        return self.span.limit * self.z_prime.clamp(0.0, 1.0)
+    def window(self, z: torch.Tensor | None = None, z_max: float | None = None) -> int:
+        """W: distances 0..W-1 attended for spans ``z`` (default: those known before a block), at most S."""
+        if not self.trim:
+            return self.span.S
+        return self.span.window(self.span.z(self) if z is None else z, z_max)
 
-    def window(self, z_max: float | None = None) -> int:
-        """W: distances 0..W-1 attended. Trimmed to the largest z + R (rounded up), at most S."""
-        S = self.span.limit
-        if not self.trim or self.span.kind == "fixed":
-            return S
-        if z_max is None:
-            z_max = float(self.z().detach().max())
-        return min(S, _round_up(z_max + self.span.ramp))
-
-    def cache_len(self, z_max: float | None = None) -> int:
+    def cache_len(self, window: int | None = None) -> int:
         """Past hidden states kept for the next block (one more under the official window)."""
-        S = self.span.limit
-        if self.span.kind == "adaptive" and self.trim:
-            return min(S - 1, self.window(z_max) - 1 + TRIM_MULTIPLE) + self.shift
-        return S - 1 + self.shift
+        kept = self.span.cache_len(self.window() if window is None else window) if self.trim else self.span.S - 1
+        return kept + self.shift
 
-    def forward(self, h, cache, pe, z_max: float | None = None):
-        """``z_max``: this layer's largest adaptive z, if the caller already read it (one sync)."""
+    def forward(self, h, cache, pe, z_max: float | None = None) -> AttentionOutput:
+        """``z_max``: this layer's largest span, if the caller already read it (one device sync)."""
         B, M, _ = h.shape
-        S, R, kind = self.span.limit, self.span.ramp, self.span.kind
-        z_t = None
-        if kind == "dynamic":
-            z_t = S * torch.sigmoid(self.span_proj(h))  # (B, M, H)
-            W = self.window(float(z_t.detach().max()))
-        else:
-            W = self.window(z_max)
+        z = self.span.z(self, h)
+        W = window = self.window(z, z_max)
         C = cache.shape[1]
-        W_span = W
         if not self.shift:  # paper window: no band wider than the history (missing history gets no weight)
             W = min(W, C + M)
         P = W - 1
@@ -161,37 +123,21 @@ class SpanAttention(nn.Module):
         if n_pad:
             k, v = F.pad(k, (0, 0, n_pad, 0)), F.pad(v, (0, 0, n_pad, 0))
         x = torch.arange(W - 1, -1, -1, device=h.device, dtype=h.dtype)  # distance of each band column
-        if kind == "adaptive":
-            mask = soft_mask(x, self.z()[:, None, None], R)  # (H, 1, W)
-        elif kind == "dynamic":
-            mask = soft_mask(x, z_t.transpose(1, 2)[..., None], R)  # (B, H, M, W)
-        else:
-            mask = None
         out = band_attention(
             q,
             k,
             v,
             pe[:, :W].flip(-1),
             chunk=chunk_size(M, W),
-            mask=mask,
+            mask=self.span.mask(x, z),
             n_invalid=0 if self.shift else n_pad,
             dropout=self.dropout,
             training=self.training,
-            record=self.record,
+            softmax=self.softmax,
         )
         out = self.o(out.transpose(1, 2).reshape(B, M, -1))
-        self.last = {"window": W_span, "band": W}
-        loss = None
-        if kind == "adaptive":
-            zp = S * self.z_prime  # raw z' so the penalty always has a gradient
-            loss = zp.mean() if self.span.loss_mode == "mean_times_S" else zp.sum()
-        elif kind == "dynamic":
-            loss = z_t.mean() if self.span.loss_mode == "mean_times_S" else z_t.mean((0, 1)).sum()
-            zd = z_t.detach()
-            self.last.update(z=zd.mean((0, 1)), eff=(zd + R).clamp(max=S).mean((0, 1)), z_t=zd)
-        keep = self.cache_len(z_max)
-        new_cache = torch.cat([cache, h], 1)[:, max(0, C + M - keep) :].detach()
-        return out, new_cache, loss
+        new_cache = torch.cat([cache, h], 1)[:, max(0, C + M - self.cache_len(window)) :].detach()
+        return AttentionOutput(out, new_cache, self.span.loss(self, z), None if z is None else z.detach(), window)
 
 
 class Layer(nn.Module):
@@ -202,11 +148,11 @@ class Layer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.dropout = cfg.dropout
 
-    def forward(self, h, cache, pe, z_max=None):
-        a, cache, loss = self.attn(h, cache, pe, z_max)
-        h = self.norm1(h + a)
+    def forward(self, h, cache, pe, z_max=None) -> tuple[torch.Tensor, AttentionOutput]:
+        att = self.attn(h, cache, pe, z_max)
+        h = self.norm1(h + att.out)
         f = self.ff2(F.dropout(F.relu(self.ff1(h)), self.dropout, self.training))
-        return self.norm2(h + f), cache, loss
+        return self.norm2(h + f), att
 
 
 def _config(cfg) -> Config:
@@ -228,6 +174,8 @@ class Model(nn.Module):
         self.pe = nn.Parameter(torch.randn(cfg.d_model // cfg.heads, cfg.span.limit))  # p_x, N(0, 1)
         self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.layers))
         self.out = nn.Linear(cfg.d_model, vocab_size)
+        # each layer's (z, window) in the latest forward: what the statistics of per-query spans describe
+        self.latest_spans: list[tuple[torch.Tensor | None, int | None]] = [(None, None)] * cfg.layers
 
     @property
     def trim(self) -> bool:
@@ -242,70 +190,57 @@ class Model(nn.Module):
         w = self.emb.weight
         return [w.new_zeros(batch_size, 0, self.cfg.d_model, device=device) for _ in self.layers]
 
+    @torch.no_grad()
+    def _known_z_max(self) -> list[float | None]:
+        """Each layer's largest span known before the block (adaptive), read in one device sync."""
+        zs = [layer.attn.span.z(layer.attn) for layer in self.layers]
+        known = [z.max() for z in zs if z is not None]
+        values = iter(torch.stack(known).tolist() if known else [])
+        return [None if z is None else next(values) for z in zs]
+
     def forward(self, x: torch.Tensor, state: Any = None) -> ModelOutput:
         if state is None:
             state = self.init_state(x.shape[0], x.device)
         h = self.emb(x)
-        new_state, losses = [], []
-        z_max = [None] * len(self.layers)
-        if self.cfg.span.kind == "adaptive":  # every layer's largest z in one device sync
-            with torch.no_grad():
-                zp = torch.stack([layer.attn.z_prime.max() for layer in self.layers])
-                z_max = (self.cfg.span.limit * zp.clamp(0.0, 1.0)).tolist()
-        for layer, cache, zm in zip(self.layers, state, z_max):
-            h, cache, loss = layer(h, cache.to(h.dtype), self.pe, zm)
-            new_state.append(cache)
-            losses.append(loss)
-        aux = None
-        if self.cfg.span.kind != "fixed":
-            aux = self.cfg.span.loss_coef * torch.stack(losses).sum()
+        new_state, losses, seen = [], [], []
+        for layer, cache, z_max in zip(self.layers, state, self._known_z_max()):
+            h, att = layer(h, cache.to(h.dtype), self.pe, z_max)
+            new_state.append(att.cache)
+            losses.append(att.loss)
+            seen.append((att.z, att.window))
+        self.latest_spans = seen
+        penalties = [loss for loss in losses if loss is not None]
+        aux = self.cfg.span.loss_coef * torch.stack(penalties).sum() if penalties else None
         return ModelOutput(self.out(h), new_state, aux)
 
-    @torch.no_grad()
     def after_optimizer_step(self) -> None:
-        """Keep z' in [0, 1] (call after every optimizer step)."""
+        """Keep the span parameters in their domain, z' in [0, 1] (call after every optimizer step)."""
         for layer in self.layers:
-            if hasattr(layer.attn, "z_prime"):
-                layer.attn.z_prime.clamp_(0.0, 1.0)
+            layer.attn.span.constrain(layer.attn)
 
     def spans(self) -> tuple[list[list[float]], list[list[float]]]:
         """(z, effective span min(S, z + R)) per layer per head, in tokens. Dynamic: means over the
-        last forward (before any forward: the initial z = S sigmoid(b))."""
-        S, R, kind = self.cfg.span.limit, self.cfg.span.ramp, self.cfg.span.kind
+        latest forward (before any forward: the initial z = S sigmoid(b))."""
         zs, effs = [], []
-        for layer in self.layers:
-            a = layer.attn
-            if kind == "fixed":
-                z = torch.full((self.cfg.heads,), float(S))
-                eff = z
-            elif kind == "adaptive":
-                z = a.z().detach()
-                eff = (z + R).clamp(max=S)
-            elif "z" in a.last:
-                z, eff = a.last["z"], a.last["eff"]
-            else:
-                z = S * torch.sigmoid(a.span_proj.bias.detach())
-                eff = (z + R).clamp(max=S)
+        for layer, (z_seen, _) in zip(self.layers, self.latest_spans):
+            z, eff = layer.attn.span.head_spans(layer.attn, z_seen)
             zs.append([float(v) for v in z])
             effs.append([float(v) for v in eff])
         return zs, effs
 
-    def span_metrics(self) -> dict[str, float]:
-        """Per-head z in tokens as flat scalars (``span/l{layer}h{head}``), for step-wise logging."""
-        return {f"span/l{i}h{j}": z for i, layer in enumerate(self.spans()[0]) for j, z in enumerate(layer)}
-
     def stats(self) -> dict[str, Any]:
         zs, effs = self.spans()
         flat = [e for layer in effs for e in layer]
+        per_query = self.layers[0].attn.span.per_query
         out = {
             "avg_span": sum(flat) / len(flat),
             "span_max": max(z for layer in zs for z in layer),  # the longest z of any head (tokens)
             "spans": zs,
             "effective_spans": effs,
             "span_limit": self.cfg.span.limit,
-            "attention_window": [
-                layer.attn.window() if self.cfg.span.kind != "dynamic" else layer.attn.last.get("window")
-                for layer in self.layers
+            "attention_window": [  # per-query spans: the latest block's (None before any)
+                window if per_query else layer.attn.window()
+                for layer, (_, window) in zip(self.layers, self.latest_spans)
             ],
             "params": sum(p.numel() for p in self.parameters()),
             "flops_per_token": self.flops_per_token(),
@@ -313,33 +248,11 @@ class Model(nn.Module):
         L = len(zs)  # mean z of the lower and of the upper half of the layers (Figure 4's depth trend)
         out["span_lower_half"] = float(np.mean(zs[: L // 2])) if L > 1 else None
         out["span_upper_half"] = float(np.mean(zs[(L + 1) // 2 :])) if L > 1 else None
-        if self.cfg.span.kind == "dynamic":
+        if per_query:
             out["dynamic_span_mean"] = float(np.mean([z for layer in zs for z in layer]))
         return out
 
-    def analyses(self, data: np.ndarray, vocab: Any) -> dict[str, np.ndarray]:
-        """Arrays behind the paper's figures, computed once after training (the runner stores them).
-
-        ``attention_by_distance`` (Figure 1): one block of ``data`` read after S tokens have filled
-        the cache; ``dynamic_spans`` (Figure 5, dynamic kind only): z_t at each character of the
-        paper's phrase, read after the preceding S tokens of ``data``."""
-        S, M = self.cfg.span.limit, self.block
-        device = next(self.parameters()).device
-        history = torch.as_tensor(np.asarray(data[: S + M], dtype=np.int64), device=device)[None]
-        state = self.init_state(1, device)
-        with torch.no_grad():
-            for start in range(0, S, M):
-                state = self(history[:, start : start + M], state).state
-        out = {"attention_by_distance": attention_by_distance(self, history[:, S : S + M], state)}
-        if self.cfg.span.kind == "dynamic":
-            text = torch.as_tensor(np.asarray(vocab.encode(FIG5_TEXT), dtype=np.int64), device=device)
-            out["dynamic_spans"] = dynamic_spans(self, text, state)
-            out["dynamic_spans_text"] = np.array(list(FIG5_TEXT))
-        return out
-
     def flops_per_token(self) -> float:
-        from repro.flops import flops_per_token
-
         c = self.cfg
         return flops_per_token(
             layers=c.layers,
@@ -349,50 +262,3 @@ class Model(nn.Module):
             vocab_size=self.vocab_size,
             spans=self.spans()[1],
         )
-
-
-def _as_batch(x: torch.Tensor) -> torch.Tensor:
-    return x[None] if x.dim() == 1 else x
-
-
-@torch.no_grad()
-def attention_by_distance(model: Model, x: torch.Tensor, state: Any = None) -> np.ndarray:
-    """Mean attention weight at each distance 0..S-1 per layer and head (Figure 1): (layers, heads, S).
-
-    Averages over batch and queries that can see that distance; NaN where none can (short history). Under
-    the official window distance 0 (the query itself) has weight 0 and distance S lies beyond the array."""
-    S, was_training = model.cfg.span.limit, model.training
-    model.eval()
-    for layer in model.layers:
-        layer.attn.record = []
-    try:
-        model(_as_batch(x), state)
-        out = np.full((len(model.layers), model.cfg.heads, S), np.nan)
-        for i, layer in enumerate(model.layers):
-            rec = layer.attn.record[0]
-            s, n = rec["sum"].flip(-1).double(), rec["count"].flip(-1).double()  # distance - shift order
-            W, W_span, shift = s.shape[-1], layer.attn.last["window"], layer.attn.shift
-            weights = torch.where(n > 0, s / n.clamp(min=1), torch.nan).numpy()
-            out[i, :, shift : shift + W] = weights[..., : S - shift]
-            out[i, :, :shift] = 0.0  # the official window never attends the query itself
-            out[i, :, W_span + shift :] = 0.0  # beyond the span every weight is exactly 0
-        return out
-    finally:
-        for layer in model.layers:
-            layer.attn.record = None
-        model.train(was_training)
-
-
-@torch.no_grad()
-def dynamic_spans(model: Model, x: torch.Tensor, state: Any = None) -> np.ndarray:
-    """Dynamic span z_t at each position of ``x``, averaged over layers, heads and batch (Figure 5): (T,)."""
-    if model.cfg.span.kind != "dynamic":
-        raise ValueError("dynamic_spans needs a model with span.kind = 'dynamic'")
-    was_training = model.training
-    model.eval()
-    try:
-        model(_as_batch(x), state)
-        z = torch.stack([layer.attn.last["z_t"] for layer in model.layers])  # (L, B, T, H)
-        return z.mean((0, 1, 3)).double().numpy()
-    finally:
-        model.train(was_training)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 
@@ -56,6 +57,29 @@ def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
     return (band_from_keys(s, P) + q @ pe).view(B, H, Mp, W)
 
 
+def band_softmax(
+    s: torch.Tensor, mask: torch.Tensor | None = None, invalid: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Attention weights over a band of scores s (B, H, Mp, W): a = m exp(s) / sum m exp(s) with the soft
+    span mask ``m`` broadcastable to s (None: every position counts); band cells where ``invalid``
+    (Mp, W) holds are padding keys (before the start of the stream) and get no weight."""
+    if invalid is not None:
+        s = s.masked_fill(invalid, float("-inf"))
+    if mask is None:
+        return torch.softmax(s, dim=-1)
+    # exp(s) where m = 0 never counts; excluding those keeps the max inside softmax finite
+    a = torch.softmax(s.masked_fill(mask <= 0, float("-inf")), dim=-1) * mask
+    return a / a.sum(-1, keepdim=True)
+
+
+class BandSoftmax(nn.Module):
+    """:func:`band_softmax` as a module without parameters, so that analyses can read the weights of a
+    layer with a forward hook (arguments: s, mask, invalid; output: the weights, before dropout)."""
+
+    def forward(self, s, mask=None, invalid=None):
+        return band_softmax(s, mask, invalid)
+
+
 def band_attention(
     q,
     k,
@@ -67,7 +91,7 @@ def band_attention(
     n_invalid: int = 0,
     dropout: float = 0.0,
     training: bool = False,
-    record: list | None = None,
+    softmax=band_softmax,
 ):
     """Attention of M queries over the band of the W = P + 1 latest positions, optionally soft-masked.
 
@@ -75,8 +99,7 @@ def band_attention(
     embeddings in band order (column c <-> distance W - 1 - c). ``mask``: soft span mask broadcastable
     to (B, H, M, W), or None (every position in the band counts); it multiplies exp(s) before the
     normalisation: a = m exp(s) / sum m exp(s). The first ``n_invalid`` keys are padding (before the
-    start of the stream) and get no weight. ``record``: if a list, receives the per-head sum of the
-    weights per band column over batch and valid queries, and the count of those queries per column.
+    start of the stream) and get no weight. ``softmax``: :func:`band_softmax` or a :class:`BandSoftmax`.
     Returns (B, H, M, d_h).
     """
     B, H, M, dh = q.shape
@@ -88,23 +111,11 @@ def band_attention(
         v = F.pad(v, (0, 0, 0, Mp - M))
         if mask is not None and mask.shape[-2] == M and M > 1:
             mask = F.pad(mask, (0, 0, 0, Mp - M), value=1.0)
-    s = band_scores(q, k, pe, chunk=chunk)  # (B, H, Mp, W)
     invalid = None
     if n_invalid > 0:
         i = torch.arange(Mp, device=q.device)[:, None]
         invalid = (i + torch.arange(W, device=q.device)) < n_invalid  # key index i + c is padding
-        s = s.masked_fill(invalid, float("-inf"))
-    if mask is not None:
-        # exp(s) where m = 0 never counts; excluding those keeps the max inside softmax finite
-        a = torch.softmax(s.masked_fill(mask <= 0, float("-inf")), dim=-1) * mask
-        a = a / a.sum(-1, keepdim=True)
-    else:
-        a = torch.softmax(s, dim=-1)
-    if record is not None:
-        with torch.no_grad():
-            valid = torch.ones(Mp, W, dtype=torch.bool, device=q.device) if invalid is None else ~invalid
-            valid[M:] = False
-            record.append({"sum": (a * valid).sum((0, 2)), "count": valid.sum(0) * B})
+    a = softmax(band_scores(q, k, pe, chunk=chunk), mask, invalid)  # (B, H, Mp, W)
     a = F.dropout(a, dropout, training)
     a = keys_from_band(a.view(B, H, n, chunk, W), P)  # (B, H, n, chunk, chunk + P)
     out = a @ v.unfold(2, chunk + P, chunk).transpose(-1, -2)  # (B, H, n, chunk, d_h)

@@ -16,7 +16,7 @@ import pytest
 from repro import cli, report
 from repro import manifest as manifests
 from repro.analysis import format_value, registry
-from repro.analysis.adaptive_span import layer_halves, paper_flops, soft_mask
+from repro.analysis.adaptive_span import layer_halves, mask_curve, paper_flops
 from repro.flops import flops_per_token, paper_table_flops
 from repro.store import RunDir
 
@@ -140,7 +140,7 @@ def test_variant_errors(tmp_path):
 
 def test_soft_mask_and_helpers():
     x = np.array([0, 10, 64, 80, 96, 200])
-    assert soft_mask(x, 64, 32).tolist() == [1, 1, 1, 0.5, 0, 0]
+    assert mask_curve(x, 64, 32).tolist() == [1, 1, 1, 0.5, 0, 0]
     assert layer_halves([[1, 1], [2, 2], [9, 9]]) == (1.0, 9.0)
     spans = [[40.0, 100.0], [32.0, 300.0]]
     kw = dict(layers=2, d_model=64, d_ff=256, heads=2, vocab_size=27, spans=spans)

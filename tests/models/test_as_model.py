@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from repro.models import adaptive_span as AS
 from repro.models.relative_attention import band_scores
+from repro.models.span import soft_mask
 
 torch.set_num_threads(1)
 
@@ -66,7 +67,8 @@ def dense_attention(attn, h, pe):
     """Paper window: query t sees r = t - x, x = 0..S-1. Official window: the stream is preceded by S zero
     states and query t sees r = t - 1 .. t - S with mask and position argument x = t - r - 1."""
     B, T, d = h.shape
-    H, dh, S, R = attn.H, attn.dh, attn.span.limit, attn.span.ramp
+    H, dh = attn.H, attn.dh
+    S, R, kind = attn.span.cfg.limit, attn.span.cfg.ramp, attn.span.cfg.kind
     pad = S if attn.shift else 0
     hk = F.pad(h, (0, 0, pad, 0))  # zero hidden states before the stream (official window)
     q = attn.q(h).view(B, T, H, dh).transpose(1, 2)
@@ -77,11 +79,12 @@ def dense_attention(attn, h, pe):
     s = ((q @ k.transpose(-1, -2)) + pos) / math.sqrt(dh)
     s = s.masked_fill(~band, float("-inf"))
     w = torch.exp(s - s.amax(-1, keepdim=True))
-    if attn.span.kind == "adaptive":
-        w = w * AS.soft_mask(x.double(), attn.z()[:, None, None], R)
-    elif attn.span.kind == "dynamic":
+    if kind == "adaptive":
+        z = S * attn.z_prime.clamp(0, 1)  # (H,)
+        w = w * soft_mask(x.double(), z[:, None, None], R)
+    elif kind == "dynamic":
         z_t = S * torch.sigmoid(attn.span_proj(h))  # (B, T, H)
-        w = w * AS.soft_mask(x.double(), z_t.transpose(1, 2)[..., None], R)
+        w = w * soft_mask(x.double(), z_t.transpose(1, 2)[..., None], R)
     a = w / w.sum(-1, keepdim=True)  # a_tr = m exp(s) / sum m exp(s)
     return attn.o((a @ v).transpose(1, 2).reshape(B, T, d))
 
@@ -101,17 +104,17 @@ def test_soft_mask_matches_formula_and_broadcasts():
     R = 8.0
     x = torch.arange(0, 60, dtype=torch.float64)
     for z in [0.0, 3.5, 20.0, 50.25]:
-        m = AS.soft_mask(x, torch.tensor(z, dtype=torch.float64), R)
+        m = soft_mask(x, torch.tensor(z, dtype=torch.float64), R)
         want = [1.0 if xi <= z else (0.0 if xi >= z + R else (R + z - xi) / R) for xi in x.tolist()]
         assert torch.allclose(m, torch.tensor(want, dtype=torch.float64))
     z = torch.tensor([0.0, 10.0, 30.0])[:, None, None]
-    assert AS.soft_mask(torch.arange(5.0)[None, None, :], z, 4).shape == (3, 1, 5)
+    assert soft_mask(torch.arange(5.0)[None, None, :], z, 4).shape == (3, 1, 5)
 
 
 def test_soft_mask_gradient_wrt_z_is_one_over_R_on_the_ramp():
     z = torch.tensor(10.3, dtype=torch.float64, requires_grad=True)
     x = torch.arange(30, dtype=torch.float64)
-    AS.soft_mask(x, z, 8.0).sum().backward()
+    soft_mask(x, z, 8.0).sum().backward()
     # ramp covers x in (z, z + R) = 11..18: 8 points, each with slope 1/R
     assert z.grad.item() == pytest.approx(8 / 8.0)
 
@@ -152,13 +155,13 @@ def test_trimmed_and_untrimmed_attention_agree(kind, window):
     model = make(kind, S=300, R=16, z=[[0.05, 0.2], [0.1, 0.02]] if kind == "adaptive" else None, window=window)
     x = torch.randint(0, 12, (2, 8 * 40))
     trimmed, st = run_blocks(model, x, 40)
-    assert all(layer.attn.last["window"] < 300 for layer in model.layers)  # it did trim
+    assert all(w < 300 for _, w in model.latest_spans)  # it did trim
     kept = 299 + (window == "official")  # the official window reaches one state further back
     if kind == "adaptive":
         assert all(s.shape[1] < kept for s in st)  # and kept a shorter cache
     model.trim = False
     full, st_full = run_blocks(model, x, 40)
-    assert all(layer.attn.last["window"] == 300 for layer in model.layers)
+    assert all(w == 300 for _, w in model.latest_spans)
     assert all(s.shape[1] == kept for s in st_full)
     assert (trimmed - full).abs().max().item() < 1e-6
 
@@ -223,7 +226,7 @@ def test_official_window_sees_the_S_previous_tokens_not_itself():
     h = model.emb(x)
     with torch.no_grad():
         attn.k.weight[:] = 0  # every key 0: uniform weights over the S states before the query
-    flat, _, _ = attn(h, h.new_zeros(1, 0, 16), model.pe.detach() * 0)
+    flat = attn(h, h.new_zeros(1, 0, 16), model.pe.detach() * 0).out
     v = attn.v(h)
     assert torch.allclose(flat[0, 20], attn.o(v[0, 20 - S : 20].mean(0)))  # t - S .. t - 1, not t
 
@@ -278,7 +281,6 @@ def test_contract_state_stats_and_clamp():
     assert stats["attention_window"] == [64, 200]
     assert stats["flops_per_token"] == m.flops_per_token() > 0
     assert m.layers[0].attn.cache_len() == 127 and m.layers[1].attn.cache_len() == S - 1
-    assert m.span_metrics() == {"span/l0h0": 0.0, "span/l0h1": 20.0, "span/l1h0": 100.0, "span/l1h1": 200.0}
 
 
 def test_config_fields_use_manifest_types():
@@ -292,19 +294,3 @@ def test_config_fields_use_manifest_types():
     assert (cfg.span.kind, cfg.span.ramp, cfg.span.loss_mode, cfg.span.init) == ("adaptive", 32, "mean_times_S", 0.0)
     m = AS.Model({"layers": 1, "d_model": 8, "heads": 2, "d_ff": 8, "span": {"kind": "fixed", "limit": 16}}, 5, 8)
     assert m.cfg.span.kind == "fixed" and m.cfg.span.limit == 16
-
-
-def test_analysis_helpers():
-    m = make("fixed", S=32, layers=2)
-    x = torch.randint(0, 11, (2, 40))
-    _, st = run_blocks(m, x, 20)
-    a = AS.attention_by_distance(m, x[:, :16], st)
-    assert a.shape == (2, 2, 32)
-    assert np.allclose(a.sum(-1), 1.0)  # full cache: every query sees every distance
-    a = AS.attention_by_distance(m, x[0, :16])  # no history: far distances never observed
-    assert np.isfinite(a[:, :, :16]).all() and np.isnan(a[:, :, 16:]).all()  # 16 queries see distances 0..15
-    d = make("dynamic", S=64)
-    spans = AS.dynamic_spans(d, torch.randint(0, 11, (24,)))
-    assert spans.shape == (24,) and (spans > 0).all() and (spans < 64).all()
-    with pytest.raises(ValueError):
-        AS.dynamic_spans(m, x[0])
