@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from repro.data.batching import eval_batches
+from repro.models.base import LanguageModel
 from repro.spec import RunSpec
 
 
@@ -35,7 +36,7 @@ def min_context(spec: RunSpec, stateful: bool) -> int | None:
 
 @torch.no_grad()
 def evaluate(
-    model: torch.nn.Module,
+    model: LanguageModel,
     data: np.ndarray,
     spec: RunSpec,
     device: torch.device,

@@ -29,6 +29,7 @@ from repro.checkpoints import StoreCheckpointIO
 from repro.errors import StoreError, UserError
 from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
+from repro.models.base import LanguageModel
 from repro.progress import ProgressLines, say
 from repro.selection import callbacks as selection_callbacks
 from repro.selection import load_selected
@@ -330,7 +331,7 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
     return final
 
 
-def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, RunSpec, object, object]:
+def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[LanguageModel, RunSpec, object, object]:
     """The model of a stored run with the weights it scored (last or best), its spec, vocabulary and dataset info."""
     found = checkpoints.latest(run.checkpoints)
     if found is None:

@@ -1,14 +1,16 @@
 """Autoregressive sampling with cached keys and values.
 
-``sample(model, vocab_size, n_samples, length)`` draws ``length`` symbols per sample from a model
-exposing ``step(x, cache, t) -> (logits, cache)`` (the Sparse Transformer family does), feeding the
+``sample(model, vocab_size, n_samples, length)`` draws ``length`` symbols per sample through the
+model's ``step(x, cache, t) -> (logits, cache)`` (:class:`repro.models.base.LanguageModel`: the Sparse
+Transformer family caches keys and values, the default re-runs the forward on the prefix), feeding the
 start token ``vocab_size`` first (sequences of whole images/audio begin with it) or a ``prompt``.
-Models without ``step`` are sampled by re-running the full forward on the prefix (slow, exact).
 """
 
 from __future__ import annotations
 
 import torch
+
+from repro.models.base import LanguageModel
 
 
 def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
@@ -21,7 +23,7 @@ def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator |
 
 @torch.no_grad()
 def sample(
-    model,
+    model: LanguageModel,
     vocab_size: int,
     n_samples: int,
     length: int,
@@ -53,25 +55,17 @@ def sample(
     if prompt is not None:
         parts.append(prompt)
     ctx = torch.cat(parts, dim=1)
-    block = getattr(model, "block", None)
-    if block is not None and ctx.shape[1] + length - 1 > block:
-        raise ValueError(f"context {ctx.shape[1]} + length {length} exceeds the model's block of {block}")
+    if ctx.shape[1] + length - 1 > model.block:
+        raise ValueError(f"context {ctx.shape[1]} + length {length} exceeds the model's block of {model.block}")
     out = torch.empty(n_samples, length, dtype=torch.long, device=device)
     try:
-        if hasattr(model, "step"):
-            cache = None
-            for t in range(ctx.shape[1]):
-                logits, cache = model.step(ctx[:, t], cache, t)
-            for s in range(length):
-                out[:, s] = _draw(logits, temperature, generator)
-                if s + 1 < length:
-                    logits, cache = model.step(out[:, s], cache, ctx.shape[1] + s)
-        else:
-            seq = ctx
-            for s in range(length):
-                logits = model(seq).logits[:, -1]
-                out[:, s] = _draw(logits, temperature, generator)
-                seq = torch.cat([seq, out[:, s : s + 1]], 1)
+        cache = None
+        for t in range(ctx.shape[1]):
+            logits, cache = model.step(ctx[:, t], cache, t)
+        for s in range(length):
+            out[:, s] = _draw(logits, temperature, generator)
+            if s + 1 < length:
+                logits, cache = model.step(out[:, s], cache, ctx.shape[1] + s)
     finally:
         model.train(was_training)
     return out

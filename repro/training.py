@@ -29,7 +29,7 @@ from repro.checkpoints import LAST
 from repro.data.batching import SequenceBatches, StreamBatches
 from repro.evaluation import evaluate
 from repro.models import family
-from repro.models.base import detach_state
+from repro.models.base import LanguageModel, detach_state
 from repro.optim import AdagradClip
 from repro.spec import RunSpec, TrainSpec
 
@@ -60,7 +60,7 @@ class LMModule(pl.LightningModule):
         super().__init__()
         self.spec = spec
         self.vocab_size = vocab_size
-        self.model = family(spec.family).Model(spec.model, vocab_size, spec.data.block, shape)
+        self.model: LanguageModel = family(spec.family).Model(spec.model, vocab_size, spec.data.block, shape)
         self.valid = valid  # split used by quick validations (None: no quick validation)
         self._state: Any = None  # recurrent state carried across training blocks
         self._resumed_rng: dict[str, Any] | None = None  # RNG states of the checkpoint, applied at the first step
@@ -87,9 +87,7 @@ class LMModule(pl.LightningModule):
         return loss
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        after_step = getattr(self.model, "after_optimizer_step", None)
-        if after_step is not None:
-            after_step()
+        self.model.after_optimizer_step()
         step, train = self.global_step, self.spec.train
         if step % train.log_every == 0:
             self.log("train/lr", self.optimizers().param_groups[0]["lr"])
