@@ -19,6 +19,7 @@ import shtab
 
 from repro import lookup, overrides, progress, signals, store
 from repro import manifest as manifests
+from repro.console import print_table
 from repro.errors import StoreError, UserError
 from repro.manifest import DEFAULT_SCALE
 from repro.progress import say
@@ -290,7 +291,7 @@ def cmd_list(args) -> int:
         (r["name"], r["title"] or f"INVALID: {r['error']}", str(r.get("runs", "-")), str(r.get("finished", "-")))
         for r in records
     ]
-    _print_table(("manifest", "title", f"runs@{args.scale}", "finished"), rows)
+    print_table([("manifest", "title", f"runs@{args.scale}", "finished"), *rows])
     return 0
 
 
@@ -325,7 +326,7 @@ def cmd_show(args) -> int:
             for s in specs
         ]
         print(f"{m.name}: {m.title} [scale {args.scale}]")
-        _print_table(("run_id", *shown, "data", "block", "family", "steps", "batch"), rows)
+        print_table([("run_id", *shown, "data", "block", "family", "steps", "batch"), *rows])
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     _save(args, found)
@@ -501,7 +502,7 @@ def cmd_status(args) -> int:
         print(f"no stored runs under {root}/runs")
         return 0
     if runs:
-        _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in runs])
+        print_table([cols, *([_fmt(r.get(c)) for c in cols] for r in runs)])
     for line in corrupt:
         print(f"corrupt: {line}")
     return 0
@@ -621,7 +622,7 @@ def cmd_bench(args) -> int:
         print(json.dumps(records, indent=2))
     elif records:
         cols = list(records[0])
-        _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in records])
+        print_table([cols, *([_fmt(r.get(c)) for c in cols] for r in records)])
         print(f"stored in {out}")
     return 0
 
@@ -636,14 +637,6 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)
-
-
-def _print_table(header, rows) -> None:
-    rows = [tuple(map(str, r)) for r in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
-    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
 
 
 if __name__ == "__main__":
