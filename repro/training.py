@@ -8,10 +8,8 @@ between training blocks, divergence detection and everything a checkpoint needs 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
-import resource
 import signal
 import time
 from collections.abc import Iterator
@@ -24,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset
 
-from repro import signals
+from repro import memory, signals
 from repro.checkpoints import LAST
 from repro.data.batching import SequenceBatches, StreamBatches
 from repro.evaluation import evaluate
@@ -286,7 +284,7 @@ class TrainingMeter(pl.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._device = pl_module.device
-        reset_peak_memory(self._device)
+        memory.reset_peak(self._device)
         self._started, self._steps = time.perf_counter(), 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -297,7 +295,7 @@ class TrainingMeter(pl.Callback):
         self._steps += 1
 
     def _peak(self) -> int:
-        return max(self.peak, peak_memory_bytes(self._device)) if self._device is not None else self.peak
+        return max(self.peak, memory.peak_bytes(self._device)) if self._device is not None else self.peak
 
     def _seconds(self) -> float:
         return self.seconds + (time.perf_counter() - self._started if self._device is not None else 0.0)
@@ -321,25 +319,3 @@ class TrainingMeter(pl.Callback):
         if self._device is not None or self.peak:
             trainer.callback_metrics[self.PEAK] = torch.tensor(float(self._peak()))
         trainer.callback_metrics[self.TRAIN_SECONDS] = torch.tensor(round(self._seconds(), 2), dtype=torch.float64)
-
-
-def reset_peak_memory(device: torch.device) -> None:
-    """Start a fresh peak: CUDA's allocator statistics, or the process's peak RSS on Linux (so runs that
-    share one process do not inherit an earlier run's peak)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    with contextlib.suppress(OSError):  # not Linux: the peak is the process's lifetime peak
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
-
-
-def peak_memory_bytes(device: torch.device) -> int:
-    """Peak memory since :func:`reset_peak_memory`: bytes allocated by torch on CUDA; on CPU the peak
-    resident set size of this process (model, optimizer, activations and the runtime together)."""
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
-    try:
-        status = Path("/proc/self/status").read_text()
-        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024
-    except (OSError, StopIteration):
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)

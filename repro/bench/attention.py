@@ -27,8 +27,6 @@ import sys
 
 from repro.bench import common
 
-PATTERN_CHOICES = ("dense", "strided", "fixed", "local", "stride", "block", "summary")
-
 
 def _csv_ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x]
@@ -151,24 +149,22 @@ def _peak(setup: dict, case: dict) -> int:
     """Peak memory of one forward+backward above the inputs, in this process (fresh, on CPU)."""
     import torch
 
+    from repro import memory
+
     dev, (q, k, v) = _inputs(setup)
     _, fb = _fns(setup, case, q, k, v)
     if dev.type == "cuda":
         fb()  # compile and build the block masks first
         torch.cuda.synchronize(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-        base = torch.cuda.memory_allocated(dev)
+    else:  # a first call on a short sequence loads libraries and starts threads outside the measurement
+        _, small = _inputs({**setup, "n": min(setup["n"], 4 * setup["stride"])})
+        _fns(setup, case, *small)[1]()
+        del small
+    with memory.measuring(dev) as peak:
         fb()
-        torch.cuda.synchronize(dev)
-        return int(torch.cuda.max_memory_allocated(dev) - base)
-    # a first call on a short sequence loads libraries and starts threads outside the measurement
-    _, small = _inputs({**setup, "n": min(setup["n"], 4 * setup["stride"])})
-    _fns(setup, case, *small)[1]()
-    del small
-    common.reset_peak_rss()
-    base = common.rss_bytes()
-    fb()
-    return int(common.peak_rss_bytes() - base)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+    return int(peak.bytes)
 
 
 def _environment(setup: dict) -> dict:
@@ -310,41 +306,5 @@ def main(args: argparse.Namespace) -> list[dict]:
     return records
 
 
-def format_table(records: list[dict]) -> str:
-    cols = [
-        "pattern",
-        "n",
-        "impl",
-        "fwd_seconds",
-        "fwd_bwd_seconds",
-        "peak_memory_bytes",
-        "speedup_vs_dense",
-        "cpu_speedup_vs_dense",
-        "memory_vs_dense",
-        "theoretical_speedup",
-        "realised_fraction",
-    ]
-    lines = ["  ".join(f"{c:>14}" for c in cols)]
-    for r in records:
-        cells = []
-        for c in cols:
-            x = r.get(c) if r.get(c) is not None else (r.get("error", "") if c == "fwd_seconds" else "")
-            if c == "peak_memory_bytes" and isinstance(x, int):
-                x = f"{x / 2**20:.1f}MiB"
-            elif isinstance(x, float):
-                x = f"{x:.3f}"
-            cells.append(f"{str(x):>14}")
-        lines.append("  ".join(cells))
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        print(json.dumps(_worker(json.loads(sys.argv[2]))))
-    else:  # standalone use: python -m repro.bench.attention [--json] ...
-        p = argparse.ArgumentParser(prog="repro bench attention")
-        add_arguments(p)
-        p.add_argument("--json", action="store_true", help="print the records as JSON")
-        a = p.parse_args()
-        recs = main(a)
-        print(json.dumps(recs, indent=1) if a.json else format_table(recs))
+if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench attention`
+    print(json.dumps(_worker(json.loads(sys.argv[2]))))

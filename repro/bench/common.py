@@ -5,44 +5,21 @@ Timing interleaves the cases round by round (baseline, case 1, case 2, baseline,
 of each, so a shared machine's load drifts over all of them alike; a case's speed-up is the median over
 rounds of baseline time / case time in the same round.
 
-Peak memory on CPU: a fresh process per case (``python -m MODULE --worker``) whose large allocations come
-straight from mmap and go back on free (``MALLOC_MMAP_THRESHOLD_``), so its resident set follows live
-tensors; the peak is ``VmHWM`` after the measured call minus the resident set just before it.
+Peak memory (:mod:`repro.memory`) on CPU: a fresh process per case (``python -m MODULE --worker``) whose
+large allocations come straight from mmap and go back on free (``MALLOC_MMAP_THRESHOLD_``), so its
+resident set follows live tensors; the peak is ``VmHWM`` after the measured call minus the resident set
+just before it. On CUDA, in-process: the maximum allocation minus the allocation just before it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def reset_peak_rss() -> None:
-    """Reset ``VmHWM`` to the current resident set where the kernel allows it (``/proc/self/clear_refs``)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def peak_rss_bytes() -> int:
-    """The resident set's high-water mark (``VmHWM``: unlike ``ru_maxrss`` it includes the current set)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def interleaved(

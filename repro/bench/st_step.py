@@ -107,6 +107,8 @@ def _setup(s: dict, pattern: str, n: int | None = None):
 def _worker(payload: dict):
     import torch
 
+    from repro import memory
+
     s = payload["setup"]
     dev = torch.device(s["device"])
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -133,17 +135,13 @@ def _worker(payload: dict):
         _, step = _setup(s, pattern)
         step()
         sync()
-        torch.cuda.reset_peak_memory_stats(dev)
-        base = torch.cuda.memory_allocated(dev)
+    else:
+        _setup(s, pattern, 4 * s["stride"])[1]()  # libraries loaded, threads started, outside the measurement
+        _, step = _setup(s, pattern)
+    with memory.measuring(dev) as peak:
         step()
         sync()
-        return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(dev) - base)}
-    _setup(s, pattern, 4 * s["stride"])[1]()  # libraries loaded, threads started, outside the measurement
-    _, step = _setup(s, pattern)
-    common.reset_peak_rss()
-    base = common.rss_bytes()
-    step()
-    return {"peak_memory_bytes": int(common.peak_rss_bytes() - base)}
+    return {"peak_memory_bytes": int(peak.bytes)}
 
 
 def _run(payload: dict, env: dict | None = None):
@@ -210,22 +208,5 @@ def main(args: argparse.Namespace) -> list[dict]:
     return records
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        print(json.dumps(_worker(json.loads(sys.argv[2]))))
-    else:  # standalone: python -m repro.bench.st_step [--json] ...
-        p = argparse.ArgumentParser(prog="repro bench st-step")
-        add_arguments(p)
-        p.add_argument("--json", action="store_true")
-        a = p.parse_args()
-        recs = main(a)
-        keys = [
-            "pattern",
-            "n",
-            "seconds_per_step",
-            "speedup_vs_dense",
-            "peak_memory_bytes",
-            "memory_vs_dense",
-            "flops_ratio_vs_dense",
-        ]
-        print(json.dumps(recs, indent=1) if a.json else "\n".join(str({k: r.get(k) for k in keys}) for r in recs))
+if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench st-step`
+    print(json.dumps(_worker(json.loads(sys.argv[2]))))
