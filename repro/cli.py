@@ -17,7 +17,7 @@ from pathlib import Path
 
 import shtab
 
-from repro import lookup, overrides, progress, signals, store
+from repro import atomic, lookup, overrides, progress, signals, store
 from repro import manifest as manifests
 from repro.console import print_table
 from repro.errors import StoreError, UserError
@@ -613,11 +613,9 @@ def cmd_sample(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from repro.store import write_atomic
-
     records = args.bench_module.main(args)
     out = _root(args) / "bench" / f"{args.bench}.json"
-    write_atomic(out, json.dumps(records, indent=2) + "\n")
+    atomic.write_text(out, json.dumps(records, indent=2) + "\n")
     if args.json:
         print(json.dumps(records, indent=2))
     elif records:

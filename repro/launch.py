@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro import atomic
 from repro.errors import UserError
-from repro.store import FAILED, FINISHED, INTERRUPTED, check_name, write_atomic
+from repro.store import FAILED, FINISHED, INTERRUPTED, check_name
 
 LAUNCHERS = ("local", "slurm")
 JOBS = "jobs"
@@ -128,7 +129,7 @@ def job_argv(args, root: Path, run_id: str) -> list[str]:
 
 
 def record(root: Path, manifest: str, run_id: str, launcher: str, job_id: str, log: Path) -> None:
-    write_atomic(
+    atomic.write_text(
         _record_path(root, manifest, run_id),
         json.dumps(
             {

@@ -23,10 +23,10 @@ from typing import Any
 
 import pandas as pd
 
-from repro import analysis, claims
+from repro import analysis, atomic, claims
 from repro.analysis import Context, markdown_table, reference_for
 from repro.manifest import DEFAULT_SCALE, Manifest, ManifestError, discover, load, resolve
-from repro.store import scan, table, write_atomic
+from repro.store import scan, table
 
 COLUMNS = [
     "status",
@@ -171,9 +171,9 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     if manifest.notes:
         lines += ["## Notes", "", manifest.notes.strip(), ""]
     path = out_dir / f"{manifest.name}.md"
-    write_atomic(path, "\n".join(lines))
+    atomic.write_text(path, "\n".join(lines))
     if csv_frames:
-        write_atomic(out_dir / f"{manifest.name}.csv", pd.concat(csv_frames).to_csv(index=False))
+        atomic.write_text(out_dir / f"{manifest.name}.csv", pd.concat(csv_frames).to_csv(index=False))
     return path, results
 
 
@@ -283,5 +283,5 @@ def render_all(root: Path) -> Path:
     for paper, block in sorted(sections.items()):
         lines += [f"## {paper}", "", *block]
     path = root / "REPORT.md"
-    write_atomic(path, "\n".join(lines))
+    atomic.write_text(path, "\n".join(lines))
     return path

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.store import RunDir, write_atomic
+from repro import atomic
+from repro.store import RunDir
 
 # Modules holding renderers; each registers its functions with @renderer on import.
 MODULES = ["repro.analysis.suite", "repro.analysis.sparse_transformer", "repro.analysis.adaptive_span"]
@@ -77,8 +78,8 @@ class Context:
         returns the markdown path, which the report inlines."""
         base = self.out_dir / "tables" / f"{self.manifest.name}-{stem}-{self.scale}"
         lines = [f"# {title}", "", label or self.label, "", markdown_table(frame), ""] + [f"- {n}" for n in notes]
-        write_atomic(base.with_suffix(".csv"), frame.to_csv(index=False))
-        write_atomic(base.with_suffix(".md"), "\n".join(lines) + "\n")
+        atomic.write_text(base.with_suffix(".csv"), frame.to_csv(index=False))
+        atomic.write_text(base.with_suffix(".md"), "\n".join(lines) + "\n")
         return base.with_suffix(".md")
 
     @property

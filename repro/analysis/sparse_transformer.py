@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from repro import atomic
 from repro.analysis import Context, finished_runs, format_value, pyplot, renderer
-from repro.store import write_atomic
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -322,7 +322,7 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
             "peak memory on CPU = the process's peak resident set (runtime and data included)",
         ],
     )
-    write_atomic(
+    atomic.write_text(
         ctx.out_dir / "tables" / f"{ctx.manifest.name}-table4-largest-{ctx.scale}.csv", chosen.to_csv(index=False)
     )
     plt = pyplot()
