@@ -13,6 +13,7 @@ import random
 import signal
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,33 @@ from repro.spec import RunSpec, TrainSpec
 LN2 = math.log(2.0)
 
 
-class Diverged(RuntimeError):
-    """The training loss stopped being finite."""
+@dataclass(frozen=True)
+class Divergence:
+    """Training stopped being finite at optimizer step ``step``: its ``loss``, or its ``parameters``
+    found at a checkpoint boundary.
+
+    The checks record it and stop training after the step, without its update and without another
+    checkpoint (the last good one stays). It is no exception because a DDP worker's exception reaches
+    the main process only as text; it travels in ``trainer.callback_metrics``, which Lightning carries
+    back from the workers, and :meth:`found` reads it there."""
+
+    step: int
+    what: str  # "loss" or "parameters"
+
+    WHAT = ("loss", "parameters")
+
+    def __str__(self) -> str:
+        return f"{self.what} became non-finite at step {self.step}"
+
+    def record(self, metrics: dict[str, torch.Tensor]) -> None:
+        metrics[f"diverged_{self.what}_at_step"] = torch.tensor(self.step)
+
+    @classmethod
+    def found(cls, metrics: dict[str, torch.Tensor]) -> Divergence | None:
+        for what in cls.WHAT:
+            if f"diverged_{what}_at_step" in metrics:
+                return cls(int(metrics[f"diverged_{what}_at_step"]), what)
+        return None
 
 
 def lr_factor(step: int, train: TrainSpec) -> float:
@@ -64,12 +90,16 @@ class LMModule(pl.LightningModule):
         self._resumed_rng: dict[str, Any] | None = None  # RNG states of the checkpoint, applied at the first step
         self.checkpoint_stats: dict[str, Any] | None = None  # model.stats() as of the last checkpoint
         self.last_quick_valid: tuple[int, float] | None = None  # (optimizer steps, bits) of the latest one
+        self.diverged: Divergence | None = None
 
     def forward(self, x: torch.Tensor, state: Any = None):
         return self.model(x, state)
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
-        """``batch``: (x, y) or (x, y, new_pass); a new pass over the data starts the recurrent state afresh."""
+        """``batch``: (x, y) or (x, y, new_pass); a new pass over the data starts the recurrent state afresh.
+        Once training diverged, a loss without an update (:meth:`_no_update`)."""
+        if self.diverged is not None:  # the parameters were found non-finite at this step's boundary
+            return self._no_update()
         x, y, *new_pass = batch
         if self._state is None or (new_pass and bool(new_pass[0])):
             self._state = self.model.init_state(x.size(0), x.device)
@@ -77,14 +107,40 @@ class LMModule(pl.LightningModule):
         self._state = detach_state(out.state)
         nll = F.cross_entropy(out.logits.float().flatten(0, 1), y.flatten())
         loss = nll if out.aux_loss is None else nll + out.aux_loss
-        if not torch.isfinite(loss):
-            raise Diverged(f"loss became {loss.item()} at step {self.global_step}")
+        if not self.finite_everywhere(bool(torch.isfinite(loss))):
+            self.diverge(Divergence(self.global_step, "loss"))
+            return self._no_update()
         self.log("train/bits", nll / LN2, prog_bar=True)
         if out.aux_loss is not None:
             self.log("train/aux_loss", out.aux_loss.detach())
         return loss
 
+    def _no_update(self) -> torch.Tensor:
+        """A loss that reaches every parameter with a zero gradient (even a NaN one): DDP's backward
+        runs as in every step (Lightning skips no step under DDP), and :meth:`on_before_optimizer_step`
+        drops the gradients, so the optimiser changes nothing."""
+        return torch.stack([p.sum() for p in self.parameters() if p.requires_grad]).sum() * 0.0
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.diverged is not None:
+            optimizer.zero_grad(set_to_none=True)  # parameters without a gradient are left as they are
+
+    def finite_everywhere(self, finite: bool) -> bool:
+        """``finite`` on every DDP rank, so that all of them take the same branch."""
+        return self.trainer.strategy.reduce_boolean_decision(finite, all=True)
+
+    def diverge(self, divergence: Divergence) -> None:
+        """Record the first divergence and stop training after this step."""
+        self.diverged = self.diverged or divergence
+        self.trainer.should_stop = True
+
+    def on_train_end(self) -> None:
+        if self.diverged is not None:
+            self.diverged.record(self.trainer.callback_metrics)
+
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.diverged is not None:  # no update happened: nothing to clamp, log or validate
+            return
         self.model.after_optimizer_step()
         step, train = self.global_step, self.spec.train
         if step % train.log_every == 0:
@@ -215,7 +271,8 @@ class BoundaryCheckpoint(pl.Callback):
     A periodic boundary is the start of the next step: every hook and log of the finished step has run
     (z' clamped, the scheduler stepped, metrics logged) and the next batch is fetched but unused. The
     store's metrics are flushed just before, so metrics.csv always reaches the checkpoint's step.
-    Parameters that are no longer finite are never saved: the run diverged, its last checkpoint is good.
+    Parameters that are no longer finite are never saved: the run diverged (:class:`Divergence`), its
+    last checkpoint is good; nor is anything after a divergence.
     """
 
     STOPPED = "stopped_by_signal"
@@ -252,11 +309,13 @@ class BoundaryCheckpoint(pl.Callback):
         for part in ("total", "current"):
             progress[part]["ready"] = progress[part]["completed"]
 
-    def _save(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.global_step == self.saved:
+    def _save(self, trainer: pl.Trainer, pl_module: LMModule) -> None:
+        if trainer.global_step == self.saved or pl_module.diverged is not None:
             return
-        if not torch.stack([p.detach().isfinite().all() for p in pl_module.parameters()]).all():
-            raise Diverged(f"parameters became non-finite at step {trainer.global_step}")  # keep the good one
+        finite = torch.stack([p.detach().isfinite().all() for p in pl_module.parameters()]).all()
+        if not pl_module.finite_everywhere(bool(finite)):
+            pl_module.diverge(Divergence(trainer.global_step, "parameters"))  # the good checkpoint stays
+            return
         self.store_logger.flush()
         trainer.save_checkpoint(self.directory / LAST, weights_only=False)
         self.saved = trainer.global_step
