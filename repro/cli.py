@@ -3,6 +3,9 @@
 Exit status: 0 done; 1 a run failed, or a write failed (StoreError, one line); 2 bad input (UserError,
 one line); 3 a run was skipped because another process trains it; 128 + N stopped by signal N
 (``repro run``: 143 SIGTERM, 130 SIGINT, after checkpointing at a step boundary).
+
+Commands that train, sample or talk to W&B import torch, Lightning and wandb where they start: every
+``repro`` invocation (``--help``, ``list``, tab completion) would otherwise wait seconds for them.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from pathlib import Path
 
 import shtab
 
-from repro import atomic, lookup, overrides, progress, signals, store
+from repro import analysis, atomic, data, launch, lookup, overrides, progress, report, signals, store
 from repro import manifest as manifests
 from repro.console import print_table
+from repro.data import cli as data_cli
 from repro.errors import StoreError, UserError
 from repro.manifest import DEFAULT_SCALE
 from repro.progress import say
@@ -134,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
     cluster.add_argument(
         "--launcher",
-        choices=("local", "slurm"),
+        choices=launch.LAUNCHERS,
         default=None,
         help="local: run the runs as --max-parallel local processes and wait; slurm: submit them "
         "as one job array and return with the job ids (default: one after another, here)",
@@ -217,8 +221,6 @@ def _parser() -> argparse.ArgumentParser:
         mod.add_arguments(q)
         q.set_defaults(func=cmd_bench, bench_module=mod)
 
-    from repro.data import cli as data_cli
-
     data_cli.register(sub, parents=[common])
     return parser
 
@@ -268,7 +270,7 @@ def cmd_list(args) -> int:
     records = []
     for name, path in found:
         try:
-            m = manifests.load(path)
+            m = lookup.load(path)
             specs = m.expand(args.scale) if args.scale in m.scale_names() else []
             done = sum(RunDir(root, m.name, s.run_id).finished for s in specs)
             records.append(
@@ -342,13 +344,13 @@ def _dotted(tree: dict, key: str):
 def cmd_validate(args) -> int:
     paths = [Path(p) for p in args.paths] or list(manifests.discover().values())
     for path in paths:
-        m = manifests.load(path)
+        m = lookup.load(path)
         print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}")
     return 0
 
 
 def cmd_run(args) -> int:
-    from repro import data, runner
+    from repro import runner  # torch and Lightning (see the module docstring), as every lazy import here
     from repro.tracking import resolve_mode
 
     signals.install()
@@ -429,25 +431,21 @@ def _check_launcher(args) -> None:
     for option in ("gpus_per_node", "cpus_per_task", "time"):
         if getattr(args, option) is not None and getattr(args, option) < 1:
             raise UserError(f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number")
-    from repro.launch import slurm_args
-
-    slurm_args(args.slurm_arg)
+    launch.slurm_args(args.slurm_arg)
     if args.launcher:
         try:
-            import submitit  # noqa: F401
+            import submitit  # noqa: F401  (an optional extra)
         except ImportError:
             raise UserError(f"--launcher {args.launcher} needs submitit: pip install -e '.[cluster]'") from None
 
 
 def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
-    from repro import launch
-
     if len(runs) < total:
         say(f"{total - len(runs)} of {total} run(s) already finished: not submitted")
     if not runs:
         return 0
     if args.launcher == "local":
-        return launch.run_local(args, root, runs, args.max_parallel or 1, say)
+        return launch.run_local(args, root, runs, args.max_parallel or 1, say, main)
     options = launch.Slurm(
         args.partition,
         args.nodes,
@@ -457,7 +455,7 @@ def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
         args.mem,
         launch.slurm_args(args.slurm_arg),
     )
-    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say)
+    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say, main)
 
 
 def _state(run: RunDir) -> str:
@@ -511,22 +509,18 @@ def cmd_status(args) -> int:
 def _jobs(root: Path, names: list, runs: list[dict]) -> dict:
     """The job records of the shown manifests' runs, each with its state; a submitted run that has not
     started yet (nothing stored) is added to ``runs`` as ``submitted``."""
-    from repro.launch import records, state
-
-    jobs = {key: job for key, job in records(root).items() if names == [None] or key[0] in names}
+    jobs = {key: job for key, job in launch.records(root).items() if names == [None] or key[0] in names}
     stored = {(r["manifest"], r["run_id"]): r for r in runs}
     for key in jobs:
         if key not in stored:
             stored[key] = {"manifest": key[0], "run_id": key[1], "status": "submitted"}
             runs.append(stored[key])
     for key, job in jobs.items():
-        stored[key].update(job=job["job_id"], job_state=state(job, stored[key].get("status")))
+        stored[key].update(job=job["job_id"], job_state=launch.state(job, stored[key].get("status")))
     return jobs
 
 
 def cmd_report(args) -> int:
-    from repro import report
-
     root = _root(args)
     if args.all:
         print(f"wrote {report.render_all(root)}")
@@ -539,7 +533,7 @@ def cmd_report(args) -> int:
         print(path.read_text())
         print(f"wrote {path}")
         if args.wandb:
-            from repro.tracking import resolve_mode
+            from repro.tracking import resolve_mode  # Lightning and wandb
             from repro.wandb_report import log_report
 
             mode = resolve_mode(False)
@@ -548,9 +542,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_renderers(args) -> int:
-    from repro.analysis import describe
-
-    for r in describe():
+    for r in analysis.describe():
         print(f"{r['name']}: {r['draws']}")
         print(f"    reads: {', '.join(r['reads']) or 'nothing from the runs'}")
         if r["reference"]:
@@ -559,7 +551,7 @@ def cmd_renderers(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    from repro.sync import sync
+    from repro.sync import sync  # Lightning (through repro.tracking)
 
     done = sync(_root(args), args.entity, args.project)
     print(f"synced {len(done.synced)}, skipped {len(done.skipped)} already synced, failed {len(done.failed)}")
@@ -567,7 +559,7 @@ def cmd_sync(args) -> int:
 
 
 def cmd_pull(args) -> int:
-    from repro.pull import describe, public_api, pull
+    from repro.pull import describe, public_api, pull  # wandb, Lightning
 
     manifest = lookup.one(args.name, [], _root(args))
     done = pull(manifest, _root(args), public_api(args.entity, args.project), args.entity, args.project)
@@ -576,7 +568,7 @@ def cmd_pull(args) -> int:
 
 
 def cmd_dashboard(args) -> int:
-    from repro import dashboard
+    from repro import dashboard  # Lightning (through repro.tracking)
 
     root = _root(args)
     name = lookup.one(args.name, [], root).name if args.name else None
@@ -592,7 +584,7 @@ def cmd_dashboard(args) -> int:
 
 
 def cmd_sample(args) -> int:
-    import torch
+    import torch  # torch, Lightning, matplotlib
 
     from repro import runner, sampling
 

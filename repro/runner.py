@@ -30,13 +30,13 @@ from repro.errors import StoreError, UserError
 from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
 from repro.models.base import LanguageModel
-from repro.progress import ProgressLines, say
+from repro.progress import say
 from repro.selection import callbacks as selection_callbacks
 from repro.selection import load_selected
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.tracking import StoreLogger, finish_wandb, wandb_logger
-from repro.training import BoundaryCheckpoint, Divergence, LMDataModule, LMModule, TrainingMeter
+from repro.training import BoundaryCheckpoint, Divergence, LMDataModule, LMModule, ProgressLines, TrainingMeter
 
 
 @dataclass

@@ -8,8 +8,14 @@ start token ``vocab_size`` first (sequences of whole images/audio begin with it)
 
 from __future__ import annotations
 
-import torch
+from pathlib import Path
 
+import numpy as np
+import soundfile
+import torch
+from matplotlib.figure import Figure
+
+from repro.data.audio import RATE, mu_law_decode
 from repro.models.base import LanguageModel
 
 
@@ -73,10 +79,6 @@ def sample(
 
 def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samples") -> list:
     """Save samples as a text file, an image grid (PNG) or mu-law audio (WAV); returns the paths."""
-    from pathlib import Path
-
-    import numpy as np
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     arr = samples.cpu().numpy()
@@ -85,15 +87,11 @@ def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samp
         path.write_text("\n\n----\n\n".join(vocab.decode(row) for row in arr) + "\n")
         return [path]
     if info.kind == "image":
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
         rows, cols, ch = info.shape
         n = len(arr)
         grid = int(np.ceil(np.sqrt(n)))
-        fig, axes = plt.subplots(grid, grid, figsize=(grid * 1.5, grid * 1.5), squeeze=False)
+        fig = Figure(figsize=(grid * 1.5, grid * 1.5))  # no pyplot: no backend, nothing to close
+        axes = fig.subplots(grid, grid, squeeze=False)
         for ax in axes.flat:
             ax.axis("off")
         for ax, row in zip(axes.flat, arr):
@@ -101,12 +99,7 @@ def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samp
             ax.imshow(img[..., 0] if ch == 1 else img, cmap="gray" if ch == 1 else None, vmin=0, vmax=255)
         path = out_dir / f"{stem}.png"
         fig.savefig(path, dpi=100)
-        plt.close(fig)
         return [path]
-    import soundfile
-
-    from repro.data.audio import RATE, mu_law_decode
-
     paths = []
     for i, row in enumerate(arr):
         path = out_dir / f"{stem}-{i}.wav"

@@ -49,6 +49,12 @@ def results_root(path: str | Path | None = None) -> Path:
     return Path(path or os.environ.get("REPRO_RESULTS") or "results")
 
 
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Grid keys as column names (reports, W&B configs): the last dotted part unless two keys share it."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: short if last.count(short) == 1 else k for k, short in zip(keys, last)}
+
+
 SOURCES = "sources"  # <results>/sources/<manifest>.json: where a manifest outside experiments/ came from
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from repro import atomic
 from repro.analysis import Context, finished_runs, format_value, pyplot, renderer
+from repro.models import patterns as P
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -408,8 +409,6 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
 def fig3(ctx: Context) -> list[tuple[Path, str]]:
     """The patterns' halves, union and two-layer connectivity (n = 36, l = 6), as matrices and as the
     paper's 6 x 6 view of one output."""
-    from repro.models import patterns as P
-
     n, stride, c = 36, 6, 1
     panels = P.figure3(n=n, stride=stride, c=c)
     plt = pyplot()

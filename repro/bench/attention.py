@@ -26,6 +26,7 @@ import os
 import sys
 
 from repro.bench import common
+from repro.models import patterns as P
 
 
 def _csv_ints(s: str) -> list[int]:
@@ -65,8 +66,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def theoretical_ratio(pattern: str, n: int, stride: int, c: int | None, heads: int, combine: str) -> float:
-    from repro.models import patterns as P
-
     return P.mean_keys("dense", n, stride) / P.layer_keys(pattern, combine, heads, n, stride, c)
 
 
