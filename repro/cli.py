@@ -79,22 +79,30 @@ def _parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    def manifest_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
+    def manifest_args(p: argparse.ArgumentParser, scale: bool = True, optional: str | None = None) -> None:
+        """The manifest and its overrides; ``optional``: the name may be left out (the help says what is
+        then meant), and the overrides name stored runs (those made with them)."""
         name = p.add_argument(
-            "name", help="a manifest: its name, a group (every name ending with it: `table1`), or a path"
+            "name",
+            nargs="?" if optional else None,
+            help=optional or "a manifest: its name, a group (every name ending with it: `table1`), or a path",
         )
         name.complete = {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
         p.add_argument(
             "overrides",
             nargs="*",
             metavar="KEY=VALUE",
-            help="set a dotted key in every run (model.span.ramp=64); with -m, KEY=V1,V2 sweeps it",
+            help="the overrides the runs were made with"
+            if optional
+            else "set a dotted key in every run (model.span.ramp=64); with -m, KEY=V1,V2 sweeps it",
         )
         p.add_argument(
             "-m",
             "--multirun",
             action="store_true",
-            help="make every KEY=V1,V2 override a grid axis (added, or replacing the manifest's)",
+            help="the overrides include sweeps (KEY=V1,V2)"
+            if optional
+            else "make every KEY=V1,V2 override a grid axis (added, or replacing the manifest's)",
         )
         if scale:
             p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
@@ -165,21 +173,11 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     p = command("status", cmd_status, "stored runs and their state")
-    p.add_argument("name", nargs="?", help="a manifest or group (default: every stored run)").complete = {
-        "bash": "_repro_manifests",
-        "zsh": "_repro_manifests",
-    }
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="the overrides the runs were made with")
-    p.add_argument("-m", "--multirun", action="store_true", help="the overrides include sweeps (KEY=V1,V2)")
+    manifest_args(p, scale=False, optional="a manifest or group (default: every stored run)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per run)")
 
     p = command("report", cmd_report, "regenerate a manifest's tables/figures and judge its claims")
-    p.add_argument("name", nargs="?", help="a manifest or group (or --all)").complete = {
-        "bash": "_repro_manifests",
-        "zsh": "_repro_manifests",
-    }
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="the overrides the runs were made with")
-    p.add_argument("-m", "--multirun", action="store_true", help="the overrides include sweeps (KEY=V1,V2)")
+    manifest_args(p, scale=False, optional="a manifest or group (or --all)")
     p.add_argument("--all", action="store_true", help="every manifest, and results/REPORT.md over them")
     p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
 

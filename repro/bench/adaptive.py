@@ -30,15 +30,11 @@ import time
 from repro.bench import common
 
 
-def _csv_floats(s: str) -> list[float]:
-    return [float(x) for x in s.split(",") if x]
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--span-limit", type=int, default=4096, help="S, the same for every case")
     parser.add_argument(
         "--spans",
-        type=_csv_floats,
+        type=common.csv_of(float),
         default=[0.0, 512.0],
         help="adaptive spans z in tokens, comma-separated (0 = the initial value)",
     )

@@ -29,39 +29,16 @@ from repro.bench import common
 from repro.models import patterns as P
 
 
-def _csv_ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x]
-
-
-def _csv(s: str) -> list[str]:
-    return [x for x in s.split(",") if x]
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n", type=_csv_ints, default=[2048, 8192], help="sequence lengths, comma-separated")
-    parser.add_argument("--stride", type=int, default=128, help="l (block length / stride)")
-    parser.add_argument("--c", type=int, default=16, help="summary positions per block (fixed)")
+    parser.add_argument("--n", type=common.csv_of(int), default=[2048, 8192], help="sequence lengths, comma-separated")
+    common.add_pattern_arguments(parser, ["merged", "multihead"], repeats=5)
     parser.add_argument(
-        "--patterns",
-        type=_csv,
-        default=["strided", "fixed"],
-        help="comma-separated; causal dense SDPA is always measured as the baseline",
+        "--impls", type=common.csv_of(str), default=["auto"], help="auto,blocked,flex,masked (comma-separated)"
     )
-    parser.add_argument("--impls", type=_csv, default=["auto"], help="auto,blocked,flex,masked (comma-separated)")
-    parser.add_argument(
-        "--combine",
-        default="merged",
-        choices=["merged", "multihead"],
-        help="how the two halves of a factorised pattern combine",
-    )
-    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     parser.add_argument("--heads", type=int, default=8, help="attention heads")
     parser.add_argument("--dim", type=int, default=64, help="head dimension")
     parser.add_argument("--batch", type=int, default=1, help="sequences per batch")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="tensor dtype")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds (medians are kept)")
-    parser.add_argument("--jsonl", default=None, help="also append each record to this file as it completes")
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--max-masked-n", type=int, default=4096, help="skip the n x n masked impl above this n")
 
 
@@ -192,12 +169,6 @@ def _run(what: str, setup: dict, cases: list[dict], env: dict | None = None):
     return common.run_worker("repro.bench.attention", payload, env)
 
 
-def _append(args, rec: dict) -> None:
-    if getattr(args, "jsonl", None):
-        with open(args.jsonl, "a") as f:
-            f.write(json.dumps(rec) + "\n")
-
-
 def _records(args, n: int) -> list[dict]:
     import torch
 
@@ -301,7 +272,7 @@ def main(args: argparse.Namespace) -> list[dict]:
         for rec in _records(args, n):
             rec = {**{k: rec.get(k) for k in FIRST}, **{k: v for k, v in rec.items() if k not in FIRST}}
             records.append(rec)
-            _append(args, rec)
+            common.append_jsonl(args.jsonl, [rec])
     return records
 
 
