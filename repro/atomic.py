@@ -95,6 +95,10 @@ def write_bytes(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode())
+
+
 def temp_dir(target: Path, tag: str) -> Path:
     """A new directory ``.<target name>.<tag>-<random>`` beside ``target``, with the umask's mode."""
     make_dirs(target.parent)

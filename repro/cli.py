@@ -3,6 +3,9 @@
 Exit status: 0 done; 1 a run failed, or a write failed (StoreError, one line); 2 bad input (UserError,
 one line); 3 a run was skipped because another process trains it; 128 + N stopped by signal N
 (``repro run``: 143 SIGTERM, 130 SIGINT, after checkpointing at a step boundary).
+
+Commands that train, sample or talk to W&B import torch, Lightning and wandb where they start: every
+``repro`` invocation (``--help``, ``list``, tab completion) would otherwise wait seconds for them.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from pathlib import Path
 
 import shtab
 
-from repro import lookup, overrides, progress, signals, store
+from repro import analysis, atomic, data, launch, lookup, overrides, progress, report, signals, store
 from repro import manifest as manifests
+from repro.console import print_table
+from repro.data import cli as data_cli
 from repro.errors import StoreError, UserError
 from repro.manifest import DEFAULT_SCALE
 from repro.progress import say
@@ -74,22 +79,30 @@ def _parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    def manifest_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
+    def manifest_args(p: argparse.ArgumentParser, scale: bool = True, optional: str | None = None) -> None:
+        """The manifest and its overrides; ``optional``: the name may be left out (the help says what is
+        then meant), and the overrides name stored runs (those made with them)."""
         name = p.add_argument(
-            "name", help="a manifest: its name, a group (every name ending with it: `table1`), or a path"
+            "name",
+            nargs="?" if optional else None,
+            help=optional or "a manifest: its name, a group (every name ending with it: `table1`), or a path",
         )
         name.complete = {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
         p.add_argument(
             "overrides",
             nargs="*",
             metavar="KEY=VALUE",
-            help="set a dotted key in every run (model.span.ramp=64); with -m, KEY=V1,V2 sweeps it",
+            help="the overrides the runs were made with"
+            if optional
+            else "set a dotted key in every run (model.span.ramp=64); with -m, KEY=V1,V2 sweeps it",
         )
         p.add_argument(
             "-m",
             "--multirun",
             action="store_true",
-            help="make every KEY=V1,V2 override a grid axis (added, or replacing the manifest's)",
+            help="the overrides include sweeps (KEY=V1,V2)"
+            if optional
+            else "make every KEY=V1,V2 override a grid axis (added, or replacing the manifest's)",
         )
         if scale:
             p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
@@ -133,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
     cluster.add_argument(
         "--launcher",
-        choices=("local", "slurm"),
+        choices=launch.LAUNCHERS,
         default=None,
         help="local: run the runs as --max-parallel local processes and wait; slurm: submit them "
         "as one job array and return with the job ids (default: one after another, here)",
@@ -160,21 +173,11 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     p = command("status", cmd_status, "stored runs and their state")
-    p.add_argument("name", nargs="?", help="a manifest or group (default: every stored run)").complete = {
-        "bash": "_repro_manifests",
-        "zsh": "_repro_manifests",
-    }
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="the overrides the runs were made with")
-    p.add_argument("-m", "--multirun", action="store_true", help="the overrides include sweeps (KEY=V1,V2)")
+    manifest_args(p, scale=False, optional="a manifest or group (default: every stored run)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per run)")
 
     p = command("report", cmd_report, "regenerate a manifest's tables/figures and judge its claims")
-    p.add_argument("name", nargs="?", help="a manifest or group (or --all)").complete = {
-        "bash": "_repro_manifests",
-        "zsh": "_repro_manifests",
-    }
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="the overrides the runs were made with")
-    p.add_argument("-m", "--multirun", action="store_true", help="the overrides include sweeps (KEY=V1,V2)")
+    manifest_args(p, scale=False, optional="a manifest or group (or --all)")
     p.add_argument("--all", action="store_true", help="every manifest, and results/REPORT.md over them")
     p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
 
@@ -215,8 +218,6 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument("--json", action="store_true", help="print the records as JSON")
         mod.add_arguments(q)
         q.set_defaults(func=cmd_bench, bench_module=mod)
-
-    from repro.data import cli as data_cli
 
     data_cli.register(sub, parents=[common])
     return parser
@@ -267,7 +268,7 @@ def cmd_list(args) -> int:
     records = []
     for name, path in found:
         try:
-            m = manifests.load(path)
+            m = lookup.load(path)
             specs = m.expand(args.scale) if args.scale in m.scale_names() else []
             done = sum(RunDir(root, m.name, s.run_id).finished for s in specs)
             records.append(
@@ -290,7 +291,7 @@ def cmd_list(args) -> int:
         (r["name"], r["title"] or f"INVALID: {r['error']}", str(r.get("runs", "-")), str(r.get("finished", "-")))
         for r in records
     ]
-    _print_table(("manifest", "title", f"runs@{args.scale}", "finished"), rows)
+    print_table([("manifest", "title", f"runs@{args.scale}", "finished"), *rows])
     return 0
 
 
@@ -325,7 +326,7 @@ def cmd_show(args) -> int:
             for s in specs
         ]
         print(f"{m.name}: {m.title} [scale {args.scale}]")
-        _print_table(("run_id", *shown, "data", "block", "family", "steps", "batch"), rows)
+        print_table([("run_id", *shown, "data", "block", "family", "steps", "batch"), *rows])
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     _save(args, found)
@@ -341,13 +342,13 @@ def _dotted(tree: dict, key: str):
 def cmd_validate(args) -> int:
     paths = [Path(p) for p in args.paths] or list(manifests.discover().values())
     for path in paths:
-        m = manifests.load(path)
+        m = lookup.load(path)
         print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}")
     return 0
 
 
 def cmd_run(args) -> int:
-    from repro import data, runner
+    from repro import runner  # torch and Lightning (see the module docstring), as every lazy import here
     from repro.tracking import resolve_mode
 
     signals.install()
@@ -428,25 +429,21 @@ def _check_launcher(args) -> None:
     for option in ("gpus_per_node", "cpus_per_task", "time"):
         if getattr(args, option) is not None and getattr(args, option) < 1:
             raise UserError(f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number")
-    from repro.launch import slurm_args
-
-    slurm_args(args.slurm_arg)
+    launch.slurm_args(args.slurm_arg)
     if args.launcher:
         try:
-            import submitit  # noqa: F401
+            import submitit  # noqa: F401  (an optional extra)
         except ImportError:
             raise UserError(f"--launcher {args.launcher} needs submitit: pip install -e '.[cluster]'") from None
 
 
 def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
-    from repro import launch
-
     if len(runs) < total:
         say(f"{total - len(runs)} of {total} run(s) already finished: not submitted")
     if not runs:
         return 0
     if args.launcher == "local":
-        return launch.run_local(args, root, runs, args.max_parallel or 1, say)
+        return launch.run_local(args, root, runs, args.max_parallel or 1, say, main)
     options = launch.Slurm(
         args.partition,
         args.nodes,
@@ -456,7 +453,7 @@ def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
         args.mem,
         launch.slurm_args(args.slurm_arg),
     )
-    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say)
+    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say, main)
 
 
 def _state(run: RunDir) -> str:
@@ -501,7 +498,7 @@ def cmd_status(args) -> int:
         print(f"no stored runs under {root}/runs")
         return 0
     if runs:
-        _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in runs])
+        print_table([cols, *([_fmt(r.get(c)) for c in cols] for r in runs)])
     for line in corrupt:
         print(f"corrupt: {line}")
     return 0
@@ -510,22 +507,18 @@ def cmd_status(args) -> int:
 def _jobs(root: Path, names: list, runs: list[dict]) -> dict:
     """The job records of the shown manifests' runs, each with its state; a submitted run that has not
     started yet (nothing stored) is added to ``runs`` as ``submitted``."""
-    from repro.launch import records, state
-
-    jobs = {key: job for key, job in records(root).items() if names == [None] or key[0] in names}
+    jobs = {key: job for key, job in launch.records(root).items() if names == [None] or key[0] in names}
     stored = {(r["manifest"], r["run_id"]): r for r in runs}
     for key in jobs:
         if key not in stored:
             stored[key] = {"manifest": key[0], "run_id": key[1], "status": "submitted"}
             runs.append(stored[key])
     for key, job in jobs.items():
-        stored[key].update(job=job["job_id"], job_state=state(job, stored[key].get("status")))
+        stored[key].update(job=job["job_id"], job_state=launch.state(job, stored[key].get("status")))
     return jobs
 
 
 def cmd_report(args) -> int:
-    from repro import report
-
     root = _root(args)
     if args.all:
         print(f"wrote {report.render_all(root)}")
@@ -538,7 +531,7 @@ def cmd_report(args) -> int:
         print(path.read_text())
         print(f"wrote {path}")
         if args.wandb:
-            from repro.tracking import resolve_mode
+            from repro.tracking import resolve_mode  # Lightning and wandb
             from repro.wandb_report import log_report
 
             mode = resolve_mode(False)
@@ -547,9 +540,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_renderers(args) -> int:
-    from repro.analysis import describe
-
-    for r in describe():
+    for r in analysis.describe():
         print(f"{r['name']}: {r['draws']}")
         print(f"    reads: {', '.join(r['reads']) or 'nothing from the runs'}")
         if r["reference"]:
@@ -558,7 +549,7 @@ def cmd_renderers(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    from repro.sync import sync
+    from repro.sync import sync  # Lightning (through repro.tracking)
 
     done = sync(_root(args), args.entity, args.project)
     print(f"synced {len(done.synced)}, skipped {len(done.skipped)} already synced, failed {len(done.failed)}")
@@ -566,7 +557,7 @@ def cmd_sync(args) -> int:
 
 
 def cmd_pull(args) -> int:
-    from repro.pull import describe, public_api, pull
+    from repro.pull import describe, public_api, pull  # wandb, Lightning
 
     manifest = lookup.one(args.name, [], _root(args))
     done = pull(manifest, _root(args), public_api(args.entity, args.project), args.entity, args.project)
@@ -575,7 +566,7 @@ def cmd_pull(args) -> int:
 
 
 def cmd_dashboard(args) -> int:
-    from repro import dashboard
+    from repro import dashboard  # Lightning (through repro.tracking)
 
     root = _root(args)
     name = lookup.one(args.name, [], root).name if args.name else None
@@ -591,7 +582,7 @@ def cmd_dashboard(args) -> int:
 
 
 def cmd_sample(args) -> int:
-    import torch
+    import torch  # torch, Lightning, matplotlib
 
     from repro import runner, sampling
 
@@ -612,16 +603,14 @@ def cmd_sample(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from repro.store import write_atomic
-
     records = args.bench_module.main(args)
     out = _root(args) / "bench" / f"{args.bench}.json"
-    write_atomic(out, json.dumps(records, indent=2) + "\n")
+    atomic.write_text(out, json.dumps(records, indent=2) + "\n")
     if args.json:
         print(json.dumps(records, indent=2))
     elif records:
         cols = list(records[0])
-        _print_table(cols, [tuple(_fmt(r.get(c)) for c in cols) for r in records])
+        print_table([cols, *([_fmt(r.get(c)) for c in cols] for r in records)])
         print(f"stored in {out}")
     return 0
 
@@ -636,14 +625,6 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)
-
-
-def _print_table(header, rows) -> None:
-    rows = [tuple(map(str, r)) for r in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
-    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def page_url(base: str, run_ids: list[str]) -> str:
 def serve(root: Path, run_ids: list[str], port: int | None = None, host: str | None = None) -> None:
     """Serve the dashboard until interrupted (Ctrl-C)."""
     storage(root)
-    import trackio
+    import trackio  # the optional `dashboard` extra, bound to the results root by storage()
 
     server, local_url, _, _ = trackio.show(
         project=PROJECT, open_browser=False, block_thread=False, server_port=port, host=host

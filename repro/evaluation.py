@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from repro.data.batching import eval_batches
+from repro.models.base import LanguageModel
 from repro.spec import RunSpec
 
 
@@ -35,7 +37,7 @@ def min_context(spec: RunSpec, stateful: bool) -> int | None:
 
 @torch.no_grad()
 def evaluate(
-    model: torch.nn.Module,
+    model: LanguageModel,
     data: np.ndarray,
     spec: RunSpec,
     device: torch.device,
@@ -86,8 +88,6 @@ def unigram_bits(train: np.ndarray, data: np.ndarray, vocab_size: int) -> float:
 def _progress(enabled: bool, data: np.ndarray):
     if not enabled:
         return None
-    from tqdm import tqdm
-
     return tqdm(
         total=int(data.size - (1 if data.ndim == 1 else 0)),
         unit="tok",

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro import atomic
 from repro.errors import UserError
-from repro.store import FAILED, FINISHED, INTERRUPTED, check_name, write_atomic
+from repro.store import FAILED, FINISHED, INTERRUPTED, check_name
 
 LAUNCHERS = ("local", "slurm")
 JOBS = "jobs"
@@ -48,10 +49,9 @@ class JobFailed(RuntimeError):
     """A job's ``repro run`` ended with a failing exit status."""
 
 
-def job(argv: list[str]) -> int:
-    """What a job runs: ``repro ARGV``. Exit 0 (done) and 3 (another job trains the run) are success."""
-    from repro.cli import main
-
+def job(main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """What a job runs: ``repro ARGV`` through the CLI's ``main`` (the CLI hands it down: it imports this
+    module). Exit 0 (done) and 3 (another job trains the run) are success."""
     code = main(argv)
     if code not in (0, 3):
         raise JobFailed(f"repro {' '.join(argv)} exited with status {code}")
@@ -128,7 +128,7 @@ def job_argv(args, root: Path, run_id: str) -> list[str]:
 
 
 def record(root: Path, manifest: str, run_id: str, launcher: str, job_id: str, log: Path) -> None:
-    write_atomic(
+    atomic.write_text(
         _record_path(root, manifest, run_id),
         json.dumps(
             {
@@ -198,10 +198,16 @@ def _alive(pid: int) -> bool:
 
 
 def submit_slurm(
-    args, root: Path, runs: list[tuple[str, str]], options: Slurm, parallel: int | None, echo: Callable[[str], None]
+    args,
+    root: Path,
+    runs: list[tuple[str, str]],
+    options: Slurm,
+    parallel: int | None,
+    echo: Callable[[str], None],
+    main: Callable[[list[str]], int],
 ) -> int:
     """Submit ``runs`` ((manifest, run id) pairs) as one SLURM job array; print and record the job ids."""
-    import submitit
+    import submitit  # the optional `cluster` extra
 
     folder = root / JOBS / "slurm" / "%j"
     executor = submitit.SlurmExecutor(folder=folder)
@@ -211,7 +217,7 @@ def submit_slurm(
         **({"array_parallelism": parallel} if parallel else {}),
     )
     try:
-        jobs = executor.map_array(job, [job_argv(args, root, run_id) for _, run_id in runs])
+        jobs = executor.map_array(job, [main] * len(runs), [job_argv(args, root, run_id) for _, run_id in runs])
     except (submitit.core.utils.FailedJobError, OSError) as err:
         raise UserError(f"sbatch refused the job array: {str(err).strip().splitlines()[-1]}") from None
     for (manifest, run_id), submitted in zip(runs, jobs):
@@ -221,10 +227,17 @@ def submit_slurm(
     return 0
 
 
-def run_local(args, root: Path, runs: list[tuple[str, str]], parallel: int, echo: Callable[[str], None]) -> int:
+def run_local(
+    args,
+    root: Path,
+    runs: list[tuple[str, str]],
+    parallel: int,
+    echo: Callable[[str], None],
+    main: Callable[[list[str]], int],
+) -> int:
     """Run ``runs`` as at most ``parallel`` local processes at a time (submitit's local executor); wait
     for all. Exit status as ``repro run``'s: 1 if one failed, else 3 if one was trained elsewhere."""
-    import submitit
+    import submitit  # the optional `cluster` extra
 
     executor = submitit.LocalExecutor(folder=root / JOBS / "local" / "%j")
     executor.update_parameters(timeout_min=LOCAL_TIMEOUT_MIN)
@@ -232,7 +245,7 @@ def run_local(args, root: Path, runs: list[tuple[str, str]], parallel: int, echo
     while waiting or running:
         while waiting and len(running) < parallel:
             manifest, run_id = waiting.pop(0)
-            started = executor.submit(job, job_argv(args, root, run_id))
+            started = executor.submit(job, main, job_argv(args, root, run_id))
             record(root, manifest, run_id, "local", started.job_id, started.paths.stdout)
             echo(f"started {manifest} {run_id} as local job {started.job_id} (log {started.paths.stdout})")
             running.append((manifest, run_id, started))

@@ -1,15 +1,22 @@
 """What a command's manifest argument selects: a path, a name, or a group of names (every manifest whose
 name ends with it: ``table1`` -> as-table1 and st-table1), among the discovered manifests and, after them,
 the ones the run store was told about (manifests outside experiments/, command-line ablations); each
-with the command line's overrides applied."""
+with the command line's overrides applied, and checked against the renderers it names (which the
+manifest layer below cannot know: :func:`repro.analysis.check_manifest`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from repro import overrides
+from repro import manifest, overrides
+from repro.analysis import check_manifest
 from repro.manifest import Manifest, ManifestError, discover, is_path, matching, read, resolve, unknown
 from repro.store import sources
+
+
+def load(path: Path) -> Manifest:
+    """The manifest file ``path``, fully checked."""
+    return check_manifest(manifest.load(path))
 
 
 def select(ref: str, args: list[str], root: Path) -> list[Manifest]:
@@ -32,13 +39,13 @@ def select(ref: str, args: list[str], root: Path) -> list[Manifest]:
         path = Path(stored[name]["path"])
         if not path.is_file():
             raise ManifestError(f"{name}: its manifest {path} (recorded in {root}/sources) no longer exists")
-        out.append(overrides.derive(path, [*stored[name]["args"], *args]))
+        out.append(check_manifest(overrides.derive(path, [*stored[name]["args"], *args])))
     return out
 
 
 def _derive(path: Path, args: list[str]) -> Manifest:
     doc = read(path)
-    return overrides.derive(path, [] if doc.get("base") is None and doc.get("parts") else args)
+    return check_manifest(overrides.derive(path, [] if doc.get("base") is None and doc.get("parts") else args))
 
 
 def one(ref: str, args: list[str], root: Path) -> Manifest:
@@ -55,13 +62,17 @@ def with_parts(found: list[Manifest], args: list[str]) -> list[Manifest]:
     """``found`` with each gathering manifest (``parts``, no runs of its own) replaced by its parts, once each."""
     out: dict[str, Manifest] = {}
     for m in found:
-        for part in [overrides.derive(_part(m, p).path, args) for p in m.parts] if m.base is None and m.parts else [m]:
-            out.setdefault(part.name, part)
+        gathering = m.base is None and m.parts
+        for one_part in (
+            [check_manifest(overrides.derive(part(m, p).path, args)) for p in m.parts] if gathering else [m]
+        ):
+            out.setdefault(one_part.name, one_part)
     return list(out.values())
 
 
-def _part(m: Manifest, name: str) -> Manifest:
+def part(m: Manifest, name: str) -> Manifest:
+    """The part ``name`` of the gathering manifest ``m``."""
     try:
-        return resolve(name)
+        return check_manifest(resolve(name))
     except ManifestError as err:
         raise ManifestError(f"{m.path}: parts: {err}") from None

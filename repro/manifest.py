@@ -267,38 +267,17 @@ def build(data: dict[str, Any], path: Path, args: list[str] = ()) -> Manifest:
         sweep=dict(data.get("sweep") or {}),
         args=list(args),
     )
-    from repro.analysis import registry  # here, not at import: renderer modules import pandas/numpy
-
-    unknown_renders = sorted(set(manifest.renders) - set(registry()))
-    if unknown_renders:
-        raise ManifestError(
-            f"{path}: renders: unknown renderer {unknown_renders[0]!r}; known: {', '.join(sorted(registry()))}"
-        )
     for scale in manifest.scale_names():
         manifest.expand(scale)
-    _check_reference(manifest)
+    if "runs" in manifest.reference:
+        _check_reference_runs(manifest, manifest.reference["runs"])
     _check_claim_cells(manifest)
     return manifest
 
 
-def _check_reference(manifest: Manifest) -> None:
-    """``reference``: ``runs`` (rows of paper values matched to grid cells) plus the keys the manifest's
-    renderers declare, each of its declared type."""
-    from repro.analysis import reference_keys
-
-    where = f"{manifest.path}: reference"
-    declared = reference_keys(manifest.renders)
-    for key, value in manifest.reference.items():
-        if key == "runs":
-            _check_reference_runs(manifest, value)
-        elif key not in declared:
-            allowed = ", ".join(sorted({"runs", *declared}))
-            raise ManifestError(f"{where}.{key}: unknown key; the renderers {manifest.renders} read: {allowed}")
-        elif not isinstance(value, declared[key]):
-            raise ManifestError(f"{where}.{key}: expected {_type_name(declared[key])}, got {_show(value)}")
-
-
 def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
+    """``reference.runs``: rows of paper values matched to grid cells (the other reference keys are the
+    renderers' and checked with them: :func:`repro.analysis.check_manifest`)."""
     where = f"{manifest.path}: reference.runs"
     if not isinstance(entries, list):
         raise ManifestError(f"{where}: expected a list of {{match, label, <metric>: value}} entries")
@@ -312,7 +291,7 @@ def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
                     f"{where}[{i}].match.{key}: names no grid key; grid keys: {', '.join(sorted(keys)) or 'none'}"
                 )
         if not isinstance(entry.get("label", ""), str):
-            raise ManifestError(f"{where}[{i}].label: expected a string, got {_show(entry['label'])}")
+            raise ManifestError(f"{where}[{i}].label: expected a string, got {show(entry['label'])}")
         for key, value in entry.items():
             if (
                 key not in ("match", "label")
@@ -320,7 +299,7 @@ def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
                 and (isinstance(value, bool) or not isinstance(value, (int, float)))
             ):
                 raise ManifestError(
-                    f"{where}[{i}].{key}: expected a number (the paper's value) or null, got {_show(value)}"
+                    f"{where}[{i}].{key}: expected a number (the paper's value) or null, got {show(value)}"
                 )
 
 
@@ -347,11 +326,8 @@ def _check_claim_cells(manifest: Manifest) -> None:
                         )
 
 
-def _type_name(tp: type | tuple) -> str:
-    return " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
-
-
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A value as an error message shows it: its type and (the start of) its repr."""
     return f"{type(value).__name__} {value!r}"[:80]
 
 

@@ -20,9 +20,9 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from repro import atomic
 from repro.errors import UserError
 from repro.manifest import Manifest, ManifestError, build, merge_documents, read
-from repro.store import write_atomic
 
 MULTIRUN = "-m"
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -119,5 +119,5 @@ def save(manifest: Manifest, target: Path) -> Path:
     text = f"# repro {manifest.command}\n" + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
     if target.exists() and target.read_text() != text:
         raise UserError(f"--save {target}: the file exists (and differs); remove it or choose another path")
-    write_atomic(target, text)
+    atomic.write_text(target, text)
     return target

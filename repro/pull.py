@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import wandb
 
 from repro.errors import UserError
 from repro.manifest import Manifest
@@ -40,8 +41,6 @@ class Pulled:
 
 def public_api(entity: str | None, project: str | None):
     """The W&B public API (honours ``WANDB_BASE_URL`` and the stored login)."""
-    import wandb
-
     try:
         return wandb.Api(overrides={k: v for k, v in (("entity", entity), ("project", project)) if v})
     except Exception as err:  # no login, no network: wandb raises its own types

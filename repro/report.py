@@ -23,10 +23,10 @@ from typing import Any
 
 import pandas as pd
 
-from repro import analysis, claims
+from repro import analysis, atomic, claims, lookup
 from repro.analysis import Context, markdown_table, reference_for
-from repro.manifest import DEFAULT_SCALE, Manifest, ManifestError, discover, load, resolve
-from repro.store import scan, table, write_atomic
+from repro.manifest import DEFAULT_SCALE, Manifest, discover
+from repro.store import scan, short_names, table
 
 COLUMNS = [
     "status",
@@ -94,10 +94,7 @@ def context(manifest: Manifest, root: Path, scale: str) -> Context:
 def _parts(manifest: Manifest, root: Path) -> dict[str, tuple[Manifest, pd.DataFrame]]:
     out = {}
     for name in manifest.parts:
-        try:
-            part = resolve(name)
-        except ManifestError as err:
-            raise ManifestError(f"{manifest.path}: parts: {err}") from None
+        part = lookup.part(manifest, name)
         out[name] = (part, current_runs(part, root))
     return out
 
@@ -171,9 +168,9 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     if manifest.notes:
         lines += ["## Notes", "", manifest.notes.strip(), ""]
     path = out_dir / f"{manifest.name}.md"
-    write_atomic(path, "\n".join(lines))
+    atomic.write_text(path, "\n".join(lines))
     if csv_frames:
-        write_atomic(out_dir / f"{manifest.name}.csv", pd.concat(csv_frames).to_csv(index=False))
+        atomic.write_text(out_dir / f"{manifest.name}.csv", pd.concat(csv_frames).to_csv(index=False))
     return path, results
 
 
@@ -228,12 +225,6 @@ def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
     return [f"[{caption}]({path.relative_to(out_dir)})", ""]
 
 
-def short_names(keys: list[str]) -> dict[str, str]:
-    """Grid keys as column names: the last dotted part unless two keys share it."""
-    last = [k.rsplit(".", 1)[-1] for k in keys]
-    return {k: short if last.count(short) == 1 else k for k, short in zip(keys, last)}
-
-
 def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     names = short_names(keys)
     out = []
@@ -255,7 +246,7 @@ def _missing(value: Any) -> bool:
 
 def render_all(root: Path) -> Path:
     """Every manifest's report plus ``REPORT.md``: per paper, each artefact and its claims' verdicts."""
-    manifests = [load(p) for p in discover().values()]
+    manifests = [lookup.load(p) for p in discover().values()]
     sections: dict[str, list[str]] = {}
     for manifest in sorted(manifests, key=lambda m: m.name):
         path, results = render(manifest, root)
@@ -283,5 +274,5 @@ def render_all(root: Path) -> Path:
     for paper, block in sorted(sections.items()):
         lines += [f"## {paper}", "", *block]
     path = root / "REPORT.md"
-    write_atomic(path, "\n".join(lines))
+    atomic.write_text(path, "\n".join(lines))
     return path

@@ -29,13 +29,14 @@ from repro.checkpoints import StoreCheckpointIO
 from repro.errors import StoreError, UserError
 from repro.evaluation import evaluate, unigram_bits
 from repro.manifest import Manifest
-from repro.progress import ProgressLines, say
+from repro.models.base import LanguageModel
+from repro.progress import say
 from repro.selection import callbacks as selection_callbacks
 from repro.selection import load_selected
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.tracking import StoreLogger, finish_wandb, wandb_logger
-from repro.training import BoundaryCheckpoint, Diverged, LMDataModule, LMModule, TrainingMeter
+from repro.training import BoundaryCheckpoint, Divergence, LMDataModule, LMModule, ProgressLines, TrainingMeter
 
 
 @dataclass
@@ -231,28 +232,35 @@ def _train(
         stopped = signals.requested() or int(trainer.callback_metrics.get(BoundaryCheckpoint.STOPPED, 0))
         if stopped:
             raise signals.Interrupted(stopped)
-        selected = load_selected(spec, run.checkpoints, module.model)
-        if selected["selected"] == "best_valid":
-            module.checkpoint_stats = None  # the statistics of the weights scored, not of the last ones
-        final = {"steps": spec.train.steps, **selected, **_evaluate_and_analyse(spec, module, trainer, run, data)}
+        diverged = Divergence.found(trainer.callback_metrics)
+        if diverged is None:
+            selected = load_selected(spec, run.checkpoints, module.model)
+            if selected["selected"] == "best_valid":
+                module.checkpoint_stats = None  # the statistics of the weights scored, not of the last ones
+            final = {"steps": spec.train.steps, **selected, **_evaluate_and_analyse(spec, module, trainer, run, data)}
     except signals.Interrupted as err:
         err.detail = _stopped(run, wb, err.exit_status)
         raise
-    except Exception as err:  # under ddp_spawn a worker's exception arrives wrapped, hence the text tests
-        message = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        with contextlib.suppress(StoreError):  # a full disk may refuse this too; the error says why
-            store_logger.flush()
-            run.update_summary(status=FAILED, error=message)
-        if wb is not None:
-            wb.experiment.finish(exit_code=1)
-        if not (isinstance(err, Diverged) or "Diverged" in str(err)):
-            raise
-        echo(f"  run {spec.run_id} diverged: {message}; marked failed, last good checkpoint kept")
+    except Exception as err:  # under ddp_spawn a worker's exception arrives wrapped: its last line says what
+        _failed(run, store_logger, wb, str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__)
+        raise
+    if diverged is not None:
+        _failed(run, store_logger, wb, str(diverged))
+        echo(f"  run {spec.run_id} diverged: {diverged}; marked failed, last good checkpoint kept")
         return Outcome(spec, "failed", run.summary())
     summary = run.update_summary(status=FINISHED, **final)
     if wb is not None:
         finish_wandb(wb, run)
     return Outcome(spec, "finished", summary)
+
+
+def _failed(run: RunDir, store_logger: StoreLogger, wb, message: str) -> None:
+    """Mark a run failed with ``message`` (a full disk may refuse this too; its own error says why)."""
+    with contextlib.suppress(StoreError):
+        store_logger.flush()
+        run.update_summary(status=FAILED, error=message)
+    if wb is not None:
+        wb.experiment.finish(exit_code=1)
 
 
 def _stopped(run: RunDir, wb, exit_status: int) -> str:
@@ -330,7 +338,7 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
     return final
 
 
-def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, RunSpec, object, object]:
+def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[LanguageModel, RunSpec, object, object]:
     """The model of a stored run with the weights it scored (last or best), its spec, vocabulary and dataset info."""
     found = checkpoints.latest(run.checkpoints)
     if found is None:

@@ -1,14 +1,22 @@
 """Autoregressive sampling with cached keys and values.
 
-``sample(model, vocab_size, n_samples, length)`` draws ``length`` symbols per sample from a model
-exposing ``step(x, cache, t) -> (logits, cache)`` (the Sparse Transformer family does), feeding the
+``sample(model, vocab_size, n_samples, length)`` draws ``length`` symbols per sample through the
+model's ``step(x, cache, t) -> (logits, cache)`` (:class:`repro.models.base.LanguageModel`: the Sparse
+Transformer family caches keys and values, the default re-runs the forward on the prefix), feeding the
 start token ``vocab_size`` first (sequences of whole images/audio begin with it) or a ``prompt``.
-Models without ``step`` are sampled by re-running the full forward on the prefix (slow, exact).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import soundfile
 import torch
+from matplotlib.figure import Figure
+
+from repro.data.audio import RATE, mu_law_decode
+from repro.models.base import LanguageModel
 
 
 def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
@@ -21,7 +29,7 @@ def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator |
 
 @torch.no_grad()
 def sample(
-    model,
+    model: LanguageModel,
     vocab_size: int,
     n_samples: int,
     length: int,
@@ -53,25 +61,17 @@ def sample(
     if prompt is not None:
         parts.append(prompt)
     ctx = torch.cat(parts, dim=1)
-    block = getattr(model, "block", None)
-    if block is not None and ctx.shape[1] + length - 1 > block:
-        raise ValueError(f"context {ctx.shape[1]} + length {length} exceeds the model's block of {block}")
+    if ctx.shape[1] + length - 1 > model.block:
+        raise ValueError(f"context {ctx.shape[1]} + length {length} exceeds the model's block of {model.block}")
     out = torch.empty(n_samples, length, dtype=torch.long, device=device)
     try:
-        if hasattr(model, "step"):
-            cache = None
-            for t in range(ctx.shape[1]):
-                logits, cache = model.step(ctx[:, t], cache, t)
-            for s in range(length):
-                out[:, s] = _draw(logits, temperature, generator)
-                if s + 1 < length:
-                    logits, cache = model.step(out[:, s], cache, ctx.shape[1] + s)
-        else:
-            seq = ctx
-            for s in range(length):
-                logits = model(seq).logits[:, -1]
-                out[:, s] = _draw(logits, temperature, generator)
-                seq = torch.cat([seq, out[:, s : s + 1]], 1)
+        cache = None
+        for t in range(ctx.shape[1]):
+            logits, cache = model.step(ctx[:, t], cache, t)
+        for s in range(length):
+            out[:, s] = _draw(logits, temperature, generator)
+            if s + 1 < length:
+                logits, cache = model.step(out[:, s], cache, ctx.shape[1] + s)
     finally:
         model.train(was_training)
     return out
@@ -79,10 +79,6 @@ def sample(
 
 def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samples") -> list:
     """Save samples as a text file, an image grid (PNG) or mu-law audio (WAV); returns the paths."""
-    from pathlib import Path
-
-    import numpy as np
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     arr = samples.cpu().numpy()
@@ -91,15 +87,11 @@ def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samp
         path.write_text("\n\n----\n\n".join(vocab.decode(row) for row in arr) + "\n")
         return [path]
     if info.kind == "image":
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
         rows, cols, ch = info.shape
         n = len(arr)
         grid = int(np.ceil(np.sqrt(n)))
-        fig, axes = plt.subplots(grid, grid, figsize=(grid * 1.5, grid * 1.5), squeeze=False)
+        fig = Figure(figsize=(grid * 1.5, grid * 1.5))  # no pyplot: no backend, nothing to close
+        axes = fig.subplots(grid, grid, squeeze=False)
         for ax in axes.flat:
             ax.axis("off")
         for ax, row in zip(axes.flat, arr):
@@ -107,12 +99,7 @@ def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samp
             ax.imshow(img[..., 0] if ch == 1 else img, cmap="gray" if ch == 1 else None, vmin=0, vmax=255)
         path = out_dir / f"{stem}.png"
         fig.savefig(path, dpi=100)
-        plt.close(fig)
         return [path]
-    import soundfile
-
-    from repro.data.audio import RATE, mu_law_decode
-
     paths = []
     for i, row in enumerate(arr):
         path = out_dir / f"{stem}-{i}.wav"

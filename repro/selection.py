@@ -15,7 +15,9 @@ import lightning.pytorch as pl
 import torch
 
 from repro import atomic, checkpoints
+from repro.models.base import LanguageModel
 from repro.spec import RunSpec
+from repro.training import LMModule
 
 BEST = "best.ckpt"
 
@@ -34,22 +36,20 @@ class BestCheckpoint(pl.Callback):
         self.best: tuple[int, float] | None = None
         self._seen: tuple[int, float] | None = None
 
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_start(self, trainer: pl.Trainer, pl_module: LMModule) -> None:
         saved = _read(self.path)
         self.best = None
         if saved is not None and saved["step"] <= trainer.global_step:  # a later one: not the resumed trajectory
             self.best = (saved["step"], saved["bits"])
 
-    def on_train_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: LMModule, batch: Any, batch_idx: int) -> None:
         self._consider(trainer, pl_module)
 
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_end(self, trainer: pl.Trainer, pl_module: LMModule) -> None:
         self._consider(trainer, pl_module)
 
-    def _consider(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        latest = getattr(pl_module, "last_quick_valid", None)
+    def _consider(self, trainer: pl.Trainer, pl_module: LMModule) -> None:
+        latest = pl_module.last_quick_valid
         if latest is None or latest == self._seen:
             return
         self._seen = latest
@@ -77,7 +77,7 @@ def _read(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def load_selected(spec: RunSpec, directory: Path, model: torch.nn.Module) -> dict[str, Any]:
+def load_selected(spec: RunSpec, directory: Path, model: LanguageModel) -> dict[str, Any]:
     """Load the selected weights into ``model`` (already holding the last ones); returns the summary keys
     that say which were scored."""
     saved = _read(directory / BEST) if spec.train.select == "best_valid" else None

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from repro.data import catalog
+from repro.data.text import FILE_KINDS
+from repro.data.views import BYTE_VOCABS
 from repro.errors import UserError
 from repro.fields import later, plain
 from repro.models import FAMILIES, family
@@ -320,10 +323,6 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
 
 def check_relations(spec: RunSpec) -> None:
     """Constraints between keys, and the dataset's, that need no data (sizes are checked at run)."""
-    from repro.data import catalog
-    from repro.data.text import FILE_KINDS
-    from repro.data.views import BYTE_VOCABS
-
     d, m, e = spec.data, spec.model, spec.eval
     if d.name not in catalog.names():
         raise SpecError("data.name", f"got {d.name!r}; allowed: one of {', '.join(catalog.names())}")

@@ -49,12 +49,10 @@ def results_root(path: str | Path | None = None) -> Path:
     return Path(path or os.environ.get("REPRO_RESULTS") or "results")
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    atomic.write_bytes(path, data)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    atomic.write_bytes(path, text.encode())
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Grid keys as column names (reports, W&B configs): the last dotted part unless two keys share it."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: short if last.count(short) == 1 else k for k, short in zip(keys, last)}
 
 
 SOURCES = "sources"  # <results>/sources/<manifest>.json: where a manifest outside experiments/ came from
@@ -65,7 +63,9 @@ def record_source(root: Path, manifest: str, path: Path, args: list[str]) -> Non
     later commands can name it by its name."""
     source = {"path": str(path.resolve()), "args": list(args)}
     if sources(root).get(manifest) != source:  # absent, different or unreadable: (re)written
-        write_atomic(root / SOURCES / f"{check_name(manifest, 'manifest')}.json", json.dumps(source, indent=2) + "\n")
+        atomic.write_text(
+            root / SOURCES / f"{check_name(manifest, 'manifest')}.json", json.dumps(source, indent=2) + "\n"
+        )
 
 
 def sources(root: Path) -> dict[str, dict[str, Any]]:
@@ -129,7 +129,7 @@ class RunDir:
         return summary
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        write_atomic(self.path / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        atomic.write_text(self.path / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
     def update_summary(self, **values: Any) -> dict[str, Any]:
         summary = {**self.summary(), **values}
@@ -137,7 +137,7 @@ class RunDir:
         return summary
 
     def write_spec(self, spec: dict[str, Any]) -> None:
-        write_atomic(self.path / "spec.yaml", yaml.safe_dump(spec, sort_keys=False))
+        atomic.write_text(self.path / "spec.yaml", yaml.safe_dump(spec, sort_keys=False))
 
     def spec(self) -> dict[str, Any]:
         path = self.path / "spec.yaml"
@@ -155,7 +155,7 @@ class RunDir:
         """Numpy arrays of a run (e.g. attention statistics for a figure), written atomically."""
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
-        write_bytes_atomic(self.path / name, buffer.getvalue())
+        atomic.write_bytes(self.path / name, buffer.getvalue())
 
     def arrays(self, name: str) -> dict[str, Any]:
         with np.load(self.path / name) as npz:
@@ -166,7 +166,7 @@ class RunDir:
         spec's hash, so the result is the same): files copied, the checkpoint hard-linked when possible."""
         for name in ("metrics.csv", "analysis.npz"):
             if (source.path / name).exists():
-                write_bytes_atomic(self.path / name, (source.path / name).read_bytes())
+                atomic.write_bytes(self.path / name, (source.path / name).read_bytes())
         if source.last_checkpoint is not None:
             atomic.make_dirs(self.checkpoints)
             # another filesystem (or already linked): `repro sample` then needs the source run's
@@ -203,7 +203,7 @@ class RunDir:
         new_cols = [k for row in rows for k in row if k not in columns]
         if new_cols or old.empty:
             merged = pd.concat([old, pd.DataFrame(rows)], ignore_index=True)
-            write_atomic(self.metrics_path, merged.to_csv(index=False))
+            atomic.write_text(self.metrics_path, merged.to_csv(index=False))
             return
         text = io.StringIO()
         csv.DictWriter(text, fieldnames=columns, lineterminator="\n").writerows(rows)
@@ -233,7 +233,7 @@ class RunDir:
         if kept is None or kept.empty:
             self.metrics_path.unlink()
         elif len(kept) < len(old) or len(whole) < len(raw):
-            write_atomic(self.metrics_path, kept.to_csv(index=False))
+            atomic.write_text(self.metrics_path, kept.to_csv(index=False))
 
 
 SECTIONS = ("data", "model", "train", "eval")

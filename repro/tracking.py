@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import numpy as np
 from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from repro.spec import RunSpec
-from repro.store import RunDir
+from repro.store import RunDir, short_names
 
 PROJECT = os.environ.get("REPRO_WANDB_PROJECT", "repro")
 STEP = "trainer/global_step"  # the one x axis of every metric (Lightning's)
@@ -102,8 +103,6 @@ def wandb_dir(root: Path) -> Path:
 
 def grid_columns(cell: dict[str, Any], taken: set[str] = frozenset()) -> dict[str, Any]:
     """A run's grid cell as top-level config columns, named as the report's tables name them."""
-    from repro.report import short_names
-
     names = short_names(list(cell))
     return {(names[k] if names[k] not in taken else k): v for k, v in cell.items()}
 
@@ -174,8 +173,7 @@ def heatmaps(grids: dict[str, list[list[float]]], step: int) -> dict[str, Any]:
 
 def heatmap_image(grid: list[list[float]], title: str):
     """A layers x heads heatmap as a ``wandb.Image`` (values written in the cells when they fit)."""
-    import numpy as np
-    import wandb
+    import wandb  # here: every training run imports this module, and only W&B logging needs these (seconds)
     from matplotlib.figure import Figure
     from PIL import Image
 

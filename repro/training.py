@@ -3,18 +3,18 @@
 The module owns the optimisation recipe (Adagrad with the official per-tensor clipping, Adam(W) with
 global-norm clipping, warm-up, constant/cosine, the lr/10 final phase), the recurrent state carried
 between training blocks, divergence detection and everything a checkpoint needs for an exact resume
-(RNG states, the state), and the callbacks that checkpoint at step boundaries and measure training.
+(RNG states, the state), and the callbacks that checkpoint at step boundaries, measure training and
+print its progress off a TTY.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
-import resource
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +24,46 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset
 
-from repro import signals
+from repro import memory, signals
 from repro.checkpoints import LAST
 from repro.data.batching import SequenceBatches, StreamBatches
 from repro.evaluation import evaluate
 from repro.models import family
-from repro.models.base import detach_state
+from repro.models.base import LanguageModel, detach_state
 from repro.optim import AdagradClip
+from repro.progress import duration, say
 from repro.spec import RunSpec, TrainSpec
 
 LN2 = math.log(2.0)
 
 
-class Diverged(RuntimeError):
-    """The training loss stopped being finite."""
+@dataclass(frozen=True)
+class Divergence:
+    """Training stopped being finite at optimizer step ``step``: its ``loss``, or its ``parameters``
+    found at a checkpoint boundary.
+
+    The checks record it and stop training after the step, without its update and without another
+    checkpoint (the last good one stays). It is no exception because a DDP worker's exception reaches
+    the main process only as text; it travels in ``trainer.callback_metrics``, which Lightning carries
+    back from the workers, and :meth:`found` reads it there."""
+
+    step: int
+    what: str  # "loss" or "parameters"
+
+    WHAT = ("loss", "parameters")
+
+    def __str__(self) -> str:
+        return f"{self.what} became non-finite at step {self.step}"
+
+    def record(self, metrics: dict[str, torch.Tensor]) -> None:
+        metrics[f"diverged_{self.what}_at_step"] = torch.tensor(self.step)
+
+    @classmethod
+    def found(cls, metrics: dict[str, torch.Tensor]) -> Divergence | None:
+        for what in cls.WHAT:
+            if f"diverged_{what}_at_step" in metrics:
+                return cls(int(metrics[f"diverged_{what}_at_step"]), what)
+        return None
 
 
 def lr_factor(step: int, train: TrainSpec) -> float:
@@ -60,18 +86,22 @@ class LMModule(pl.LightningModule):
         super().__init__()
         self.spec = spec
         self.vocab_size = vocab_size
-        self.model = family(spec.family).Model(spec.model, vocab_size, spec.data.block, shape)
+        self.model: LanguageModel = family(spec.family).Model(spec.model, vocab_size, spec.data.block, shape)
         self.valid = valid  # split used by quick validations (None: no quick validation)
         self._state: Any = None  # recurrent state carried across training blocks
         self._resumed_rng: dict[str, Any] | None = None  # RNG states of the checkpoint, applied at the first step
         self.checkpoint_stats: dict[str, Any] | None = None  # model.stats() as of the last checkpoint
         self.last_quick_valid: tuple[int, float] | None = None  # (optimizer steps, bits) of the latest one
+        self.diverged: Divergence | None = None
 
     def forward(self, x: torch.Tensor, state: Any = None):
         return self.model(x, state)
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
-        """``batch``: (x, y) or (x, y, new_pass); a new pass over the data starts the recurrent state afresh."""
+        """``batch``: (x, y) or (x, y, new_pass); a new pass over the data starts the recurrent state afresh.
+        Once training diverged, a loss without an update (:meth:`_no_update`)."""
+        if self.diverged is not None:  # the parameters were found non-finite at this step's boundary
+            return self._no_update()
         x, y, *new_pass = batch
         if self._state is None or (new_pass and bool(new_pass[0])):
             self._state = self.model.init_state(x.size(0), x.device)
@@ -79,17 +109,41 @@ class LMModule(pl.LightningModule):
         self._state = detach_state(out.state)
         nll = F.cross_entropy(out.logits.float().flatten(0, 1), y.flatten())
         loss = nll if out.aux_loss is None else nll + out.aux_loss
-        if not torch.isfinite(loss):
-            raise Diverged(f"loss became {loss.item()} at step {self.global_step}")
+        if not self.finite_everywhere(bool(torch.isfinite(loss))):
+            self.diverge(Divergence(self.global_step, "loss"))
+            return self._no_update()
         self.log("train/bits", nll / LN2, prog_bar=True)
         if out.aux_loss is not None:
             self.log("train/aux_loss", out.aux_loss.detach())
         return loss
 
+    def _no_update(self) -> torch.Tensor:
+        """A loss that reaches every parameter with a zero gradient (even a NaN one): DDP's backward
+        runs as in every step (Lightning skips no step under DDP), and :meth:`on_before_optimizer_step`
+        drops the gradients, so the optimiser changes nothing."""
+        return torch.stack([p.sum() for p in self.parameters() if p.requires_grad]).sum() * 0.0
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.diverged is not None:
+            optimizer.zero_grad(set_to_none=True)  # parameters without a gradient are left as they are
+
+    def finite_everywhere(self, finite: bool) -> bool:
+        """``finite`` on every DDP rank, so that all of them take the same branch."""
+        return self.trainer.strategy.reduce_boolean_decision(finite, all=True)
+
+    def diverge(self, divergence: Divergence) -> None:
+        """Record the first divergence and stop training after this step."""
+        self.diverged = self.diverged or divergence
+        self.trainer.should_stop = True
+
+    def on_train_end(self) -> None:
+        if self.diverged is not None:
+            self.diverged.record(self.trainer.callback_metrics)
+
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        after_step = getattr(self.model, "after_optimizer_step", None)
-        if after_step is not None:
-            after_step()
+        if self.diverged is not None:  # no update happened: nothing to clamp, log or validate
+            return
+        self.model.after_optimizer_step()
         step, train = self.global_step, self.spec.train
         if step % train.log_every == 0:
             self.log("train/lr", self.optimizers().param_groups[0]["lr"])
@@ -219,7 +273,8 @@ class BoundaryCheckpoint(pl.Callback):
     A periodic boundary is the start of the next step: every hook and log of the finished step has run
     (z' clamped, the scheduler stepped, metrics logged) and the next batch is fetched but unused. The
     store's metrics are flushed just before, so metrics.csv always reaches the checkpoint's step.
-    Parameters that are no longer finite are never saved: the run diverged, its last checkpoint is good.
+    Parameters that are no longer finite are never saved: the run diverged (:class:`Divergence`), its
+    last checkpoint is good; nor is anything after a divergence.
     """
 
     STOPPED = "stopped_by_signal"
@@ -256,11 +311,13 @@ class BoundaryCheckpoint(pl.Callback):
         for part in ("total", "current"):
             progress[part]["ready"] = progress[part]["completed"]
 
-    def _save(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.global_step == self.saved:
+    def _save(self, trainer: pl.Trainer, pl_module: LMModule) -> None:
+        if trainer.global_step == self.saved or pl_module.diverged is not None:
             return
-        if not torch.stack([p.detach().isfinite().all() for p in pl_module.parameters()]).all():
-            raise Diverged(f"parameters became non-finite at step {trainer.global_step}")  # keep the good one
+        finite = torch.stack([p.detach().isfinite().all() for p in pl_module.parameters()]).all()
+        if not pl_module.finite_everywhere(bool(finite)):
+            pl_module.diverge(Divergence(trainer.global_step, "parameters"))  # the good checkpoint stays
+            return
         self.store_logger.flush()
         trainer.save_checkpoint(self.directory / LAST, weights_only=False)
         self.saved = trainer.global_step
@@ -288,7 +345,7 @@ class TrainingMeter(pl.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._device = pl_module.device
-        reset_peak_memory(self._device)
+        memory.reset_peak(self._device)
         self._started, self._steps = time.perf_counter(), 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -299,7 +356,7 @@ class TrainingMeter(pl.Callback):
         self._steps += 1
 
     def _peak(self) -> int:
-        return max(self.peak, peak_memory_bytes(self._device)) if self._device is not None else self.peak
+        return max(self.peak, memory.peak_bytes(self._device)) if self._device is not None else self.peak
 
     def _seconds(self) -> float:
         return self.seconds + (time.perf_counter() - self._started if self._device is not None else 0.0)
@@ -325,23 +382,34 @@ class TrainingMeter(pl.Callback):
         trainer.callback_metrics[self.TRAIN_SECONDS] = torch.tensor(round(self._seconds(), 2), dtype=torch.float64)
 
 
-def reset_peak_memory(device: torch.device) -> None:
-    """Start a fresh peak: CUDA's allocator statistics, or the process's peak RSS on Linux (so runs that
-    share one process do not inherit an earlier run's peak)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    with contextlib.suppress(OSError):  # not Linux: the peak is the process's lifetime peak
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+class ProgressLines(pl.Callback):
+    """A line every ``every_steps`` steps or ``every_seconds`` seconds, whichever comes first, and at the
+    last step: ``step 120/600  train bits 2.913  0.210 s/step  ETA 1m41s``."""
 
+    def __init__(
+        self,
+        steps: int,
+        every_steps: int,
+        every_seconds: float = 30.0,
+        echo: Callable[[str], None] = say,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.steps, self.every_steps, self.every_seconds = steps, max(1, every_steps), every_seconds
+        self.echo, self.clock = echo, clock
 
-def peak_memory_bytes(device: torch.device) -> int:
-    """Peak memory since :func:`reset_peak_memory`: bytes allocated by torch on CUDA; on CPU the peak
-    resident set size of this process (model, optimizer, activations and the runtime together)."""
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
-    try:
-        status = Path("/proc/self/status").read_text()
-        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024
-    except (OSError, StopIteration):
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.start_step = self.last_step = trainer.global_step  # a resumed run starts where it stopped
+        self.start = self.last = self.clock()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step, now = trainer.global_step, self.clock()
+        if step - self.last_step < self.every_steps and now - self.last < self.every_seconds and step < self.steps:
+            return
+        self.last_step, self.last = step, now
+        per_step = (now - self.start) / max(1, step - self.start_step)
+        bits = trainer.callback_metrics.get("train/bits")
+        shown = f"{float(bits):.3f}" if bits is not None else "?"
+        self.echo(
+            f"  step {step}/{self.steps}  train bits {shown}  {per_step:.3f} s/step  "
+            f"ETA {duration(per_step * (self.steps - step))}"
+        )

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import wandb
 
 from repro.errors import UserError
 from repro.manifest import Manifest
+from repro.runner import code_version
 from repro.tracking import PROJECT, wandb_dir
 
 _IMAGE = re.compile(r"^!\[(?P<caption>[^\]]*)\]\((?P<path>[^)]+\.(?:png|jpg|jpeg|gif|svg))\)$", re.M)
@@ -51,10 +53,6 @@ def log_report(manifest: Manifest, root: Path, report: Path, results: list[Any],
     """Log the report as one W&B run; returns its W&B run id."""
     if mode == "disabled":
         raise UserError("--wandb: W&B is disabled (WANDB_MODE=disabled)")
-    import wandb
-
-    from repro.runner import code_version
-
     figures, tables = report_parts(report)
     wandb_dir(root).mkdir(parents=True, exist_ok=True)
     run = wandb.init(

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.store import RunDir, write_atomic
+from repro import atomic
+from repro.manifest import Manifest, ManifestError, show
+from repro.store import RunDir
 
 # Modules holding renderers; each registers its functions with @renderer on import.
 MODULES = ["repro.analysis.suite", "repro.analysis.sparse_transformer", "repro.analysis.adaptive_span"]
@@ -35,7 +37,7 @@ _READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run
 
 @dataclass
 class Context:
-    manifest: Any  # repro.manifest.Manifest
+    manifest: Manifest
     runs: pd.DataFrame  # tidy: this manifest's current runs at this scale (see the module docstring)
     scale: str
     root: Path  # the results root
@@ -61,7 +63,7 @@ class Context:
 
     def save_figure(self, fig: Any, stem: str) -> Path:
         """Save a matplotlib figure as PNG (shown in reports) and PDF; close it; return the PNG path."""
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # here, as in pyplot()
 
         path = self.figure_path(stem)
         fig.tight_layout()
@@ -77,8 +79,8 @@ class Context:
         returns the markdown path, which the report inlines."""
         base = self.out_dir / "tables" / f"{self.manifest.name}-{stem}-{self.scale}"
         lines = [f"# {title}", "", label or self.label, "", markdown_table(frame), ""] + [f"- {n}" for n in notes]
-        write_atomic(base.with_suffix(".csv"), frame.to_csv(index=False))
-        write_atomic(base.with_suffix(".md"), "\n".join(lines) + "\n")
+        atomic.write_text(base.with_suffix(".csv"), frame.to_csv(index=False))
+        atomic.write_text(base.with_suffix(".md"), "\n".join(lines) + "\n")
         return base.with_suffix(".md")
 
     @property
@@ -100,7 +102,8 @@ def reference_for(manifest: Any, cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def pyplot():
-    """matplotlib's pyplot on the file-only Agg backend, with the suite's seaborn theme."""
+    """matplotlib's pyplot on the file-only Agg backend, with the suite's seaborn theme (imported here:
+    every ``repro`` command imports this package, only the figures need these, which take a second)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,19 +189,36 @@ def describe() -> list[dict[str, Any]]:
             "name": name,
             "draws": " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split()),
             "reads": list(_READS[name]),
-            "reference": {
-                k: " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
-                for k, tp in _REFERENCE[name].items()
-            },
+            "reference": {k: _type_name(tp) for k, tp in _REFERENCE[name].items()},
         }
         for name, fn in sorted(registry().items())
     ]
 
 
-def reference_keys(names: list[str]) -> dict[str, type | tuple[type, ...]]:
-    """The reference keys the named renderers read, with their types."""
-    registry()
-    return {key: tp for name in names for key, tp in _REFERENCE.get(name, {}).items()}
+def check_manifest(manifest: Manifest) -> Manifest:
+    """``manifest`` if its ``renders`` name known renderers and its ``reference`` holds, besides ``runs``
+    (checked with the manifest), only keys they read, each of the type they declare; else ManifestError."""
+    known = registry()
+    unknown = sorted(set(manifest.renders) - set(known))
+    if unknown:
+        raise ManifestError(
+            f"{manifest.path}: renders: unknown renderer {unknown[0]!r}; known: {', '.join(sorted(known))}"
+        )
+    where = f"{manifest.path}: reference"
+    declared = {key: tp for name in manifest.renders for key, tp in _REFERENCE[name].items()}
+    for key, value in manifest.reference.items():
+        if key == "runs":
+            continue
+        if key not in declared:
+            allowed = ", ".join(sorted({"runs", *declared}))
+            raise ManifestError(f"{where}.{key}: unknown key; the renderers {manifest.renders} read: {allowed}")
+        if not isinstance(value, declared[key]):
+            raise ManifestError(f"{where}.{key}: expected {_type_name(declared[key])}, got {show(value)}")
+    return manifest
+
+
+def _type_name(tp: type | tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
 
 
 def render_all(ctx: Context) -> list[tuple[Path, str]]:

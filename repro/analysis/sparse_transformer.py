@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from repro import atomic
 from repro.analysis import Context, finished_runs, format_value, pyplot, renderer
-from repro.store import write_atomic
+from repro.models import patterns as P
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -322,7 +323,7 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
             "peak memory on CPU = the process's peak resident set (runtime and data included)",
         ],
     )
-    write_atomic(
+    atomic.write_text(
         ctx.out_dir / "tables" / f"{ctx.manifest.name}-table4-largest-{ctx.scale}.csv", chosen.to_csv(index=False)
     )
     plt = pyplot()
@@ -408,8 +409,6 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
 def fig3(ctx: Context) -> list[tuple[Path, str]]:
     """The patterns' halves, union and two-layer connectivity (n = 36, l = 6), as matrices and as the
     paper's 6 x 6 view of one output."""
-    from repro.models import patterns as P
-
     n, stride, c = 36, 6, 1
     panels = P.figure3(n=n, stride=stride, c=c)
     plt = pyplot()

@@ -1,8 +1,8 @@
 """``repro bench adaptive``: training-step time and peak memory of fixed vs adaptive span at the same S.
 
 Every case is one training step as the recipe runs it (forward over a block with a full
-Transformer-XL cache, NLL + span loss, backward, per-tensor clipping at 0.03, Adagrad, z' clamping),
-on a small model with random tokens. Adaptive spans are set to given values z (all heads alike;
+Transformer-XL cache, NLL + span loss, backward, Adagrad with the per-tensor clip of 0.03 from
+``repro.optim``, z' clamping), on a small model with random tokens. Adaptive spans are set to given values z (all heads alike;
 0 = their initial value), beside the analytic FLOPs per token (``repro.flops``) and the ratios of
 each adaptive case to the fixed-span model.
 
@@ -23,23 +23,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import statistics
-import subprocess
 import sys
 import time
 
-
-def _csv_floats(s: str) -> list[float]:
-    return [float(x) for x in s.split(",") if x]
+from repro.bench import common
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--span-limit", type=int, default=4096, help="S, the same for every case")
     parser.add_argument(
         "--spans",
-        type=_csv_floats,
+        type=common.csv_of(float),
         default=[0.0, 512.0],
         help="adaptive spans z in tokens, comma-separated (0 = the initial value)",
     )
@@ -62,34 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
 
 
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _reset_hwm() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _hwm() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _measure(case: dict) -> dict:
     """One case, in this process."""
     import torch
     import torch.nn.functional as F
 
+    from repro import memory
     from repro.models.adaptive_span import Config, Model, SpanConfig
+    from repro.optim import AdagradClip
 
     if case["threads"]:
         torch.set_num_threads(case["threads"])
@@ -109,24 +84,12 @@ def _measure(case: dict) -> dict:
         with torch.no_grad():
             for layer in model.layers:
                 layer.attn.z_prime.fill_(case["span"] / S)
-    opt = torch.optim.Adagrad(model.parameters(), lr=0.07)
+    opt = AdagradClip(model.parameters(), lr=0.07, clip=0.03)  # the recipe's per-tensor clip
     B, M = case["batch"], case["block"]
 
     def sync():
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
-
-    sync()
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-        base = torch.cuda.memory_allocated(dev)
-    else:
-        base = _rss()
-        reset = _reset_hwm()
-    g = torch.Generator().manual_seed(1)
-    state = [torch.randn(B, layer.attn.cache_len(), cfg.d_model, generator=g).to(dev) for layer in model.layers]
-    x = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
-    y = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
 
     def step(state):
         out = model(x, state)
@@ -135,39 +98,40 @@ def _measure(case: dict) -> dict:
             loss = loss + out.aux_loss
         opt.zero_grad(set_to_none=False)
         loss.backward()
-        for p in model.parameters():  # per-tensor clipping (the recipe's 0.03)
-            if p.grad is not None:
-                torch.nn.utils.clip_grad_norm_([p], 0.03)
         opt.step()
         model.after_optimizer_step()
-        with torch.no_grad():  # keep the spans where the case puts them
-            for layer in model.layers:
-                if hasattr(layer.attn, "z_prime"):
+        if case["kind"] == "adaptive":  # keep the spans where the case puts them
+            with torch.no_grad():
+                for layer in model.layers:
                     layer.attn.z_prime.fill_(case["span"] / S)
         return [s.detach() for s in out.state]
 
-    for _ in range(case["warmup"]):
-        state = step(state)
-    times = []
-    for _ in range(case["steps"]):
-        sync()
-        t0 = time.perf_counter()
-        state = step(state)
-        sync()
-        times.append(time.perf_counter() - t0)
+    sync()
+    with memory.measuring(dev) as peak:
+        g = torch.Generator().manual_seed(1)
+        state = [torch.randn(B, layer.attn.cache_len(), cfg.d_model, generator=g).to(dev) for layer in model.layers]
+        x = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
+        y = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
+        for _ in range(case["warmup"]):
+            state = step(state)
+        times = []
+        for _ in range(case["steps"]):
+            sync()
+            t0 = time.perf_counter()
+            state = step(state)
+            sync()
+            times.append(time.perf_counter() - t0)
     if dev.type == "cuda":
-        peak = torch.cuda.max_memory_allocated(dev) - base
         how = "cuda max_memory_allocated"
     else:
-        peak = _hwm() - base
-        how = "VmHWM (reset at baseline) - baseline RSS" if reset else "ru_maxrss - baseline RSS"
+        how = "VmHWM (reset at baseline) - baseline RSS" if peak.reset else "ru_maxrss - baseline RSS"
     stats = model.stats()
     return {
         **case,
         "span": case["span"] if case["kind"] == "adaptive" else None,
         "seconds_per_step": statistics.median(times),
         "seconds_per_step_min": min(times),
-        "peak_memory_bytes": int(peak),
+        "peak_memory_bytes": int(peak.bytes),
         "flops_per_token": stats["flops_per_token"],
         "avg_span": stats["avg_span"],
         "attention_window": stats["attention_window"][0],
@@ -181,20 +145,12 @@ def _measure(case: dict) -> dict:
 def _run(case: dict) -> dict:
     if case["device"].startswith("cuda"):
         return _measure(case)
-    env = dict(os.environ)
-    proc = subprocess.run(
-        [sys.executable, "-m", "repro.bench.adaptive", "--worker", json.dumps(case)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if proc.returncode != 0:
-        return {**case, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    rec = common.run_worker("repro.bench.adaptive", case, common.memory_env())
+    return {**case, **rec} if "error" in rec else rec
 
 
 def main(args: argparse.Namespace) -> list[dict]:
-    common = dict(
+    shared = dict(
         span_limit=args.span_limit,
         ramp=args.ramp,
         layers=args.layers,
@@ -209,10 +165,10 @@ def main(args: argparse.Namespace) -> list[dict]:
         threads=args.threads,
         device=args.device,
     )
-    fixed = _run({**common, "kind": "fixed", "span": None})
+    fixed = _run({**shared, "kind": "fixed", "span": None})
     records = [fixed]
     for z in args.spans:
-        rec = _run({**common, "kind": "adaptive", "span": float(min(z, args.span_limit))})
+        rec = _run({**shared, "kind": "adaptive", "span": float(min(z, args.span_limit))})
         if "error" not in rec and "error" not in fixed:
             rec.update(
                 speedup_vs_fixed=fixed["seconds_per_step"] / rec["seconds_per_step"],
@@ -223,24 +179,5 @@ def main(args: argparse.Namespace) -> list[dict]:
     return records
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        print(json.dumps(_measure(json.loads(sys.argv[2]))))
-    else:  # standalone: python -m repro.bench.adaptive [--json] ...
-        p = argparse.ArgumentParser(prog="repro bench adaptive")
-        add_arguments(p)
-        p.add_argument("--json", action="store_true", help="print the records as JSON")
-        a = p.parse_args()
-        recs = main(a)
-        keys = [
-            "kind",
-            "span_limit",
-            "span",
-            "seconds_per_step",
-            "peak_memory_bytes",
-            "flops_per_token",
-            "speedup_vs_fixed",
-            "memory_ratio_vs_fixed",
-            "flops_ratio_vs_fixed",
-        ]
-        print(json.dumps(recs, indent=1) if a.json else "\n".join(str({k: r.get(k) for k in keys}) for r in recs))
+if __name__ == "__main__":  # a case's fresh process (``_run``); run the bench with `repro bench adaptive`
+    print(json.dumps(_measure(json.loads(sys.argv[2]))))

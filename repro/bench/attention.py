@@ -26,49 +26,23 @@ import os
 import sys
 
 from repro.bench import common
-
-PATTERN_CHOICES = ("dense", "strided", "fixed", "local", "stride", "block", "summary")
-
-
-def _csv_ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x]
-
-
-def _csv(s: str) -> list[str]:
-    return [x for x in s.split(",") if x]
+from repro.models import patterns as P
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n", type=_csv_ints, default=[2048, 8192], help="sequence lengths, comma-separated")
-    parser.add_argument("--stride", type=int, default=128, help="l (block length / stride)")
-    parser.add_argument("--c", type=int, default=16, help="summary positions per block (fixed)")
+    parser.add_argument("--n", type=common.csv_of(int), default=[2048, 8192], help="sequence lengths, comma-separated")
+    common.add_pattern_arguments(parser, ["merged", "multihead"], repeats=5)
     parser.add_argument(
-        "--patterns",
-        type=_csv,
-        default=["strided", "fixed"],
-        help="comma-separated; causal dense SDPA is always measured as the baseline",
+        "--impls", type=common.csv_of(str), default=["auto"], help="auto,blocked,flex,masked (comma-separated)"
     )
-    parser.add_argument("--impls", type=_csv, default=["auto"], help="auto,blocked,flex,masked (comma-separated)")
-    parser.add_argument(
-        "--combine",
-        default="merged",
-        choices=["merged", "multihead"],
-        help="how the two halves of a factorised pattern combine",
-    )
-    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     parser.add_argument("--heads", type=int, default=8, help="attention heads")
     parser.add_argument("--dim", type=int, default=64, help="head dimension")
     parser.add_argument("--batch", type=int, default=1, help="sequences per batch")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="tensor dtype")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds (medians are kept)")
-    parser.add_argument("--jsonl", default=None, help="also append each record to this file as it completes")
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--max-masked-n", type=int, default=4096, help="skip the n x n masked impl above this n")
 
 
 def theoretical_ratio(pattern: str, n: int, stride: int, c: int | None, heads: int, combine: str) -> float:
-    from repro.models import patterns as P
-
     return P.mean_keys("dense", n, stride) / P.layer_keys(pattern, combine, heads, n, stride, c)
 
 
@@ -151,24 +125,22 @@ def _peak(setup: dict, case: dict) -> int:
     """Peak memory of one forward+backward above the inputs, in this process (fresh, on CPU)."""
     import torch
 
+    from repro import memory
+
     dev, (q, k, v) = _inputs(setup)
     _, fb = _fns(setup, case, q, k, v)
     if dev.type == "cuda":
         fb()  # compile and build the block masks first
         torch.cuda.synchronize(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-        base = torch.cuda.memory_allocated(dev)
+    else:  # a first call on a short sequence loads libraries and starts threads outside the measurement
+        _, small = _inputs({**setup, "n": min(setup["n"], 4 * setup["stride"])})
+        _fns(setup, case, *small)[1]()
+        del small
+    with memory.measuring(dev) as peak:
         fb()
-        torch.cuda.synchronize(dev)
-        return int(torch.cuda.max_memory_allocated(dev) - base)
-    # a first call on a short sequence loads libraries and starts threads outside the measurement
-    _, small = _inputs({**setup, "n": min(setup["n"], 4 * setup["stride"])})
-    _fns(setup, case, *small)[1]()
-    del small
-    common.reset_peak_rss()
-    base = common.rss_bytes()
-    fb()
-    return int(common.peak_rss_bytes() - base)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+    return int(peak.bytes)
 
 
 def _environment(setup: dict) -> dict:
@@ -195,12 +167,6 @@ def _run(what: str, setup: dict, cases: list[dict], env: dict | None = None):
     if setup["device"].startswith("cuda"):
         return _worker(payload)
     return common.run_worker("repro.bench.attention", payload, env)
-
-
-def _append(args, rec: dict) -> None:
-    if getattr(args, "jsonl", None):
-        with open(args.jsonl, "a") as f:
-            f.write(json.dumps(rec) + "\n")
 
 
 def _records(args, n: int) -> list[dict]:
@@ -306,45 +272,9 @@ def main(args: argparse.Namespace) -> list[dict]:
         for rec in _records(args, n):
             rec = {**{k: rec.get(k) for k in FIRST}, **{k: v for k, v in rec.items() if k not in FIRST}}
             records.append(rec)
-            _append(args, rec)
+            common.append_jsonl(args.jsonl, [rec])
     return records
 
 
-def format_table(records: list[dict]) -> str:
-    cols = [
-        "pattern",
-        "n",
-        "impl",
-        "fwd_seconds",
-        "fwd_bwd_seconds",
-        "peak_memory_bytes",
-        "speedup_vs_dense",
-        "cpu_speedup_vs_dense",
-        "memory_vs_dense",
-        "theoretical_speedup",
-        "realised_fraction",
-    ]
-    lines = ["  ".join(f"{c:>14}" for c in cols)]
-    for r in records:
-        cells = []
-        for c in cols:
-            x = r.get(c) if r.get(c) is not None else (r.get("error", "") if c == "fwd_seconds" else "")
-            if c == "peak_memory_bytes" and isinstance(x, int):
-                x = f"{x / 2**20:.1f}MiB"
-            elif isinstance(x, float):
-                x = f"{x:.3f}"
-            cells.append(f"{str(x):>14}")
-        lines.append("  ".join(cells))
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        print(json.dumps(_worker(json.loads(sys.argv[2]))))
-    else:  # standalone use: python -m repro.bench.attention [--json] ...
-        p = argparse.ArgumentParser(prog="repro bench attention")
-        add_arguments(p)
-        p.add_argument("--json", action="store_true", help="print the records as JSON")
-        a = p.parse_args()
-        recs = main(a)
-        print(json.dumps(recs, indent=1) if a.json else format_table(recs))
+if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench attention`
+    print(json.dumps(_worker(json.loads(sys.argv[2]))))

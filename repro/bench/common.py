@@ -5,44 +5,22 @@ Timing interleaves the cases round by round (baseline, case 1, case 2, baseline,
 of each, so a shared machine's load drifts over all of them alike; a case's speed-up is the median over
 rounds of baseline time / case time in the same round.
 
-Peak memory on CPU: a fresh process per case (``python -m MODULE --worker``) whose large allocations come
-straight from mmap and go back on free (``MALLOC_MMAP_THRESHOLD_``), so its resident set follows live
-tensors; the peak is ``VmHWM`` after the measured call minus the resident set just before it.
+Peak memory (:mod:`repro.memory`) on CPU: a fresh process per case (``python -m MODULE --worker``) whose
+large allocations come straight from mmap and go back on free (``MALLOC_MMAP_THRESHOLD_``), so its
+resident set follows live tensors; the peak is ``VmHWM`` after the measured call minus the resident set
+just before it. On CUDA, in-process: the maximum allocation minus the allocation just before it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def reset_peak_rss() -> None:
-    """Reset ``VmHWM`` to the current resident set where the kernel allows it (``/proc/self/clear_refs``)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def peak_rss_bytes() -> int:
-    """The resident set's high-water mark (``VmHWM``: unlike ``ru_maxrss`` it includes the current set)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def interleaved(
@@ -103,3 +81,35 @@ def run_worker(module: str, payload: dict, env: dict | None = None):
 
 def memory_env() -> dict:
     return {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 16)}
+
+
+def csv_of(kind: type) -> Callable[[str], list]:
+    """An argparse type: comma-separated values of ``kind``."""
+    return lambda s: [kind(x) for x in s.split(",") if x]
+
+
+def add_pattern_arguments(parser: argparse.ArgumentParser, combines: list[str], repeats: int) -> None:
+    """The options both Sparse Transformer benches take: the patterns and their geometry, the timing
+    rounds, the device and threads, and a JSONL file the records are appended to."""
+    parser.add_argument(
+        "--patterns",
+        type=csv_of(str),
+        default=["strided", "fixed"],
+        help="comma-separated; dense is always measured as the baseline",
+    )
+    parser.add_argument("--stride", type=int, default=128, help="l (block length / stride)")
+    parser.add_argument("--c", type=int, default=16, help="summary positions per block (fixed)")
+    parser.add_argument(
+        "--combine", default="merged", choices=combines, help="how the two halves of a factorised pattern combine"
+    )
+    parser.add_argument("--repeats", type=int, default=repeats, help="interleaved timing rounds (medians are kept)")
+    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    parser.add_argument("--jsonl", default=None, help="also append each record to this file as it completes")
+
+
+def append_jsonl(path: str | None, records: list[dict]) -> None:
+    """Append ``records`` to the JSONL file ``path`` (none: nothing)."""
+    if path:
+        with open(path, "a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)

@@ -19,29 +19,12 @@ import sys
 from repro.bench import common
 
 
-def _csv(s: str) -> list[str]:
-    return [x for x in s.split(",") if x]
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=8192, help="tokens per training sequence (the block)")
-    parser.add_argument(
-        "--patterns",
-        type=_csv,
-        default=["strided", "fixed"],
-        help="comma-separated; the dense model is always measured as the baseline",
-    )
+    common.add_pattern_arguments(parser, ["merged", "interleaved", "multihead"], repeats=3)
     parser.add_argument("--layers", type=int, default=4, help="residual blocks")
     parser.add_argument("--d-model", type=int, default=256, help="model width")
     parser.add_argument("--heads", type=int, default=4, help="attention heads")
-    parser.add_argument("--stride", type=int, default=128, help="l (block length / stride)")
-    parser.add_argument("--c", type=int, default=16, help="summary positions per block (fixed)")
-    parser.add_argument(
-        "--combine",
-        default="merged",
-        choices=["merged", "interleaved", "multihead"],
-        help="how the two halves of a factorised pattern combine",
-    )
     parser.add_argument(
         "--impl",
         default="auto",
@@ -57,10 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="32, or bf16 under autocast (as the paper trained, on GPU)",
     )
     parser.add_argument("--checkpointing", action="store_true", help="recompute each residual block in backward")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved timing rounds")
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
-    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
-    parser.add_argument("--jsonl", default=None, help="also append each record to this file")
 
 
 def _setup(s: dict, pattern: str, n: int | None = None):
@@ -107,6 +86,8 @@ def _setup(s: dict, pattern: str, n: int | None = None):
 def _worker(payload: dict):
     import torch
 
+    from repro import memory
+
     s = payload["setup"]
     dev = torch.device(s["device"])
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -133,17 +114,13 @@ def _worker(payload: dict):
         _, step = _setup(s, pattern)
         step()
         sync()
-        torch.cuda.reset_peak_memory_stats(dev)
-        base = torch.cuda.memory_allocated(dev)
+    else:
+        _setup(s, pattern, 4 * s["stride"])[1]()  # libraries loaded, threads started, outside the measurement
+        _, step = _setup(s, pattern)
+    with memory.measuring(dev) as peak:
         step()
         sync()
-        return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(dev) - base)}
-    _setup(s, pattern, 4 * s["stride"])[1]()  # libraries loaded, threads started, outside the measurement
-    _, step = _setup(s, pattern)
-    common.reset_peak_rss()
-    base = common.rss_bytes()
-    step()
-    return {"peak_memory_bytes": int(common.peak_rss_bytes() - base)}
+    return {"peak_memory_bytes": int(peak.bytes)}
 
 
 def _run(payload: dict, env: dict | None = None):
@@ -204,28 +181,9 @@ def main(args: argparse.Namespace) -> list[dict]:
             rec["memory_vs_dense"] = rec["peak_memory_bytes"] / dense["peak_memory_bytes"]
         if dense.get("flops_per_token") and rec.get("flops_per_token"):
             rec["flops_ratio_vs_dense"] = dense["flops_per_token"] / rec["flops_per_token"]
-    if args.jsonl:
-        with open(args.jsonl, "a") as f:
-            f.writelines(json.dumps(r) + "\n" for r in records)
+    common.append_jsonl(args.jsonl, records)
     return records
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        print(json.dumps(_worker(json.loads(sys.argv[2]))))
-    else:  # standalone: python -m repro.bench.st_step [--json] ...
-        p = argparse.ArgumentParser(prog="repro bench st-step")
-        add_arguments(p)
-        p.add_argument("--json", action="store_true")
-        a = p.parse_args()
-        recs = main(a)
-        keys = [
-            "pattern",
-            "n",
-            "seconds_per_step",
-            "speedup_vs_dense",
-            "peak_memory_bytes",
-            "memory_vs_dense",
-            "flops_ratio_vs_dense",
-        ]
-        print(json.dumps(recs, indent=1) if a.json else "\n".join(str({k: r.get(k) for k in keys}) for r in recs))
+if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench st-step`
+    print(json.dumps(_worker(json.loads(sys.argv[2]))))

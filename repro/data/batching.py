@@ -155,11 +155,6 @@ def eval_batches(
         yield from _window_batches(data, batch_size, block, min_context)
 
 
-def eval_count(data: np.ndarray) -> int:
-    """How many targets :func:`eval_batches` scores for ``data`` (the same in every mode)."""
-    return int(data.size) if data.ndim == 2 else max(len(data) - 1, 0)
-
-
 def _gather(data: np.ndarray, positions: np.ndarray, scored: np.ndarray) -> EvalBatch:
     """x = data[positions], y = data[positions + 1] (zero past the last target); ``scored`` is the mask.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from repro.console import print_table
 from repro.data import api, catalog, store
 from repro.data.errors import CorruptData
 from repro.data.text import FILE_KINDS
@@ -52,12 +53,6 @@ def _package(meta: dict) -> str | None:
     """ "NAME VERSION" of the Debian package a prepared dataset came from; None if not from one."""
     src = meta["source"]
     return f"{src['debian']} {src.get('version') or '(unknown version)'}" if "debian" in src else None
-
-
-def print_table(rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
 def cmd_list(args) -> int:

@@ -1,4 +1,4 @@
-"""The prepared-data store on disk: where datasets live, the 90/5/5 split, atomic writes, meta.json.
+"""The prepared-data store on disk: where datasets live, the 90/5/5 split, meta.json.
 
 Layout: ``<root>/<name>/{train,valid,test}.npy`` plus ``meta.json`` (vocabulary, counts, checksums of
 sources and splits). A dataset directory appears only complete: preparation (under the dataset's
@@ -71,21 +71,16 @@ def split_record(path: Path, array: np.ndarray) -> dict:
     return {"shape": list(array.shape), "dtype": str(array.dtype), "sha256": digest_file(path)}
 
 
-def _write_synced(path: Path, write) -> None:
-    """Write a file inside a building directory (not yet visible), fsynced before the rename."""
-    try:
-        with open(path, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as err:
-        raise atomic.store_error(path, err) from None
+def write_array(path: Path, array: np.ndarray) -> None:
+    """Write one .npy file atomically (:mod:`repro.atomic`): a split, or a derived cache beside one."""
+    with atomic.replacing(path) as f:
+        np.save(f, np.ascontiguousarray(array), allow_pickle=False)
 
 
 def save_array(directory: Path, split: str, array: np.ndarray) -> dict:
     """Write ``<split>.npy``; returns its :func:`split_record`."""
     path = directory / f"{split}.npy"
-    _write_synced(path, lambda f: np.save(f, np.ascontiguousarray(array), allow_pickle=False))
+    write_array(path, array)
     return split_record(path, array)
 
 
@@ -128,11 +123,4 @@ def building(target: Path) -> Iterator[Path]:
 
 
 def write_meta(directory: Path, meta: dict) -> None:
-    text = json.dumps(meta, indent=1, sort_keys=True) + "\n"
-    _write_synced(directory / META, lambda f: f.write(text.encode()))
-
-
-def atomic_save_array(path: Path, array: np.ndarray) -> None:
-    """Write one .npy next to prepared data (a derived cache) without ever exposing a partial file."""
-    with atomic.replacing(path) as f:
-        np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+    atomic.write_text(directory / META, json.dumps(meta, indent=1, sort_keys=True) + "\n")

@@ -14,7 +14,7 @@ import numpy as np
 
 from repro.data import vocab as vocabs
 from repro.data.errors import DataError
-from repro.data.store import atomic_save_array
+from repro.data.store import write_array
 
 BYTE_VOCABS = ("bytes", "as205")
 
@@ -36,7 +36,7 @@ def byte_vocab_view(
     if not path.exists():
         lut = np.zeros(256, dtype=np.uint8)
         lut[list(vocab.byte_values)] = np.arange(vocab.size)
-        atomic_save_array(path, lut[array])
+        write_array(path, lut[array])
     return np.load(path, mmap_mode="r", allow_pickle=False), vocab
 
 

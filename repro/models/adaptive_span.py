@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 from repro.fields import later
 from repro.flops import flops_per_token
-from repro.models.base import ModelOutput
+from repro.models.base import LanguageModel, ModelOutput
 from repro.models.relative_attention import BandSoftmax, band_attention, chunk_size
 from repro.models.span import SpanConfig, make_span
 
@@ -163,7 +163,7 @@ def _config(cfg) -> Config:
     return Config(**cfg, span=span if isinstance(span, SpanConfig) else SpanConfig(**span))
 
 
-class Model(nn.Module):
+class Model(LanguageModel):
     """The adaptive-span language model; state = per-layer caches of past hidden states (B, C, d)."""
 
     def __init__(self, cfg: Config, vocab_size: int, block: int, shape=None):

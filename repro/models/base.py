@@ -5,19 +5,21 @@ A family is a module under ``repro.models`` that exposes a config dataclass and 
 * ``Config``: a plain ``@dataclass`` with defaults. Fields use int, float, bool, str, ``Literal[...]``,
   ``Optional[...]``, ``list[...]`` or nested dataclasses; ``repro.spec`` validates manifest sections
   against it (unknown keys and wrong types become one-line errors).
-* ``Model(cfg, vocab_size, block, shape)``: an ``nn.Module`` implementing :class:`LanguageModel`.
-  ``vocab_size`` counts the data symbols; inputs may also contain the start token id ``vocab_size``
-  (sequences of whole images/audio begin with it), so input embeddings need ``vocab_size + 1`` rows
-  while the output layer predicts ``vocab_size`` symbols. ``block`` is the training context length and
-  ``shape`` is the data's (rows, cols, channels) for images, else ``None``.
+* ``Model(cfg, vocab_size, block, shape)``: a subclass of :class:`LanguageModel`. ``vocab_size``
+  counts the data symbols; inputs may also contain the start token id ``vocab_size`` (sequences of
+  whole images/audio begin with it), so input embeddings need ``vocab_size + 1`` rows while the output
+  layer predicts ``vocab_size`` symbols. ``block`` is the training context length and ``shape`` is the
+  data's (rows, cols, channels) for images, else ``None``.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
+import torch.nn as nn
 
 
 @dataclass
@@ -27,17 +29,43 @@ class ModelOutput:
     aux_loss: torch.Tensor | None = None  # added to the NLL during training (e.g. the span L1 loss)
 
 
-class LanguageModel(Protocol):
-    def forward(self, x: torch.Tensor, state: Any = None) -> ModelOutput: ...
+class LanguageModel(nn.Module, ABC):
+    """An autoregressive model of ``vocab_size`` symbols trained on blocks of ``block`` tokens.
 
-    def init_state(self, batch_size: int, device: torch.device) -> Any:
-        """Empty recurrent state for ``batch_size`` streams, or ``None`` for stateless models."""
+    A family implements ``forward``, ``stats`` and ``flops_per_token`` (a class lacking one cannot be
+    instantiated) and sets ``vocab_size`` and ``block``; the other hooks default to what a stateless
+    model needs."""
 
+    vocab_size: int
+    block: int
+
+    @abstractmethod
+    def forward(self, x: torch.Tensor, state: Any = None) -> ModelOutput:
+        """Logits for the inputs ``x`` (B, T), given the recurrent ``state`` of the previous block."""
+
+    @abstractmethod
     def stats(self) -> dict[str, Any]:
         """JSON-serialisable numbers for the run summary and the logger (e.g. ``avg_span``, ``spans``)."""
 
+    @abstractmethod
     def flops_per_token(self) -> float:
         """Analytic forward FLOPs per predicted token, by the paper's definition."""
+
+    def init_state(self, batch_size: int, device: torch.device) -> Any:
+        """Empty recurrent state for ``batch_size`` streams, or ``None`` for stateless models."""
+        return None
+
+    def after_optimizer_step(self) -> None:
+        """Called after every optimizer step (e.g. to project parameters back into their range)."""
+
+    @torch.no_grad()
+    def step(self, x: torch.Tensor, cache: Any, t: int) -> tuple[torch.Tensor, Any]:
+        """Logits (B, vocab_size) for the token ``x`` (B,) at position ``t`` given the ``cache`` of the
+        positions before it (``None`` at ``t = 0``), and the cache that includes ``t``. Here the cache is
+        the prefix itself, run through ``forward`` again (exact, quadratic); families with a key/value
+        cache override it."""
+        prefix = x[:, None] if cache is None else torch.cat([cache, x[:, None]], 1)
+        return self(prefix).logits[:, -1], prefix
 
 
 def detach_state(state: Any) -> Any:

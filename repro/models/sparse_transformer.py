@@ -35,7 +35,7 @@ from torch.utils.checkpoint import checkpoint
 
 from repro.fields import later
 from repro.models import patterns as P
-from repro.models.base import ModelOutput
+from repro.models.base import LanguageModel, ModelOutput
 from repro.models.kernels import attend
 
 FIG2_QUERY = (20, 14)  # (row, column) of the query pixel of Figure 2's attention maps
@@ -135,7 +135,7 @@ class ResidualBlock(nn.Module):
         return h + a + b
 
 
-class Model(nn.Module):
+class Model(LanguageModel):
     def __init__(self, cfg: Config, vocab_size: int, block: int, shape: tuple[int, int, int] | None = None):
         super().__init__()
         if cfg.pattern not in P.PATTERNS:
@@ -272,9 +272,6 @@ class Model(nn.Module):
             "shape": np.array(self.shape or (0, 0, 0)),
             "layer_patterns": np.array(self.layer_patterns),
         }
-
-    def init_state(self, batch_size: int, device: torch.device) -> Any:
-        return None
 
     def stats(self) -> dict[str, Any]:
         return {

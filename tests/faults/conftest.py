@@ -61,14 +61,6 @@ def straight(tmp_path_factory):
     return get
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("REPRO_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("REPRO_RESULTS", str(tmp_path / "results"))
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-
-
 @pytest.fixture
 def write_manifest(tmp_path: Path, corpus: Path):
     def write(text: str | None = None, file: str = "m.yaml", **kwargs) -> Path:

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import lightning.pytorch as pl
+import torch
 
 MODELS = {
     "dense": "{family: sparse_transformer, pattern: dense, layers: 1, d_model: 32, heads: 2, stride: 8, dropout: 0.1}",
@@ -84,6 +85,18 @@ class SignalParentAt(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_rank == 0 and trainer.global_step == self.step:
             os.kill(os.getppid(), self.signum)
+
+
+class PoisonAt(pl.Callback):
+    """At the end of step ``step``: fills a parameter tensor with NaN (on DDP rank ``rank`` only, if given)."""
+
+    def __init__(self, step: int, rank: int | None = None):
+        self.step, self.rank = step, rank
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and self.rank in (None, trainer.global_rank):
+            with torch.no_grad():
+                next(pl_module.model.parameters()).fill_(float("nan"))
 
 
 class Gate(pl.Callback):

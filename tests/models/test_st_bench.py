@@ -52,7 +52,6 @@ def test_st_bench_attention_records():
         assert r["timing"] == "interleaved" and r["memory_vs_dense"] >= 0 and r["threads"] >= 1
         assert r["fwd_bwd_cpu_seconds"] > 0 and r["cpu_speedup_vs_dense"] > 0
     assert recs[0]["speedup_vs_dense"] == 1.0 and recs[1]["theoretical_speedup"] > 1
-    assert "strided" in bench.format_table(recs)
 
 
 def test_st_theoretical_ratio():

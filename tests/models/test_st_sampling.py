@@ -2,17 +2,26 @@
 
 import torch
 
+from repro.models.base import LanguageModel
 from repro.models.sparse_transformer import Config, Model
 from repro.sampling import sample
 
 
-class NoCache(torch.nn.Module):
+class NoCache(LanguageModel):
+    """The same model without its key/value cache: sampled through the base class's step."""
+
     def __init__(self, m):
         super().__init__()
-        self.m, self.block = m, m.block
+        self.m, self.block, self.vocab_size = m, m.block, m.vocab_size
 
-    def forward(self, x):
+    def forward(self, x, state=None):
         return self.m(x)
+
+    def stats(self):
+        return self.m.stats()
+
+    def flops_per_token(self):
+        return self.m.flops_per_token()
 
 
 def test_st_sample_cache_equals_full_forward():

@@ -14,14 +14,6 @@ def corpus(tmp_path: Path) -> Path:
     return write_corpus(tmp_path / "corpus.txt")
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("REPRO_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("REPRO_RESULTS", str(tmp_path / "results"))
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-
-
 @pytest.fixture
 def write_manifest(tmp_path: Path, corpus: Path):
     def write(text: str | None = None, name: str = "m.yaml", **kwargs) -> Path:

@@ -1,5 +1,5 @@
 from repro.cli import main
-from repro.report import short_names
+from repro.store import short_names
 
 
 def test_a_manifest_without_base_trains_nothing_and_still_reports(tmp_path, capsys):

@@ -72,9 +72,7 @@ def store(tmp_path_factory) -> Store:
     return Store(base, base / "results", manifest, env)
 
 
-@pytest.fixture(autouse=True)
-def isolated(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("REPRO_DATA", "REPRO_RESULTS", "WANDB_MODE", "WANDB_SILENT"):
-        monkeypatch.setenv(key, store.env[key])
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+@pytest.fixture
+def isolated_env(store: Store) -> dict[str, str]:
+    """The tests read the shared store (W&B offline), not a fresh root each."""
+    return {key: store.env[key] for key in ("REPRO_DATA", "REPRO_RESULTS", "WANDB_MODE", "WANDB_SILENT")}

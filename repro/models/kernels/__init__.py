@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from repro.models import patterns as P
+from repro.models.kernels import flex
 from repro.models.kernels.blocked import blocked_attention
 from repro.models.kernels.plan import plan
 from repro.models.kernels.reference import masked_attention, pattern_mask
@@ -47,8 +48,6 @@ def _group(q, k, v, pattern, stride, c, ranks, impl, scale):
     if _is_causal(pattern, stride, c, ranks):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
     if impl == "flex":
-        from repro.models.kernels import flex
-
         return flex.flex_attention_pattern(q, k, v, pattern, stride, c, ranks, scale)
     return blocked_attention(q, k, v, pattern, stride, c, ranks, scale)
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 
 import torch
+import torch._dynamo.config as dynamo_config
+from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
 from repro.models import patterns as P
 from repro.models.kernels.plan import plan
@@ -29,35 +31,21 @@ _COMPILED = None
 _MASKS: dict = {}
 
 
-def available() -> bool:
-    try:
-        import torch.nn.attention.flex_attention  # noqa: F401
-    except ImportError:  # pragma: no cover
-        return False
-    return torch.cuda.is_available()
-
-
 def _flex_fn(device: torch.device):
-    from torch.nn.attention.flex_attention import flex_attention
-
     global _COMPILED
     if device.type != "cuda":
         return flex_attention
     if _COMPILED is None:
-        import torch._dynamo.config as dcfg
-
         # one graph per (coordinate system, shape); the default limit of 8 would silently fall back to
         # eager FlexAttention, which materialises the scores
         for name in ("cache_size_limit", "recompile_limit"):
-            if hasattr(dcfg, name):
-                setattr(dcfg, name, max(64, getattr(dcfg, name)))
+            if hasattr(dynamo_config, name):
+                setattr(dynamo_config, name, max(64, getattr(dynamo_config, name)))
         _COMPILED = torch.compile(flex_attention, dynamic=False)
     return _COMPILED
 
 
 def _block_mask(key, mask_mod, H, q_len, kv_len, device):
-    from torch.nn.attention.flex_attention import create_block_mask
-
     key = (*key, H, q_len, kv_len, str(device))
     if key not in _MASKS:
         _MASKS[key] = create_block_mask(
@@ -67,8 +55,6 @@ def _block_mask(key, mask_mod, H, q_len, kv_len, device):
 
 
 def _call(q, k, v, block_mask, scale):
-    from torch.nn.attention.flex_attention import AuxRequest
-
     o, aux = _flex_fn(q.device)(q, k, v, block_mask=block_mask, scale=scale, return_aux=AuxRequest(lse=True))
     return o, aux.lse
 
