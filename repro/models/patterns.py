@@ -99,7 +99,7 @@ PARTS: dict[str, tuple[Part, ...]] = {
     "dense": (Part("causal", "dense"),),
     "local": (Part("own", "local"), Part("previous", "local")),
     "stride": (Part("residue", "stride"),),
-    "strided": (Part("own", "local"), Part("previous", "local"), Part("residue", "stride", minus="local")),
+    "strided": (Part("own", "local", minus="stride"), Part("previous", "local"), Part("residue", "stride")),
     "block": (Part("own", "block"),),
     "summary": (Part("earlier", "summary"), Part("own", "summary")),
     "fixed": (Part("own", "block"), Part("earlier", "summary")),

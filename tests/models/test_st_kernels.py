@@ -11,7 +11,7 @@ import torch
 from repro.models import patterns as P
 from repro.models.kernels import attend, reference
 from repro.models.kernels import blocked as BK
-from repro.models.kernels.plan import plan
+from repro.models.kernels.plan import plan, window
 
 CASES = [  # pattern, combine, n, stride, c, heads
     ("strided", "merged", 24, 4, None, 2),
@@ -71,6 +71,15 @@ def test_st_kernel_qk_width_differs_from_v():
         assert torch.allclose(attend(q, k, v, p, 4, c, impl="blocked"), reference(q, k, v, p, 4, c))
 
 
+def test_st_blocked_takes_the_models_layout():
+    """Heads split off a projection, (B, n, H, d) transposed, as the model passes them."""
+    torch.manual_seed(0)
+    for B in (1, 2):
+        q, k, v = (torch.randn(B, 32, 2, 4, dtype=torch.float64).transpose(1, 2) for _ in range(3))
+        for p, c in (("strided", None), ("fixed", 2), ("local", None)):
+            assert torch.allclose(attend(q, k, v, p, 8, c, impl="blocked"), reference(q, k, v, p, 8, c))
+
+
 def test_st_blocked_is_the_cpu_kernel():
     q = torch.empty(1, 2, 16, 4, device="meta")
     with pytest.raises(ValueError, match="runs on CPU"):
@@ -117,9 +126,10 @@ def test_st_plans_read_from_the_table():
     """What each part of the table becomes in its layout; a part that does not fit its layout is refused."""
     pl = lambda part, pattern, c=None: plan(part, pattern, 8, c, (0, 1), 5)  # noqa: E731
     own, prev, res = (pl(p, "strided") for p in P.parts("strided"))
-    assert (own.kind, prev.kind, res.kind, res.shift) == ("causal", "masked", "shift", 1)
+    assert (own.kind, prev.kind, res.kind, res.shift) == ("masked", "masked", "shift", 0)
+    assert (own.mask[0] == np.tril(np.ones((8, 8), bool), -1)).all()  # key offset s < r: the diagonal is stride's
     assert (prev.mask[0] == np.triu(np.ones((8, 8), bool), 1)).all()  # key offset s > query offset r
-    assert pl(P.parts("stride")[0], "stride").shift == 0
+    assert pl(P.Part("residue", "stride", minus="local"), "strided").shift == 1
     earlier = pl(P.parts("fixed")[1], "fixed", 2)
     assert earlier.kind == "full" and earlier.offsets.tolist() == [[6, 7], [4, 5]]
     own_summary = pl(P.parts("summary")[1], "summary", 2)
@@ -128,6 +138,38 @@ def test_st_plans_read_from_the_table():
     for bad in (P.Part("residue", "local"), P.Part("earlier", "stride"), P.Part("causal", "local")):
         with pytest.raises(ValueError):
             pl(bad, "strided")
+
+
+def test_st_window_plans_own_and_previous_together():
+    """strided's own and previous parts as one mask on every tile of l/2 queries and the 3l/2 keys ending
+    with it: key distances 1..l-1; none for an odd l, a block whose two tiles differ, or keys outside."""
+    own, prev = P.parts("strided")[:2]
+    w = window((own, prev), "strided", 8, None, (0, 1))
+    dist = 8 + np.arange(4)[:, None] - np.arange(12)[None, :]
+    assert w.layout == "window" and w.mask.shape == (1, 4, 12)
+    assert (w.mask[0] == ((dist >= 1) & (dist < 8))).all()
+    assert window((own, prev), "strided", 7, None, (0,)) is None
+    assert window((P.Part("own", "block"),), "block", 8, None, (0,)) is None  # the tiles differ
+    assert window((P.Part("previous", "summary"),), "summary", 8, 2, (3,)) is None  # columns 0, 1: outside
+
+
+def test_st_blocked_computes_any_split_of_the_table(monkeypatch):
+    """The kernel follows the table, not one split of it: strided with the diagonal in the local half
+    (its residue part shifted one stride back, no part covering every row), in chunks of one item."""
+    split = (P.Part("own", "local"), P.Part("previous", "local"), P.Part("residue", "stride", minus="local"))
+    monkeypatch.setitem(P.PARTS, "strided", split)
+    monkeypatch.setattr(BK, "CHUNK_ELEMENTS", 1)
+    runs = BK.runs_for("strided", 4, None, [0, 1], 6)
+    assert [type(r).__name__ for r in runs] == ["_Window", "_Residues"] and runs[1].plan.shift == 1
+    assert not any(r.covers_all() for r in runs)
+    torch.manual_seed(0)
+    for n, l in ((24, 4), (29, 5)):  # windows; own and previous tiles (odd l)
+        q, k, v = rand(2, 2, n, 6)
+        o, r = attend(q, k, v, "strided", l, impl="blocked"), reference(q, k, v, "strided", l)
+        assert torch.allclose(o, r, atol=1e-12)
+        g = torch.randn_like(o)
+        for a, b in zip(torch.autograd.grad(o, (q, k, v), g), torch.autograd.grad(r, (q, k, v), g)):
+            assert torch.allclose(a, b, atol=1e-11)
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,15 @@ stride l; sequence s is head s mod heads). For each part of :data:`repro.models.
 :mod:`plan <repro.models.kernels.plan>` says how it lies in its layout, and views (no copies) turn it into
 batches of ordinary attention for the fused kernel (``aten::_scaled_dot_product_flash_attention_for_cpu``,
 which returns the log-sum-exp, and its backward). The kernel lays its outputs and gradients out as
-(batch, rows, heads, dim), so each layout puts the positions where that order is the sequence's own:
+(batch, rows, heads, dim), so each layout puts positions where that order is the sequence's own:
 
-* ``own``: the blocks as the kernel's batch (one head of l rows; ``is_causal`` when the part is causal
-  inside the block, else an additive mask; a tile is cropped to the rows or columns its mask uses where
-  that drops a quarter of them);
-* ``previous``: query block a against key block a - 1, likewise, one sequence at a time;
+* ``own``: the blocks as the kernel's batch, one head of l rows (``is_causal`` when the part is causal
+  inside the block, else an additive mask; see :func:`_crop`);
+* ``previous``: query block a against key block a - 1, likewise;
+* ``own`` and ``previous`` together, where :func:`~repro.models.kernels.plan.window` plans them: tiles
+  of l/2 queries against the 3l/2 keys ending with the tile (overlapping views), 3l/2 keys per query
+  where an own and a previous tile compute 2l (the fused kernel costs as much for a causal l x l tile
+  as for a full one);
 * ``residue``: position a*l + r viewed as (r, a), the residues as the kernel's heads: causal attention
   over each residue class of nb positions, queries shifted by the plan's k (keys at least k strides back);
 * ``earlier``: each head's summary columns gathered into nb*c' keys; query block a attends to the
@@ -21,9 +24,9 @@ A part that covers every row (the own block causal or full, a residue class unsh
 over all sequences: its output, log-sum-exp and gradients are the buffers the other parts fold into (no
 zero fill, no copy). The others merge in place (lse = logaddexp, out moves toward the part's output by its
 share of the softmax mass); in the backward every part's fused backward gets the *merged* output and
-log-sum-exp and returns its share of the union softmax's gradient, added in place. The other parts run
-in chunks of a sequence, so temporaries stay a few MiB: no n x n tensor, no loop over tokens (loops run
-over sequences and chunks of blocks or residues, and over groups of query blocks for ``earlier``).
+log-sum-exp and returns its share of the union softmax's gradient, added in place. They run per sequence
+in chunks, so temporaries stay a few MiB: no n x n tensor, no loop over tokens (loops run over
+sequences and chunks of blocks, tiles or residues, and over groups of query blocks for ``earlier``).
 """
 
 from __future__ import annotations
@@ -33,11 +36,11 @@ import math
 import torch
 
 from repro.models import patterns as P
-from repro.models.kernels.plan import Plan, plan
+from repro.models.kernels.plan import Plan, plan, window
 
 _FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 _BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
-# elements of one chunk of queries (rows x dim) per fused call: 4 MiB in float32
+# elements of one chunk (query rows, or key rows of the windows, x dim) per fused call: 4 MiB in float32
 CHUNK_ELEMENTS = 2**20
 # query rows per call of the ``earlier`` part: the fused kernel tiles 768 rows or more 256 at a time;
 # measured at n=8192, l=128: about a quarter less time than one 128-row block per call, masked staircase
@@ -116,19 +119,18 @@ class _Tiles(_Run):
     def covers_all(self) -> bool:
         return self.off == 0 and self.plan.kind in ("causal", "full")
 
-    def _blocks(self, t, grid):
-        """All S*nb blocks of ``t`` (S, n, .) as the kernel's batch: (S*nb, 1, l, .)."""
-        return t.reshape(-1, 1, self.l, *t.shape[2:]) if grid else t.reshape(-1, 1, self.l)
+    def _blocks(self, t):
+        """All S*nb blocks of ``t`` (S, n, .) as the kernel's batch: (S*nb, 1, l, .), a view."""
+        return t.view(-1, 1, self.l, *t.shape[2:])
 
     def first(self, q, k, v, scale):
         S, n, _ = q.shape
-        o, lse = _FWD(*(self._blocks(t, True) for t in (q, k, v)), 0.0, self.plan.kind == "causal", scale=scale)
+        o, lse = _FWD(*(self._blocks(t) for t in (q, k, v)), 0.0, self.plan.kind == "causal", scale=scale)
         return o.view(S, n, -1), lse.view(S, n)
 
     def first_backward(self, do, q, k, v, o, lse, scale):
         S, n, _ = q.shape
-        ts = [self._blocks(t, True) for t in (do, q, k, v, o)]
-        grads = _BWD(*ts, self._blocks(lse, False), 0.0, self.plan.kind == "causal", scale=scale)
+        grads = _BWD(*(self._blocks(t) for t in (do, q, k, v, o, lse)), 0.0, self.plan.kind == "causal", scale=scale)
         return tuple(g.view(S, n, -1) for g in grads)
 
     def _bias(self, like):
@@ -168,6 +170,83 @@ class _Tiles(_Run):
             mask = None if bias is None else bias[s % len(bias)]
             grads = _BWD(doc, qc, kc, vc, oc, lc, 0.0, self.plan.kind == "causal", attn_mask=mask, scale=scale)
             _accumulate((dqc, dkc, dvc), grads)
+
+
+class _Window(_Run):
+    """``own`` and ``previous`` together (:func:`~repro.models.kernels.plan.window`): query tiles of h = l/2
+    rows against the l + h keys ending with the tile (overlapping views of k and v), a sequence's tiles
+    as the kernel's batch; the first block's tiles see their windows cut at position 0. Each key lies in
+    three windows, and its gradient is folded back from them."""
+
+    def __init__(self, p: Plan, l: int):
+        super().__init__(p, l)
+        self.h, self.mask = l // 2, torch.tensor(p.mask)  # (heads or 1, h, l + h)
+
+    def _masks(self, like, S, cols=None):
+        """The additive mask of columns ``cols`` for each sequence (S or 1, 1, h, cols) and its rows
+        without keys (S or 1, 1, h)."""
+        m = self.mask if cols is None else self.mask[..., cols]
+        m = m.repeat(S // len(m), 1, 1) if len(m) > 1 else m  # sequence s is head s mod heads
+        bias = torch.zeros(m.shape, dtype=like.dtype).masked_fill_(~m, NEG_INF)
+        return bias[:, None].to(like.device), (~m.any(-1))[:, None].to(like.device)
+
+    def _first(self, e):
+        """Tile e of every sequence's first block: its rows, its keys [0, (e + 1) h) and their columns
+        in the window."""
+        h = self.h
+        return slice(e * h, (e + 1) * h), slice(0, (e + 1) * h), slice(self.l - e * h, None)
+
+    def _tiles(self, t, t0, t1):  # tiles [t0, t1) of one sequence t (n, .): (t1 - t0, 1, h, .)
+        return t.view(-1, 1, self.h, *t.shape[1:])[t0:t1]
+
+    def _windows(self, t, t0, t1):  # their keys in t (n, d): (t1 - t0, 1, l + h, d), overlapping views
+        rs = t.stride(0)
+        size, start = (t1 - t0, 1, self.l + self.h, t.shape[1]), t.storage_offset() + (t0 * self.h - self.l) * rs
+        return t.as_strided(size, (self.h * rs, rs, rs, 1), start)
+
+    def _calls(self, S, n, d):
+        """(sequence, first tile, end tile) of every call on whole windows (tiles of the first block excluded)."""
+        for s in range(S):
+            for t0, t1 in _chunks(n // self.h, (self.l + self.h) * d, self.l // self.h):
+                yield s, t0, t1
+
+    def _fold(self, dst, g, t0):
+        """Add the window gradients g (tiles, 1, l + h, .) of tiles from t0 into dst (n, .): part j of
+        tile t's window is key tile t - 2 + j."""
+        g, dst = g.reshape(len(g), 3, self.h, -1), dst.view(-1, self.h, dst.shape[-1])
+        for j in range(3):
+            dst[t0 - 2 + j : t0 - 2 + j + len(g)] += g[:, j]
+
+    def forward(self, q, k, v, o, lse, scale):
+        S, n, d = q.shape
+        for e in range(2):
+            rows, keys, cols = self._first(e)
+            bias, empty = self._masks(q, S, cols)
+            op, lp = _FWD(q[:, None, rows], k[:, None, keys], v[:, None, keys], 0.0, False, attn_mask=bias, scale=scale)
+            _merge(o[:, None, rows], lse[:, None, rows], op, lp.masked_fill_(empty, NEG_INF))
+        bias, empty = self._masks(q, S)
+        for s, t0, t1 in self._calls(S, n, d):
+            qc, kc, vc = self._tiles(q[s], t0, t1), self._windows(k[s], t0, t1), self._windows(v[s], t0, t1)
+            i = s % len(bias)
+            op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=bias[i, None], scale=scale)
+            _merge(self._tiles(o[s], t0, t1), self._tiles(lse[s], t0, t1), op, lp.masked_fill_(empty[i], NEG_INF))
+
+    def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv):
+        S, n, d = q.shape
+        for e in range(2):
+            rows, keys, cols = self._first(e)
+            bias, _ = self._masks(q, S, cols)
+            ts = (do[:, None, rows], q[:, None, rows], k[:, None, keys], v[:, None, keys], o[:, None, rows])
+            grads = _BWD(*ts, lse[:, None, rows], 0.0, False, attn_mask=bias, scale=scale)
+            _accumulate((dq[:, None, rows], dk[:, None, keys], dv[:, None, keys]), grads)
+        bias, _ = self._masks(q, S)
+        for s, t0, t1 in self._calls(S, n, d):
+            qs = [self._tiles(t[s], t0, t1) for t in (do, q, o, lse)]
+            kc, vc = self._windows(k[s], t0, t1), self._windows(v[s], t0, t1)
+            gq, gk, gv = _BWD(*qs[:2], kc, vc, *qs[2:], 0.0, False, attn_mask=bias[s % len(bias), None], scale=scale)
+            self._tiles(dq[s], t0, t1).add_(gq)
+            self._fold(dk[s], gk, t0)
+            self._fold(dv[s], gv, t0)
 
 
 class _Residues(_Run):
@@ -215,10 +294,6 @@ class _Residues(_Run):
 class _Earlier(_Run):
     """``earlier``: query block a against the gathered columns of blocks 0..a-1."""
 
-    def __init__(self, p: Plan, l: int, heads: int):
-        super().__init__(p, l)
-        self.heads = heads
-
     def _gather(self, k, v):
         """Gathered keys and values (S, nb*c', .), their positions (S, nb*c') and c'."""
         S, n, _ = k.shape
@@ -263,18 +338,24 @@ class _Earlier(_Run):
 
 
 def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
-    """The runs computing ``pattern`` for heads of the given summary ranks, read from the parts table."""
-    out = []
-    for part in P.parts(pattern):
-        p = plan(part, pattern, l, c, tuple(ranks), nb)
-        if p.kind == "empty":
+    """The runs computing ``pattern`` for heads of the given summary ranks, read from the parts table: an
+    ``own`` and a ``previous`` part together as windows where :func:`~repro.models.kernels.plan.window`
+    plans them (fewer keys per query than two tiles), else every part in its own layout."""
+    live = [
+        (part, p) for part in P.parts(pattern) if (p := plan(part, pattern, l, c, tuple(ranks), nb)).kind != "empty"
+    ]
+    natural = tuple(part for part, p in live if p.layout in ("own", "previous"))
+    win = window(natural, pattern, l, c, tuple(ranks)) if len(natural) == 2 else None
+    out: list[_Run] = [_Window(win, l)] if win else []
+    for part, p in live:
+        if win and p.layout in ("own", "previous"):
             continue
         if p.layout in ("own", "previous"):
             out.append(_Tiles(p, l))
         elif p.layout == "residue":
             out.append(_Residues(p, l))
         elif p.layout == "earlier":
-            out.append(_Earlier(p, l, len(ranks)))
+            out.append(_Earlier(p, l))
         else:
             raise ValueError(f"the CPU kernel has no layout {p.layout!r} (part {part} of {pattern!r})")
     return out
@@ -314,12 +395,7 @@ class PartsAttention(torch.autograd.Function):
 
 
 def _sequences(t: torch.Tensor) -> torch.Tensor:
-    """(B, H, n, d) as (B*H, n, d) with unit stride in d: a view where one exists, else a copy."""
-    if t.stride(-1) == 1:
-        try:
-            return t.view(-1, *t.shape[2:])
-        except RuntimeError:
-            pass
+    """(B, H, n, d) as contiguous (B*H, n, d) (every layout is then a view): ``t`` itself where it is."""
     return t.reshape(-1, *t.shape[2:]).contiguous()
 
 
