@@ -26,7 +26,7 @@ def duration(seconds: float) -> str:
 
 class ProgressLines(pl.Callback):
     """A line every ``every_steps`` steps or ``every_seconds`` seconds, whichever comes first, and at the
-    last step: ``step 120/600  train bits 2.913  0.210 s/step  ETA 1m41s``."""
+    last step: ``step 120/600  train bits 2.913  0.210 s/step  ETA 1m41s`` (rank 0's, under DDP)."""
 
     def __init__(
         self,
@@ -45,6 +45,8 @@ class ProgressLines(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step, now = trainer.global_step, self.clock()
+        if not trainer.is_global_zero:
+            return
         if step - self.last_step < self.every_steps and now - self.last < self.every_seconds and step < self.steps:
             return
         self.last_step, self.last = step, now

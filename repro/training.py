@@ -3,7 +3,8 @@
 The module owns the optimisation recipe (Adagrad with the official per-tensor clipping, Adam(W) with
 global-norm clipping, warm-up, constant/cosine, the lr/10 final phase), the recurrent state carried
 between training blocks, divergence detection and everything a checkpoint needs for an exact resume
-(RNG states, the state), and the callbacks that checkpoint at step boundaries and measure training.
+(every rank's RNG states and recurrent state), and the callbacks that checkpoint at step boundaries
+and measure training.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset
 
-from repro import signals
+from repro import distributed, signals
 from repro.checkpoints import LAST
 from repro.data.batching import SequenceBatches, StreamBatches
 from repro.evaluation import evaluate
 from repro.models import family
-from repro.models.base import detach_state
+from repro.models.base import detach_state, map_state
 from repro.optim import AdagradClip
 from repro.spec import RunSpec, TrainSpec
 
@@ -63,7 +64,7 @@ class LMModule(pl.LightningModule):
         self.model = family(spec.family).Model(spec.model, vocab_size, spec.data.block, shape)
         self.valid = valid  # split used by quick validations (None: no quick validation)
         self._state: Any = None  # recurrent state carried across training blocks
-        self._resumed_rng: dict[str, Any] | None = None  # RNG states of the checkpoint, applied at the first step
+        self._resumed_rng: dict[str, Any] | None = None  # this rank's RNG states of the checkpoint (first step)
         self.checkpoint_stats: dict[str, Any] | None = None  # model.stats() as of the last checkpoint
         self.last_quick_valid: tuple[int, float] | None = None  # (optimizer steps, bits) of the latest one
 
@@ -79,8 +80,12 @@ class LMModule(pl.LightningModule):
         self._state = detach_state(out.state)
         nll = F.cross_entropy(out.logits.float().flatten(0, 1), y.flatten())
         loss = nll if out.aux_loss is None else nll + out.aux_loss
-        if not torch.isfinite(loss):
-            raise Diverged(f"loss became {loss.item()} at step {self.global_step}")
+        finite = bool(torch.isfinite(loss))
+        if self.trainer.world_size > 1:  # every rank stops together, else the others wait in the all-reduce
+            finite = self.trainer.strategy.reduce_boolean_decision(finite, all=True)
+        if not finite:
+            value = loss.item() if not torch.isfinite(loss) else "non-finite in another process"
+            raise Diverged(f"loss became {value} at step {self.global_step}")
         self.log("train/bits", nll / LN2, prog_bar=True)
         if out.aux_loss is not None:
             self.log("train/aux_loss", out.aux_loss.detach())
@@ -133,16 +138,31 @@ class LMModule(pl.LightningModule):
         if self._resumed_rng is not None:  # now: creating the data loader's iterator drew from the RNG
             set_rng_state(self._resumed_rng)
             self._resumed_rng = None
+            self._state = map_state(self._state, lambda t: t.to(self.device))  # loaded on the CPU
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["repro_rng"] = rng_state()
-        checkpoint["repro_model_state"] = self._state
+        """Every rank's RNG states and recurrent state, gathered to rank 0 (which writes the file)."""
+        checkpoint[RANKS] = distributed.gather({"rng": rng_state(), "state": map_state(self._state, torch.Tensor.cpu)})
         self.checkpoint_stats = checkpoint["repro_stats"] = self.model.stats()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self._resumed_rng = checkpoint["repro_rng"]
-        self._state = checkpoint["repro_model_state"]
+        """This rank's part. Saved by another number of processes, the streams' partition differs: the
+        recurrent state starts afresh and rank r takes saved rank r's RNG states (r modulo their number)."""
+        ranks = saved_ranks(checkpoint)
+        rank, world = self.trainer.global_rank, self.trainer.world_size
+        self._resumed_rng = ranks[rank % len(ranks)]["rng"]
+        self._state = ranks[rank]["state"] if len(ranks) == world else None
         self.checkpoint_stats = checkpoint.get("repro_stats")
+
+
+RANKS = "repro_ranks"  # a checkpoint's per-rank state: [{"rng": ..., "state": ...}] in rank order
+
+
+def saved_ranks(checkpoint: dict[str, Any]) -> list[dict[str, Any]]:
+    """A checkpoint's per-rank state (one rank for a checkpoint written before DDP state was saved)."""
+    if RANKS in checkpoint:
+        return checkpoint[RANKS]
+    return [{"rng": checkpoint["repro_rng"], "state": checkpoint["repro_model_state"]}]
 
 
 def rng_state() -> dict[str, Any]:
