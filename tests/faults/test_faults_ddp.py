@@ -14,6 +14,7 @@ import pytest
 import torch
 from ddpkit import same_run, torchrun
 
+from repro import manifest as manifests
 from repro.cli import main
 from repro.store import RunDir
 
@@ -81,3 +82,42 @@ def test_a_rerun_on_another_number_of_processes_warns_and_finishes(setup, killed
     summary = setup.run(root).summary()
     assert summary["status"] == "finished" and summary["steps"] == 20 and math.isfinite(summary["test_bits"])
     assert setup.run(root).metrics()["step"].is_unique
+
+
+def ranks(kid, monkeypatch, argv: list[str], n: int = 2) -> list[tuple[int, str, str]]:
+    """``repro ARGV`` as the n ranks of one torchrun job (the environment torchrun gives its workers),
+    forked from the fork server (no interpreter start-up); each rank's (exit code, stdout, stderr)."""
+    port, procs = ddpkit.free_port(), []
+    given = {"GROUP_RANK": 0, "WORLD_SIZE": n, "LOCAL_WORLD_SIZE": n, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+    given["TORCHELASTIC_RUN_ID"] = "test"
+    for rank in range(n):
+        for key, value in {**given, "RANK": rank, "LOCAL_RANK": rank}.items():
+            monkeypatch.setenv(key, str(value))
+        procs.append(kid(argv, start=True))
+    for key in (*given, "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(key)
+    out = []
+    for proc in procs:
+        proc.join(120)
+        if proc.exitcode is None:  # a rank left waiting for a word that never came
+            proc.kill()
+            proc.join()
+        out.append((proc.exitcode, Path(proc.out + ".out").read_text(), Path(proc.out + ".err").read_text()))
+    return out
+
+
+def test_an_error_of_rank_0_before_training_stops_every_rank(write_manifest, kid, monkeypatch):
+    path = write_manifest()  # --save without an override: an error only rank 0 meets (it alone writes)
+    (code0, _, err0), (code1, _, err1) = ranks(kid, monkeypatch, ["run", str(path), "--devices", "2", "--save", "x"])
+    assert (code0, code1) == (2, 2), (err0, err1)
+    assert "--save: needs one manifest and at least one KEY=VALUE override" in err0 and err1.strip() == err0.strip()
+
+
+def test_a_run_another_process_trains_is_skipped_by_every_rank(tmp_path, write_manifest, kid, monkeypatch):
+    path = write_manifest()
+    (spec,) = manifests.load(path).expand("tiny")
+    with RunDir(tmp_path / "results", spec.manifest, spec.run_id).lock() as lock:
+        assert lock.held
+        (code0, out0, err0), (code1, out1, err1) = ranks(kid, monkeypatch, ["run", str(path), "--devices", "2"])
+    assert (code0, code1) == (3, 3), (err0, err1)
+    assert f"skipped: run {spec.run_id} is being trained by" in out0 and out1 == ""  # rank 0 alone speaks
