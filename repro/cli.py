@@ -139,7 +139,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing"
     )
-    p.add_argument("--devices", type=int, default=1, metavar="N", help="accelerators per run (default 1)")
+    p.add_argument("--devices", type=int, default=1, metavar="G", help="processes (accelerators) per node (default 1)")
+    p.add_argument(
+        "--num-nodes",
+        "--nodes",
+        dest="num_nodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="nodes per run (default 1): started by torchrun or srun, or allocated by --launcher slurm",
+    )
     p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
     p.add_argument("--run-id", default=None, metavar="ID", help="only the run with this id (what a job runs)")
@@ -159,7 +168,6 @@ def _parser() -> argparse.ArgumentParser:
         help="local: processes at a time (default 1); slurm: array tasks at a time",
     )
     cluster.add_argument("--partition", default=None, help="SLURM partition")
-    cluster.add_argument("--nodes", type=int, default=1, metavar="N", help="SLURM nodes per run (1)")
     cluster.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="SLURM GPUs per node")
     cluster.add_argument("--cpus-per-task", type=int, default=None, metavar="C", help="SLURM CPUs per task")
     cluster.add_argument("--time", type=int, default=None, metavar="MIN", help="SLURM time limit in minutes")
@@ -348,13 +356,22 @@ def cmd_validate(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from repro import runner  # torch and Lightning (see the module docstring), as every lazy import here
+    from repro import distributed, runner  # torch and Lightning (see the module docstring), as every lazy import here
     from repro.tracking import resolve_mode
 
     signals.install()
-    if args.devices < 1:
-        raise UserError(f"--devices {args.devices}: allowed: a positive number of devices")
+    for option, what in (("devices", "devices"), ("num_nodes", "nodes")):
+        if getattr(args, option) < 1:
+            raise UserError(
+                f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number of {what}"
+            )
     _check_launcher(args)
+    if args.launcher and distributed.launched_by():
+        raise UserError(
+            f"--launcher {args.launcher}: this process is one of those {distributed.launched_by()} started; "
+            "submit from a plain shell"
+        )
+    world = None if args.launcher else distributed.world(args.devices, args.num_nodes)
     found = _select(args)
     plan = lookup.with_parts(found, _args(args))
     for m in [m for m in plan if m.base is None]:
@@ -370,15 +387,26 @@ def cmd_run(args) -> int:
         specs = [(m, s) for m, s in specs if s.run_id == args.run_id]
         if not specs:
             raise UserError(f"--run-id {args.run_id}: no run of {args.name} at scale {args.scale} has this id")
-    _save(args, found)
+
+    def prepare() -> None:  # rank 0's alone: the other ranks wait for it (and raise what it raised)
+        _save(args, found)
+        if not args.dry_run:
+            _ensure_data(specs)
+
+    if world is None:
+        prepare()
+    else:
+        for m, s in specs:
+            runner.check_processes(s, m, world)
+        distributed.start(world)
+        distributed.first(world, prepare)
+    echo = say if world is None or world.leads else _quiet
     if args.dry_run:
         for m, s in specs:
             state = _state(RunDir(root, m.name, s.run_id))
             why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
-            print(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
+            echo(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
         return 0
-    for name, options in {(s.data.name, tuple(sorted(s.data.options().items()))): 0 for _, s in specs}:
-        data.ensure(name, say, **dict(options))
     if args.launcher:
         return _launch(
             args,
@@ -393,11 +421,13 @@ def cmd_run(args) -> int:
     for i, (m, spec) in enumerate(specs, 1):
         left = sum(s.train.steps for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished)
         line = progress.plan_line(i, len(specs), time.monotonic() - started, left, _per_step(root, specs))
-        say(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
+        echo(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
         try:
-            outcome = runner.run_spec(spec, m, root, devices=args.devices, wandb_mode=mode)
+            outcome = runner.run_spec(
+                spec, m, root, devices=args.devices, num_nodes=args.num_nodes, wandb_mode=mode, echo=echo
+            )
         finally:  # bad data writes nothing; once a run is stored, the store knows its manifest's name
-            if RunDir(root, m.name, spec.run_id).path.exists():
+            if world.leads and RunDir(root, m.name, spec.run_id).path.exists():
                 _remember(root, m, known)
         s = outcome.summary
         if outcome.status in ("failed", "busy"):
@@ -405,11 +435,20 @@ def cmd_run(args) -> int:
             busy += outcome.status == "busy"
             continue
         scores = " / ".join(f"{split} {s[f'{split}_bits']:.4f}" for split in spec.eval.splits if f"{split}_bits" in s)
-        say(
+        echo(
             f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
             f"on {s.get('dataset')}"
         )
     return 1 if failed else 3 if busy else 0
+
+
+def _ensure_data(specs) -> None:
+    for name, options in {(s.data.name, tuple(sorted(s.data.options().items()))): 0 for _, s in specs}:
+        data.ensure(name, say, **dict(options))
+
+
+def _quiet(line: str) -> None:
+    """A follower rank's lines: rank 0 says everything."""
 
 
 SLURM_OPTIONS = ("partition", "gpus_per_node", "cpus_per_task", "time", "mem", "slurm_arg")
@@ -418,14 +457,17 @@ SLURM_OPTIONS = ("partition", "gpus_per_node", "cpus_per_task", "time", "mem", "
 def _check_launcher(args) -> None:
     """One-line errors for launcher options that do not fit together (before anything is written)."""
     given = [f"--{o.replace('_', '-')}" for o in SLURM_OPTIONS if getattr(args, o) not in (None, [])]
-    if args.nodes != 1:
-        given.append("--nodes")
     if args.launcher != "slurm" and given:
         raise UserError(f"{', '.join(given)}: SLURM options; allowed only with --launcher slurm")
     if args.max_parallel is not None and (args.launcher is None or args.max_parallel < 1):
         raise UserError(f"--max-parallel {args.max_parallel}: allowed: a positive number, with --launcher local|slurm")
-    if args.nodes != 1:
-        raise UserError(f"--nodes {args.nodes}: multi-node runs (DDP across nodes) are not supported yet; allowed: 1")
+    if args.launcher == "local" and args.num_nodes != 1:
+        raise UserError(f"--num-nodes {args.num_nodes}: --launcher local runs on this machine; allowed: 1")
+    if args.gpus_per_node not in (None, args.devices):
+        raise UserError(
+            f"--gpus-per-node {args.gpus_per_node}: each of a node's --devices {args.devices} processes trains on "
+            f"one GPU; allowed: {args.devices} (or --devices {args.gpus_per_node})"
+        )
     for option in ("gpus_per_node", "cpus_per_task", "time"):
         if getattr(args, option) is not None and getattr(args, option) < 1:
             raise UserError(f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number")
@@ -446,7 +488,8 @@ def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
         return launch.run_local(args, root, runs, args.max_parallel or 1, say, main)
     options = launch.Slurm(
         args.partition,
-        args.nodes,
+        args.num_nodes,
+        args.devices,
         args.gpus_per_node,
         args.cpus_per_task,
         args.time,

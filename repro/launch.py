@@ -2,6 +2,8 @@
 
 Each job is ``repro run`` of the same resolution (name or path, overrides, scale, ``--max-steps``)
 narrowed to one run id (``--run-id``), into the same results root (under SLURM a shared file system).
+A SLURM job has ``--nodes`` x ``--devices`` tasks (one per process; Lightning's SLURM environment makes
+them one DDP run), each running that command with ``--devices`` and ``--num-nodes``.
 The job itself skips a finished run and one another job trains (the run's lock), and resumes an
 interrupted one, so resubmitting, or SLURM requeueing a pre-empted job, continues from the checkpoint.
 Each submitted run's job is recorded in ``<results>/jobs/<manifest>/<run_id>.json``; :func:`state`
@@ -64,6 +66,7 @@ class Slurm:
 
     partition: str | None = None
     nodes: int = 1
+    tasks_per_node: int = 1  # --devices: one process per device
     gpus_per_node: int | None = None
     cpus_per_task: int | None = None
     time: int | None = None  # minutes
@@ -74,6 +77,7 @@ class Slurm:
         given = {
             "partition": self.partition,
             "nodes": self.nodes,
+            "ntasks_per_node": self.tasks_per_node,
             "gpus_per_node": self.gpus_per_node,
             "cpus_per_task": self.cpus_per_task,
             "time": self.time,
@@ -117,6 +121,8 @@ def job_argv(args, root: Path, run_id: str) -> list[str]:
         run_id,
         "--devices",
         str(args.devices),
+        "--num-nodes",
+        str(args.num_nodes),
     ]
     if args.multirun:
         argv.append("-m")

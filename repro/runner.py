@@ -6,6 +6,8 @@ who), and it starts, or resumes from its newest good checkpoint (model, optimize
 position, RNG and recurrent state, training measurements all restored). SIGTERM/SIGINT checkpoint at
 the next step boundary and mark it ``interrupted``; a diverging run is marked ``failed`` and keeps its
 last good checkpoint; any other exception after training started marks it ``failed`` with the message.
+Under torchrun or srun (``repro.distributed``) rank 0 does all of this; the other ranks train with it
+from the checkpoint it names and write nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from repro import checkpoints, signals
+from repro import checkpoints, distributed, signals
 from repro import data as datasets
 from repro.analysis.probes import figure_arrays
 from repro.checkpoints import StoreCheckpointIO
@@ -36,7 +38,15 @@ from repro.selection import load_selected
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.tracking import StoreLogger, finish_wandb, wandb_logger
-from repro.training import BoundaryCheckpoint, Divergence, LMDataModule, LMModule, ProgressLines, TrainingMeter
+from repro.training import (
+    BoundaryCheckpoint,
+    Divergence,
+    LMDataModule,
+    LMModule,
+    ProgressLines,
+    TrainingMeter,
+    saved_ranks,
+)
 
 
 @dataclass
@@ -97,36 +107,85 @@ def run_spec(
     root: Path,
     *,
     devices: int = 1,
+    num_nodes: int = 1,
     wandb_mode: str = "disabled",
     callbacks: Sequence[pl.Callback] = (),
     echo: Callable[[str], None] = say,
 ) -> Outcome:
+    world = distributed.world(devices, num_nodes)
+    check_processes(spec, manifest, world)
+    distributed.start(world)
     run = RunDir(root, spec.manifest, spec.run_id)
+    if not world.leads:
+        return _follow(spec, manifest, run, world, callbacks)
+    with distributed.leading(world) as tell, contextlib.ExitStack() as held:
+        outcome, data = _settle(spec, manifest, root, run, held, echo)
+        if outcome is not None:
+            tell(("done", outcome.status))
+            return outcome
+        return _train(spec, manifest, run, data, world, wandb_mode, callbacks, echo, tell)
+
+
+def check_processes(spec: RunSpec, manifest: Manifest, world: distributed.World) -> None:
+    """Each process takes an equal share of the batch's streams."""
+    if spec.train.batch_size % world.processes:
+        raise UserError(
+            f"{manifest.path}: train.batch_size: {spec.train.batch_size} cannot be shared by {world.processes} "
+            f"processes (--devices {world.devices} x --num-nodes {world.nodes}); allowed: a multiple of "
+            f"{world.processes}"
+        )
+
+
+def _settle(
+    spec: RunSpec, manifest: Manifest, root: Path, run: RunDir, held: contextlib.ExitStack, echo
+) -> tuple[Outcome | None, RunData | None]:
+    """Rank 0 before training: the outcome of a run that is not to be trained (finished, trained by
+    another process, a finished twin's results reused), else its data, with the run's lock taken into
+    ``held``."""
     if run.finished:
-        return Outcome(spec, "skipped", run.summary())
+        return Outcome(spec, "skipped", run.summary()), None
     twin = finished_twin(root, spec.manifest, spec.run_id)
     data = None if twin is not None else open_data(spec, manifest)  # bad data or sizes: before any write
-    with run.lock() as lock:
-        if not lock.held:
-            echo(f"  skipped: run {spec.run_id} is being trained by {lock.holder}")
-            return Outcome(spec, "busy", {})
-        removed = run.clean_temps()
-        if removed:
-            echo(f"  removed {len(removed)} temporary file(s) a killed run left")
-        for read, name in ((run.summary, "summary.json"), (run.spec, "spec.yaml")):
-            try:
-                if (run.path / name).exists():
-                    read()
-            except CorruptFile as err:  # the summary starts afresh, the spec is rewritten
-                echo(f"  {err}: the run is redone")
-                if name == "summary.json":
-                    run.write_summary({})
-        if run.finished:  # finished by another process since we looked
-            return Outcome(spec, "skipped", run.summary())
-        if twin is not None:
-            echo(f"  same spec already finished under {twin.path.parent.name}: reused, not retrained")
-            return Outcome(spec, "reused", run.adopt(twin, spec.manifest, spec.cell))
-        return _train(spec, manifest, run, data, devices, wandb_mode, callbacks, echo)
+    lock = held.enter_context(run.lock())
+    if not lock.held:
+        echo(f"  skipped: run {spec.run_id} is being trained by {lock.holder}")
+        return Outcome(spec, "busy", {}), None
+    removed = run.clean_temps()
+    if removed:
+        echo(f"  removed {len(removed)} temporary file(s) a killed run left")
+    for read, name in ((run.summary, "summary.json"), (run.spec, "spec.yaml")):
+        try:
+            if (run.path / name).exists():
+                read()
+        except CorruptFile as err:  # the summary starts afresh, the spec is rewritten
+            echo(f"  {err}: the run is redone")
+            if name == "summary.json":
+                run.write_summary({})
+    if run.finished:  # finished by another process since we looked
+        return Outcome(spec, "skipped", run.summary()), None
+    if twin is not None:
+        echo(f"  same spec already finished under {twin.path.parent.name}: reused, not retrained")
+        return Outcome(spec, "reused", run.adopt(twin, spec.manifest, spec.cell)), None
+    return None, data
+
+
+def _follow(
+    spec: RunSpec, manifest: Manifest, run: RunDir, world: distributed.World, callbacks: Sequence[pl.Callback]
+) -> Outcome:
+    """A rank other than 0: train when rank 0 says so, from the checkpoint it names; write nothing."""
+    what, word = distributed.follow(world)
+    if what == "done":
+        return Outcome(spec, word, {})
+    data = open_data(spec, manifest)  # after rank 0's: a `file` dataset is prepared once
+    module = _module(spec, data)
+    store_logger = StoreLogger(run)  # rank-zero-only: writes nothing here
+    trainer = _trainer(spec, run, store_logger, [store_logger], world, callbacks)
+    try:
+        diverged = _fit(trainer, module, data, word, forward=False)
+    except signals.Interrupted as err:
+        err.detail = f"rank {world.rank} of run {spec.run_id} stopped with rank 0, which keeps the checkpoint"
+        raise
+    return Outcome(spec, "failed" if diverged else "finished", {})
 
 
 @dataclass
@@ -170,20 +229,25 @@ def open_data(spec: RunSpec, manifest: Manifest) -> RunData:
     return RunData(train, vocab, datasets.dataset_info(spec.data.name), splits, batches, source_version, verified)
 
 
+def _module(spec: RunSpec, data: RunData) -> LMModule:
+    pl.seed_everything(spec.train.seed, verbose=False)
+    return LMModule(
+        spec, data.vocab.size, data.info.shape, valid=data.splits["valid"] if spec.train.val_every else None
+    )
+
+
 def _train(
     spec: RunSpec,
     manifest: Manifest,
     run: RunDir,
     data: RunData,
-    devices: int,
+    world: distributed.World,
     wandb_mode: str,
     callbacks: Sequence[pl.Callback],
     echo: Callable[[str], None],
+    tell: Callable[[Any], None],
 ) -> Outcome:
-    pl.seed_everything(spec.train.seed, verbose=False)
-    module = LMModule(
-        spec, data.vocab.size, data.info.shape, valid=data.splits["valid"] if spec.train.val_every else None
-    )
+    module = _module(spec, data)
     resume = checkpoints.latest(run.checkpoints, echo)
     run.cut_metrics(resume[1] if resume else 0)  # what a killed run logged beyond its checkpoint goes
     run.write_spec(
@@ -220,19 +284,16 @@ def _train(
     )
     if resume is not None:
         echo(f"  resuming {spec.run_id} from step {resume[1]}")
+        _warn_repartition(resume[0], world, echo)
     if not sys.stderr.isatty():  # a log or a pipe: Lightning's bar is off, print lines instead
         callbacks = [
             *callbacks,
             ProgressLines(spec.train.steps, max(spec.train.log_every, spec.train.steps // 20), echo=echo),
         ]
-    trainer = _trainer(spec, run, store_logger, [store_logger] + ([wb] if wb is not None else []), devices, callbacks)
+    trainer = _trainer(spec, run, store_logger, [store_logger] + ([wb] if wb is not None else []), world, callbacks)
+    tell(("train", str(resume[0]) if resume else None))
     try:
-        with signals.deferring(forward=devices > 1):
-            trainer.fit(module, datamodule=data.batches, ckpt_path=resume[0] if resume else None, weights_only=True)
-        stopped = signals.requested() or int(trainer.callback_metrics.get(BoundaryCheckpoint.STOPPED, 0))
-        if stopped:
-            raise signals.Interrupted(stopped)
-        diverged = Divergence.found(trainer.callback_metrics)
+        diverged = _fit(trainer, module, data, str(resume[0]) if resume else None, world.strategy == "ddp_spawn")
         if diverged is None:
             selected = load_selected(spec, run.checkpoints, module.model)
             if selected["selected"] == "best_valid":
@@ -263,6 +324,31 @@ def _failed(run: RunDir, store_logger: StoreLogger, wb, message: str) -> None:
         wb.experiment.finish(exit_code=1)
 
 
+def _fit(trainer: pl.Trainer, module: LMModule, data: RunData, resume: str | None, forward: bool) -> Divergence | None:
+    """Train (from ``resume``); the divergence that stopped it, if one did (every rank finds the same);
+    raise :class:`signals.Interrupted` if a signal stopped it. ``forward``: pass a signal on to the
+    spawned workers."""
+    with signals.deferring(forward=forward):
+        trainer.fit(module, datamodule=data.batches, ckpt_path=resume, weights_only=True)
+    stopped = signals.requested() or int(trainer.callback_metrics.get(BoundaryCheckpoint.STOPPED, 0))
+    if stopped:
+        raise signals.Interrupted(stopped)
+    return Divergence.found(trainer.callback_metrics)
+
+
+def _warn_repartition(path: Path, world: distributed.World, echo: Callable[[str], None]) -> None:
+    """One line when the checkpoint was written by another number of processes."""
+    saved = saved_ranks(checkpoints.load(path, mmap=True))
+    if len(saved) == world.processes:
+        return
+    caches = any(rank["state"] is not None for rank in saved)
+    echo(
+        f"  warning: the checkpoint was written by {len(saved)} process(es), this run has {world.processes}: "
+        + ("the recurrent caches start empty (the streams' partition changed) and " if caches else "")
+        + "the random streams are dealt anew, so the run no longer equals an uninterrupted one"
+    )
+
+
 def _stopped(run: RunDir, wb, exit_status: int) -> str:
     """Mark an interrupted run; the line that says where it stopped."""
     with contextlib.suppress(StoreError):
@@ -275,12 +361,18 @@ def _stopped(run: RunDir, wb, exit_status: int) -> str:
 
 
 def _trainer(
-    spec: RunSpec, run: RunDir, store_logger: StoreLogger, loggers: list, devices: int, callbacks: Sequence[pl.Callback]
+    spec: RunSpec,
+    run: RunDir,
+    store_logger: StoreLogger,
+    loggers: list,
+    world: distributed.World,
+    callbacks: Sequence[pl.Callback],
 ) -> pl.Trainer:
     return pl.Trainer(
         accelerator="auto",
-        devices=devices,
-        strategy="ddp_spawn" if devices > 1 else "auto",
+        devices=world.devices,
+        num_nodes=world.nodes,
+        strategy=world.strategy,
         precision=spec.train.precision,
         max_steps=spec.train.steps,
         max_epochs=-1,
@@ -292,7 +384,7 @@ def _trainer(
             TrainingMeter(),
             *callbacks,
         ],
-        plugins=[StoreCheckpointIO()],
+        plugins=[StoreCheckpointIO(), world.environment],
         enable_checkpointing=False,
         num_sanity_val_steps=0,
         limit_val_batches=0,

@@ -3,8 +3,8 @@
 The module owns the optimisation recipe (Adagrad with the official per-tensor clipping, Adam(W) with
 global-norm clipping, warm-up, constant/cosine, the lr/10 final phase), the recurrent state carried
 between training blocks, divergence detection and everything a checkpoint needs for an exact resume
-(RNG states, the state), and the callbacks that checkpoint at step boundaries, measure training and
-print its progress off a TTY.
+(every rank's RNG states and recurrent state), and the callbacks that checkpoint at step boundaries,
+measure training and print its progress off a TTY.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset
 
-from repro import memory, signals
+from repro import distributed, memory, signals
 from repro.checkpoints import LAST
 from repro.data.batching import SequenceBatches, StreamBatches
 from repro.evaluation import evaluate
 from repro.models import family
-from repro.models.base import LanguageModel, detach_state
+from repro.models.base import LanguageModel, detach_state, map_state
 from repro.optim import AdagradClip
 from repro.progress import duration, say
 from repro.spec import RunSpec, TrainSpec
@@ -45,7 +45,8 @@ class Divergence:
     The checks record it and stop training after the step, without its update and without another
     checkpoint (the last good one stays). It is no exception because a DDP worker's exception reaches
     the main process only as text; it travels in ``trainer.callback_metrics``, which Lightning carries
-    back from the workers, and :meth:`found` reads it there."""
+    back from the workers, and :meth:`found` reads it there (launched ranks each read their own: the
+    checks agree across ranks, so every rank finds the same)."""
 
     step: int
     what: str  # "loss" or "parameters"
@@ -89,7 +90,7 @@ class LMModule(pl.LightningModule):
         self.model: LanguageModel = family(spec.family).Model(spec.model, vocab_size, spec.data.block, shape)
         self.valid = valid  # split used by quick validations (None: no quick validation)
         self._state: Any = None  # recurrent state carried across training blocks
-        self._resumed_rng: dict[str, Any] | None = None  # RNG states of the checkpoint, applied at the first step
+        self._resumed_rng: dict[str, Any] | None = None  # this rank's RNG states of the checkpoint (first step)
         self.checkpoint_stats: dict[str, Any] | None = None  # model.stats() as of the last checkpoint
         self.last_quick_valid: tuple[int, float] | None = None  # (optimizer steps, bits) of the latest one
         self.diverged: Divergence | None = None
@@ -187,16 +188,31 @@ class LMModule(pl.LightningModule):
         if self._resumed_rng is not None:  # now: creating the data loader's iterator drew from the RNG
             set_rng_state(self._resumed_rng)
             self._resumed_rng = None
+            self._state = map_state(self._state, lambda t: t.to(self.device))  # loaded on the CPU
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["repro_rng"] = rng_state()
-        checkpoint["repro_model_state"] = self._state
+        """Every rank's RNG states and recurrent state, gathered to rank 0 (which writes the file)."""
+        checkpoint[RANKS] = distributed.gather({"rng": rng_state(), "state": map_state(self._state, torch.Tensor.cpu)})
         self.checkpoint_stats = checkpoint["repro_stats"] = self.model.stats()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self._resumed_rng = checkpoint["repro_rng"]
-        self._state = checkpoint["repro_model_state"]
+        """This rank's part. Saved by another number of processes, the streams' partition differs: the
+        recurrent state starts afresh and rank r takes saved rank r's RNG states (r modulo their number)."""
+        ranks = saved_ranks(checkpoint)
+        rank, world = self.trainer.global_rank, self.trainer.world_size
+        self._resumed_rng = ranks[rank % len(ranks)]["rng"]
+        self._state = ranks[rank]["state"] if len(ranks) == world else None
         self.checkpoint_stats = checkpoint.get("repro_stats")
+
+
+RANKS = "repro_ranks"  # a checkpoint's per-rank state: [{"rng": ..., "state": ...}] in rank order
+
+
+def saved_ranks(checkpoint: dict[str, Any]) -> list[dict[str, Any]]:
+    """A checkpoint's per-rank state (one rank for a checkpoint written before DDP state was saved)."""
+    if RANKS in checkpoint:
+        return checkpoint[RANKS]
+    return [{"rng": checkpoint["repro_rng"], "state": checkpoint["repro_model_state"]}]
 
 
 def rng_state() -> dict[str, Any]:
@@ -384,7 +400,7 @@ class TrainingMeter(pl.Callback):
 
 class ProgressLines(pl.Callback):
     """A line every ``every_steps`` steps or ``every_seconds`` seconds, whichever comes first, and at the
-    last step: ``step 120/600  train bits 2.913  0.210 s/step  ETA 1m41s``."""
+    last step: ``step 120/600  train bits 2.913  0.210 s/step  ETA 1m41s`` (rank 0's, under DDP)."""
 
     def __init__(
         self,
@@ -402,6 +418,8 @@ class ProgressLines(pl.Callback):
         self.start = self.last = self.clock()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not trainer.is_global_zero:
+            return
         step, now = trainer.global_step, self.clock()
         if step - self.last_step < self.every_steps and now - self.last < self.every_seconds and step < self.steps:
             return

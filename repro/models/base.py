@@ -68,14 +68,19 @@ class LanguageModel(nn.Module, ABC):
         return self(prefix).logits[:, -1], prefix
 
 
-def detach_state(state: Any) -> Any:
-    """Cut the autograd history of a recurrent state (lists/tuples/dicts of tensors), keeping values."""
+def map_state(state: Any, fn) -> Any:
+    """``fn`` applied to every tensor of a recurrent state (lists/tuples/dicts of tensors, or None)."""
     if state is None:
         return None
     if isinstance(state, torch.Tensor):
-        return state.detach()
+        return fn(state)
     if isinstance(state, (list, tuple)):
-        return type(state)(detach_state(s) for s in state)
+        return type(state)(map_state(s, fn) for s in state)
     if isinstance(state, dict):
-        return {k: detach_state(v) for k, v in state.items()}
-    raise TypeError(f"cannot detach model state of type {type(state).__name__}")
+        return {k: map_state(v, fn) for k, v in state.items()}
+    raise TypeError(f"cannot handle model state of type {type(state).__name__}")
+
+
+def detach_state(state: Any) -> Any:
+    """Cut the autograd history of a recurrent state, keeping values."""
+    return map_state(state, torch.Tensor.detach)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from repro import launch, runner
 from repro import manifest as manifests
-from repro import runner
 from repro.cli import main
 from repro.store import RunDir
 
@@ -57,10 +57,10 @@ def test_local_launcher_with_two_processes_equals_a_direct_run(tmp_path, write_m
         (["--max-parallel", "2"], "--max-parallel 2: allowed: a positive number, with --launcher local|slurm"),
         (["--launcher", "local", "--max-parallel", "0"], "--max-parallel 0: allowed: a positive number"),
         (["--launcher", "slurm", "--slurm-arg", "qos"], "--slurm-arg 'qos': expected KEY=VALUE"),
-        (
-            ["--launcher", "slurm", "--nodes", "2"],
-            "--nodes 2: multi-node runs (DDP across nodes) are not supported yet",
-        ),
+        (["--num-nodes", "2"], "--num-nodes 2: a multi-node run is started on every node by torchrun or srun"),
+        (["--launcher", "local", "--nodes", "2"], "--num-nodes 2: --launcher local runs on this machine; allowed: 1"),
+        (["--launcher", "slurm", "--gpus-per-node", "2"], "--gpus-per-node 2: each of a node's --devices 1 processes"),
+        (["--devices", "3"], "train.batch_size: 4 cannot be shared by 3 processes (--devices 3 x --num-nodes 1)"),
         (["--launcher", "slurm", "--time", "0"], "--time 0: allowed: a positive number"),
         (["--run-id", "0000"], "--run-id 0000: no run of"),
     ],
@@ -72,3 +72,14 @@ def test_bad_launcher_options_are_one_line_errors_writing_nothing(tmp_path, writ
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and len(err.strip().splitlines()) == 1, err
     assert not root.exists()
+
+
+def test_a_slurm_job_has_a_task_per_device_on_each_node_each_running_the_whole_ddp_command(tmp_path, write_manifest):
+    from repro.cli import _parser
+
+    path = two_run_manifest(write_manifest)
+    args = _parser().parse_args(["run", str(path), "--launcher", "slurm", "--nodes", "2", "--devices", "4"])
+    options = launch.Slurm(nodes=args.num_nodes, tasks_per_node=args.devices).parameters()
+    assert (options["nodes"], options["ntasks_per_node"]) == (2, 4)
+    argv = launch.job_argv(args, tmp_path / "results", "0123")
+    assert argv[argv.index("--devices") + 1] == "4" and argv[argv.index("--num-nodes") + 1] == "2"

@@ -65,3 +65,13 @@ def test_kill_9_during_the_final_evaluation_keeps_the_training_measurements(tmp_
     assert resumed["peak_memory_bytes"] == meter["peak"] > 0
     assert resumed["seconds_per_step"] > 0 and resumed["train_seconds"] == pytest.approx(meter["seconds"], abs=0.01)
     assert meter["seconds"] > 0
+
+
+def test_a_checkpoint_from_before_per_rank_state_still_resumes_exactly(tmp_path, write_manifest, kid, straight):
+    code, m, spec, run = killed(tmp_path, write_manifest, kid, "adaptive", callbacks=[SignalAt(12, signal.SIGKILL)])
+    assert code == -signal.SIGKILL
+    state = torch.load(run.last_checkpoint, weights_only=True)
+    (rank,) = state.pop("repro_ranks")  # as written before DDP runs kept every rank's state
+    torch.save({**state, "repro_rng": rank["rng"], "repro_model_state": rank["state"]}, run.last_checkpoint)
+    resumed = runner.run_spec(spec, m, tmp_path / "results", echo=lambda s: None)
+    assert_same_run(resumed.summary, run, straight("adaptive"))

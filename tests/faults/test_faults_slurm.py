@@ -1,6 +1,7 @@
 """``repro run --launcher slurm`` on a real single-node SLURM cluster started here (slurmkit): a job array
 whose runs end with the same bits as a direct run; a job cancelled mid-run (SIGTERM) resumes when
-resubmitted. Skipped, with the reason, where the cluster cannot start."""
+resubmitted; a DDP job of two tasks (Lightning's SLURM environment), cancelled and resubmitted, ends as
+an uninterrupted two-process run. Skipped, with the reason, where the cluster cannot start."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import ddpkit
 import pytest
 import slurmkit
+import torch
 from test_faults_launchers import direct, two_run_manifest
 
 from repro import manifest as manifests
@@ -99,3 +102,24 @@ def test_a_cancelled_job_resumes_when_resubmitted(tmp_path, write_manifest, slur
     assert run.summary()["status"] == "finished"
     log = json.loads((root / "jobs" / m.name / f"{spec.run_id}.json").read_text())["log"]
     assert f"resuming {spec.run_id} from step" in Path(log).read_text()
+
+
+def test_a_ddp_job_cancelled_mid_run_resumes_as_an_uninterrupted_run(tmp_path_factory, slurm, capsys, monkeypatch):
+    setup = ddpkit.setup(tmp_path_factory.mktemp("slurm-ddp"), steps=200)
+    monkeypatch.setenv("REPRO_DATA", setup.env["REPRO_DATA"])
+    root = setup.base / "results"
+    (job,) = submit(root, setup.path, capsys, "--devices", "2")  # one job, two tasks: ranks 0 and 1
+    run = setup.run(root)
+    deadline = time.monotonic() + 120
+    while not list(run.checkpoints.glob("*.ckpt")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    subprocess.run(["scancel", job], check=True)  # SIGTERM to both tasks
+    wait([job])
+    assert run.summary()["status"] == "interrupted", run.summary()
+    saved = torch.load(run.last_checkpoint, weights_only=True)
+    assert 5 <= saved["global_step"] < 200 and len(saved["repro_ranks"]) == 2
+    (again,) = submit(root, setup.path, capsys, "--devices", "2")
+    wait([again])
+    ddpkit.same_run(run, ddpkit.reference(setup, setup.base / "reference"), exact_rows=False)
+    log = json.loads((root / "jobs" / setup.name / f"{setup.run_id}.json").read_text())["log"]
+    assert f"resuming {setup.run_id} from step {saved['global_step']}" in Path(log).read_text()

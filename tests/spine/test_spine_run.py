@@ -144,6 +144,7 @@ def test_ddp_on_two_cpu_processes(tmp_path, write_manifest):
     m, spec = only_run(path)
     summary = RunDir(tmp_path / "results", m.name, spec.run_id).summary()
     assert summary["status"] == "finished" and summary["steps"] == 30 and math.isfinite(summary["test_bits"])
+    assert proc.stdout.count("step 30/30") == 1, proc.stdout  # rank 0's progress lines only
 
 
 def test_wandb_offline_run_is_recorded(tmp_path, write_manifest, monkeypatch):
