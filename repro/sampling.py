@@ -65,9 +65,7 @@ def sample(
         raise ValueError(f"context {ctx.shape[1]} + length {length} exceeds the model's block of {model.block}")
     out = torch.empty(n_samples, length, dtype=torch.long, device=device)
     try:
-        cache = None
-        for t in range(ctx.shape[1]):
-            logits, cache = model.step(ctx[:, t], cache, t)
+        logits, cache = model.prefill(ctx)
         for s in range(length):
             out[:, s] = _draw(logits, temperature, generator)
             if s + 1 < length:

@@ -67,6 +67,20 @@ class LanguageModel(nn.Module, ABC):
         prefix = x[:, None] if cache is None else torch.cat([cache, x[:, None]], 1)
         return self(prefix).logits[:, -1], prefix
 
+    @torch.no_grad()
+    def prefill(self, ctx: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """Logits (B, vocab_size) after the context ``ctx`` (B, P) and the cache :meth:`step` continues
+        from: one forward over the context, the cache of the default ``step``. A family that overrides
+        ``step`` overrides this too (:meth:`prefill_by_steps`)."""
+        return self(ctx).logits[:, -1], ctx
+
+    def prefill_by_steps(self, ctx: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """:meth:`prefill` through ``step``, one context token at a time (for a family's own cache)."""
+        logits, cache = None, None
+        for t in range(ctx.shape[1]):
+            logits, cache = self.step(ctx[:, t], cache, t)
+        return logits, cache
+
 
 def map_state(state: Any, fn) -> Any:
     """``fn`` applied to every tensor of a recurrent state (lists/tuples/dicts of tensors, or None)."""

@@ -217,6 +217,9 @@ class Model(LanguageModel):
         return ModelOutput(logits=self.out(self.norm(h)), state=None, aux_loss=None)
 
     @torch.no_grad()
+    def prefill(self, ctx: torch.Tensor) -> tuple[torch.Tensor, list[dict]]:
+        return self.prefill_by_steps(ctx)  # the key/value cache is built token by token
+
     def step(self, x: torch.Tensor, cache: list[dict] | None, t: int) -> tuple[torch.Tensor, list[dict]]:
         """Logits (B, vocab) for the token x (B,) at position t, given the cache of positions < t."""
         cache = cache if cache is not None else [{} for _ in self.blocks]

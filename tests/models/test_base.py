@@ -48,3 +48,17 @@ def test_default_hooks_stateless_and_step_reruns_the_prefix():
         steps.append(logits)
     assert torch.equal(cache, x)
     assert torch.allclose(torch.stack(steps, 1), m(x).logits)
+
+
+def test_prefill_is_one_forward_and_continues_like_steps():
+    torch.manual_seed(0)
+    m = Bigram()
+    x = torch.randint(0, 6, (2, 5))
+    calls = []
+    m.register_forward_hook(lambda *_: calls.append(1))
+    logits, cache = m.prefill(x)
+    assert len(calls) == 1  # the whole prompt in one forward, not one per token
+    by_steps, cache_steps = m.prefill_by_steps(x)
+    assert torch.allclose(logits, by_steps) and torch.equal(cache, cache_steps)
+    nxt = torch.tensor([1, 4])
+    assert torch.allclose(m.step(nxt, cache, 5)[0], m(torch.cat([x, nxt[:, None]], 1)).logits[:, -1])
