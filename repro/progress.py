@@ -1,5 +1,5 @@
 """Progress lines for logs (off a TTY, where Lightning's bar is off): ``repro run``'s line per run with the
-ETA of what is left, and the durations a training run's lines show (:class:`repro.training.ProgressLines`).
+ETA of what is left, and the durations a training run's lines show (:class:`repro.train.module.ProgressLines`).
 No Lightning here: the CLI imports this module at start-up."""
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro import atomic
-from repro.analysis import Context, finished_runs, format_value, pyplot, renderer
+from repro.files import atomic
 from repro.models import patterns as P
+from repro.report.renderers import Context, finished_runs, format_value, pyplot, renderer
 
 # -- helpers -----------------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 Every case is one training step as the recipe runs it (forward over a block with a full
 Transformer-XL cache, NLL + span loss, backward, Adagrad with the per-tensor clip of 0.03 from
-``repro.optim``, z' clamping), on a small model with random tokens. Adaptive spans are set to given values z (all heads alike;
-0 = their initial value), beside the analytic FLOPs per token (``repro.flops``) and the ratios of
+``repro.train.optim``, z' clamping), on a small model with random tokens. Adaptive spans are set to given values z (all heads alike;
+0 = their initial value), beside the analytic FLOPs per token (``repro.train.flops``) and the ratios of
 each adaptive case to the fixed-span model.
 
 Time: median of ``--steps`` steps after ``--warmup`` steps, the cache carried between them; one
@@ -62,9 +62,9 @@ def _measure(case: dict) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from repro import memory
     from repro.models.adaptive_span import Config, Model, SpanConfig
-    from repro.optim import AdagradClip
+    from repro.train import memory
+    from repro.train.optim import AdagradClip
 
     if case["threads"]:
         torch.set_num_threads(case["threads"])

@@ -125,7 +125,7 @@ def _peak(setup: dict, case: dict) -> int:
     """Peak memory of one forward+backward above the inputs, in this process (fresh, on CPU)."""
     import torch
 
-    from repro import memory
+    from repro.train import memory
 
     dev, (q, k, v) = _inputs(setup)
     _, fb = _fns(setup, case, q, k, v)

@@ -5,7 +5,7 @@ Timing interleaves the cases round by round (baseline, case 1, case 2, baseline,
 of each, so a shared machine's load drifts over all of them alike; a case's speed-up is the median over
 rounds of baseline time / case time in the same round.
 
-Peak memory (:mod:`repro.memory`) on CPU: a fresh process per case (``python -m MODULE --worker``) whose
+Peak memory (:mod:`repro.train.memory`) on CPU: a fresh process per case (``python -m MODULE --worker``) whose
 large allocations come straight from mmap and go back on free (``MALLOC_MMAP_THRESHOLD_``), so its
 resident set follows live tensors; the peak is ``VmHWM`` after the measured call minus the resident set
 just before it. On CUDA, in-process: the maximum allocation minus the allocation just before it.

@@ -86,7 +86,7 @@ def _setup(s: dict, pattern: str, n: int | None = None):
 def _worker(payload: dict):
     import torch
 
-    from repro import memory
+    from repro.train import memory
 
     s = payload["setup"]
     dev = torch.device(s["device"])

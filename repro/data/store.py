@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from repro import atomic
 from repro.data.errors import CorruptData
 from repro.data.fetch import digest_file
-from repro.locks import FileLock
+from repro.files import atomic
+from repro.files.locks import FileLock
 
 SPLITS = ("train", "valid", "test")
 META = "meta.json"
@@ -72,7 +72,7 @@ def split_record(path: Path, array: np.ndarray) -> dict:
 
 
 def write_array(path: Path, array: np.ndarray) -> None:
-    """Write one .npy file atomically (:mod:`repro.atomic`): a split, or a derived cache beside one."""
+    """Write one .npy file atomically (:mod:`repro.files.atomic`): a split, or a derived cache beside one."""
     with atomic.replacing(path) as f:
         np.save(f, np.ascontiguousarray(array), allow_pickle=False)
 

@@ -41,11 +41,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from repro.fields import later
-from repro.flops import flops_per_token
+from repro.config.fields import later
 from repro.models.base import LanguageModel, ModelOutput
 from repro.models.relative_attention import BandSoftmax, band_attention, chunk_size
 from repro.models.span import SpanConfig, make_span
+from repro.train.flops import flops_per_token
 
 
 @dataclass
@@ -72,7 +72,7 @@ class SpanAttention(nn.Module):
     """Multi-head attention of one layer over its (learned) span, with relative positions.
 
     Analyses read it through forward hooks: its output (:class:`AttentionOutput`) and ``softmax``, whose
-    output is the layer's attention weights over the band (see ``repro.analysis.probes``)."""
+    output is the layer's attention weights over the band (see ``repro.train.probes``)."""
 
     def __init__(self, cfg: Config):
         super().__init__()

@@ -3,7 +3,7 @@
 A family is a module under ``repro.models`` that exposes a config dataclass and a model class:
 
 * ``Config``: a plain ``@dataclass`` with defaults. Fields use int, float, bool, str, ``Literal[...]``,
-  ``Optional[...]``, ``list[...]`` or nested dataclasses; ``repro.spec`` validates manifest sections
+  ``Optional[...]``, ``list[...]`` or nested dataclasses; ``repro.config.spec`` validates manifest sections
   against it (unknown keys and wrong types become one-line errors).
 * ``Model(cfg, vocab_size, block, shape)``: a subclass of :class:`LanguageModel`. ``vocab_size``
   counts the data symbols; inputs may also contain the start token id ``vocab_size`` (sequences of

@@ -1,4 +1,4 @@
-"""The adaptive-span probes (repro.analysis.probes): figure arrays read from a model through forward hooks."""
+"""The adaptive-span probes (repro.train.probes): figure arrays read from a model through forward hooks."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from repro.analysis import probes
 from repro.models import adaptive_span as AS
+from repro.train import probes
 
 torch.set_num_threads(1)
 

@@ -13,12 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro import cli, report
-from repro import manifest as manifests
-from repro.analysis import format_value, registry
+from repro import cli
 from repro.analysis.adaptive_span import layer_halves, mask_curve, paper_flops
-from repro.flops import flops_per_token, paper_table_flops
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.report import pages as report
+from repro.report.renderers import format_value, registry
+from repro.store.runs import RunDir
+from repro.train.flops import flops_per_token, paper_table_flops
 
 AS_DIR = Path(__file__).resolve().parents[2] / "experiments" / "adaptive_span"
 NAMES = [

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro import analysis
-from repro.manifest import resolve
-from repro.report import context, render
-from repro.store import RunDir
+from repro.config.manifest import resolve
+from repro.report import renderers
+from repro.report.pages import context, render
+from repro.store.runs import RunDir
 
 ST = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "experiments" / "sparse_transformer").glob("*.yaml"))
 
@@ -37,7 +37,7 @@ def _store_run(root: Path, spec, **summary) -> RunDir:
 
 
 def _render(root: Path, name: str, scale: str = "tiny"):
-    return analysis.render_all(context(resolve(name), root, scale))
+    return renderers.render_all(context(resolve(name), root, scale))
 
 
 def _read(path: Path) -> str:

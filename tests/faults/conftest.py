@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from repro.store import RunDir
+from repro.store.runs import RunDir
 
 sys.path.insert(0, str(Path(__file__).parent))
 import faultkit  # noqa: E402
@@ -43,8 +43,8 @@ def one_thread():
 def straight(tmp_path_factory):
     """``straight(model)``: the summary and metrics of an uninterrupted run of ``faultkit.manifest``
     (computed once per session; a run's numbers do not depend on where its corpus lies)."""
-    from repro import manifest as manifests
-    from repro import runner
+    from repro.config import manifest as manifests
+    from repro.train import runner
 
     base, done = tmp_path_factory.mktemp("straight"), {}
 
@@ -74,7 +74,7 @@ def write_manifest(tmp_path: Path, corpus: Path):
 @pytest.fixture(scope="session")
 def forkserver():
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["repro.cli", "repro.runner", "faultkit"])
+    ctx.set_forkserver_preload(["repro.cli", "repro.train.runner", "faultkit"])
     return ctx
 
 

@@ -6,7 +6,8 @@ import sys
 
 from faultkit import SignalAt
 
-from repro import cli, runner
+from repro import cli
+from repro.train import runner
 
 plain = runner.run_spec
 runner.run_spec = lambda *a, **k: plain(*a, **{**k, "callbacks": [SignalAt(int(sys.argv[1]), signal.SIGKILL)]})

@@ -13,8 +13,8 @@ from pathlib import Path
 from faultkit import manifest
 from textcorpus import write_corpus
 
-from repro import manifest as manifests
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
 
 HERE = Path(__file__).parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]

@@ -139,7 +139,8 @@ def child(
         os.setuid(as_user)
     import torch
 
-    from repro import cli, runner
+    from repro import cli
+    from repro.train import runner
 
     torch.set_num_threads(1)  # tiny models: one thread is far faster
 

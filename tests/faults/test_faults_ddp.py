@@ -14,9 +14,9 @@ import pytest
 import torch
 from ddpkit import same_run, torchrun
 
-from repro import manifest as manifests
 from repro.cli import main
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
 
 
 @pytest.fixture(scope="module")

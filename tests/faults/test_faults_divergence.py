@@ -8,9 +8,9 @@ import pytest
 import torch
 from faultkit import PoisonAt
 
-from repro import manifest as manifests
-from repro import runner
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
+from repro.train import runner
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from repro import launch, runner
-from repro import manifest as manifests
 from repro.cli import main
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
+from repro.train import launch, runner
 
 TWO_RUNS = "grid:\n  train.seed: [1, 2]\n"
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from faultkit import SignalAt
 
-from repro import manifest as manifests
-from repro import runner
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
+from repro.train import runner
 
 
 def killed(tmp_path, write_manifest, kid, model: str, **faults):

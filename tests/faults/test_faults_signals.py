@@ -10,10 +10,10 @@ import socket
 import torch
 from faultkit import Gate, SignalAt, SignalParentAt
 
-from repro import locks
-from repro import manifest as manifests
 from repro.cli import main
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.files import locks
+from repro.store.runs import RunDir
 
 
 def loaded(path):

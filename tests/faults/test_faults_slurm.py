@@ -16,9 +16,9 @@ import slurmkit
 import torch
 from test_faults_launchers import direct, two_run_manifest
 
-from repro import manifest as manifests
 from repro.cli import main
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
 
 pytestmark = pytest.mark.slurm
 

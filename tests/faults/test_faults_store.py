@@ -15,10 +15,12 @@ import pytest
 import torch
 from faultkit import SignalAt
 
-from repro import atomic, data, runner
-from repro import manifest as manifests
+from repro import data
 from repro.cli import main
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.files import atomic
+from repro.store.runs import RunDir
+from repro.train import runner
 
 
 def killed_store(tmp_path, write_manifest, kid, **faults):

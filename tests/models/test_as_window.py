@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from repro.data.batching import StreamBatches, eval_batches
-from repro.evaluation import unigram_bits
 from repro.models import adaptive_span as AS
+from repro.train.evaluation import unigram_bits
 
 SEEDS, STEPS, BLOCK, BATCH = (0, 1, 2, 3), 150, 32, 8
 

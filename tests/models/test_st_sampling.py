@@ -4,7 +4,7 @@ import torch
 
 from repro.models.base import LanguageModel
 from repro.models.sparse_transformer import Config, Model
-from repro.sampling import sample
+from repro.train.sampling import sample
 
 
 class NoCache(LanguageModel):

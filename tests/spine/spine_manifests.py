@@ -34,7 +34,8 @@ KILLER = textwrap.dedent("""\
     import os, signal, sys
     import lightning.pytorch as pl
     from pathlib import Path
-    from repro import manifest, runner
+    from repro.config import manifest
+    from repro.train import runner
 
     class KillAt(pl.Callback):
         def on_train_batch_end(self, trainer, *args):

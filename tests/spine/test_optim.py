@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from repro.config.spec import RunSpec, SpecError, build_run
 from repro.models import adaptive_span as AS
-from repro.optim import AdagradClip
-from repro.spec import RunSpec, SpecError, build_run
-from repro.training import LMModule
+from repro.train.module import LMModule
+from repro.train.optim import AdagradClip
 
 LR, CLIP = 0.07, 0.03
 

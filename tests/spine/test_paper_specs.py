@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from repro.manifest import discover, load
+from repro.config.manifest import discover, load
 
 FIXTURE = Path(__file__).with_name("paper_specs.yaml")
 PAPERS = ("adaptive_span", "sparse_transformer")

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from repro import claims
+from repro.config import claims
 
 RUNS = pd.DataFrame(
     [

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from repro import data
-from repro.analysis import registry
-from repro.cli import _parser, main
+from repro.cli import main
+from repro.cli.parser import build_parser
 from repro.data import api
+from repro.report.renderers import registry
 
 
 def test_table1_runs_both_tables(capsys):
@@ -88,7 +89,7 @@ def _actions(parser: argparse.ArgumentParser, where: str = "repro"):
 
 
 def test_every_flag_has_help_text():
-    missing = [f"{where} {action.dest}" for where, action in _actions(_parser()) if not action.help]
+    missing = [f"{where} {action.dest}" for where, action in _actions(build_parser()) if not action.help]
     assert missing == []
 
 

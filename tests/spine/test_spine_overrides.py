@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from repro import manifest as manifests
 from repro.cli import main
+from repro.config import manifest as manifests
 
 
 def one_line_error(capsys, *argv) -> str:

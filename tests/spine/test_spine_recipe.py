@@ -15,13 +15,14 @@ import pytest
 import torch
 from spine_manifests import KILLER
 
-from repro import manifest as manifests
-from repro import report, runner
+from repro.config import manifest as manifests
 from repro.data import open_split
 from repro.data.batching import StreamBatches
-from repro.evaluation import evaluate
-from repro.selection import BEST
-from repro.store import RunDir
+from repro.report import pages as report
+from repro.store.runs import RunDir
+from repro.train import runner
+from repro.train.evaluation import evaluate
+from repro.train.selection import BEST
 
 TEXT = (
     "it is a truth universally acknowledged that a single man in possession of a good fortune must be in "
@@ -130,7 +131,7 @@ def test_best_valid_needs_quick_validation(tmp_path, as_manifest):
 def test_large_models_train_the_papers_steps_then_20k_more_at_a_tenth(name, full):
     """The paper and the official scripts: 250k (text8) / 150k (enwik8) steps at lr 0.07, then 20k more at
     lr / 10 (`--niter 250` then `--lr 0.007 --niter 270`)."""
-    from repro.training import lr_factor
+    from repro.train.module import lr_factor
 
     (large,) = [s for s in manifests.resolve(name).expand("paper") if s.cell["variant"] == "adaptive-large"]
     factors = [lr_factor(step, large.train) for step in range(large.train.steps)]

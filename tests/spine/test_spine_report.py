@@ -1,5 +1,5 @@
 from repro.cli import main
-from repro.store import short_names
+from repro.store.runs import short_names
 
 
 def test_a_manifest_without_base_trains_nothing_and_still_reports(tmp_path, capsys):
@@ -30,7 +30,7 @@ def test_short_names_keep_full_keys_only_where_they_collide():
 
 
 def _store(root, spec, **summary):
-    from repro.store import RunDir
+    from repro.store.runs import RunDir
 
     run = RunDir(root, spec.manifest, spec.run_id)
     run.write_spec(
@@ -43,9 +43,9 @@ def _store(root, spec, **summary):
 def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     """After `repro run M` and `repro run M --max-steps 10`, each cell has two stored runs: the report and
     its claims use the manifest's current resolution only (in grid order) and list the other apart."""
-    from repro import manifest as manifests
-    from repro import report
-    from repro.runner import with_max_steps
+    from repro.config import manifest as manifests
+    from repro.report import pages as report
+    from repro.train.runner import with_max_steps
 
     grid = "grid:\n  model.stride: [16, 8]\n"
     claims = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"

@@ -13,11 +13,11 @@ from pathlib import Path
 import torch
 from spine_manifests import KILLER
 
-from repro import manifest as manifests
-from repro import runner
 from repro.cli import main
+from repro.config import manifest as manifests
 from repro.data import open_split
-from repro.store import RunDir
+from repro.store.runs import RunDir
+from repro.train import runner
 
 REQUIRED = {
     "status",

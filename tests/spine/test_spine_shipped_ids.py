@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from repro import manifest as manifests
+from repro.config import manifest as manifests
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_ids.json"
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.spec import DataSpec, SpecError, TrainSpec, build, build_run
+from repro.config.spec import DataSpec, SpecError, TrainSpec, build, build_run
 
 BASE = {
     "data": {"name": "wiki-lead8", "block": 64},
@@ -39,7 +39,7 @@ def test_run_id_is_stable_and_follows_the_spec():
 
 
 def test_fields_added_later_keep_earlier_run_ids():
-    """A field declared with repro.fields.later is out of the resolved spec (and the id) at its default, in
+    """A field declared with repro.config.fields.later is out of the resolved spec (and the id) at its default, in
     it when set: the paper-scale options added for the audit leave every stored tiny/small run's id alone."""
     plain = build_run("m", "tiny", {}, BASE)
     assert plain.run_id == "7f1245cdc2d3"  # the id this spec had before any later field existed
@@ -62,8 +62,8 @@ def test_a_file_corpus_is_identified_by_content_and_resolved_next_to_its_manifes
     another folder is the same run; a relative path is the manifest's folder's, not the working directory's."""
     from spine_manifests import tiny_manifest
 
-    from repro import manifest as manifests
     from repro.cli import main
+    from repro.config import manifest as manifests
 
     a, b, elsewhere = (tmp_path / d for d in ("a", "b", "cwd"))
     for folder in (a, b, elsewhere):
@@ -93,7 +93,7 @@ def test_a_file_corpus_is_identified_by_content_and_resolved_next_to_its_manifes
 def test_a_pinned_file_hash_must_match(tmp_path):
     from spine_manifests import tiny_manifest
 
-    from repro import manifest as manifests
+    from repro.config import manifest as manifests
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("some text " * 500)

@@ -14,17 +14,17 @@ import threading
 
 import pytest
 
-from repro import manifest as manifests
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
 
-# Found, not imported: trackio binds its folder on import, and repro.dashboard binds it to the store's.
+# Found, not imported: trackio binds its folder on import, and repro.track.dashboard binds it to the store's.
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("trackio") is None, reason="trackio is not installed: pip install -e '.[dashboard]'"
 )
 
 
 def test_import_is_incremental_with_config_grouping_and_metrics(store, tmp_path):
-    from repro import dashboard
+    from repro.track import dashboard
 
     root = tmp_path / "results"
     shutil.copytree(store.root / "runs", root / "runs")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from wandb_files import FakeApi, read_run
 
-from repro import manifest as manifests
-from repro import report
 from repro.cli import main
-from repro.pull import pull
-from repro.store import RunDir
+from repro.config import manifest as manifests
+from repro.report import pages as report
+from repro.store.runs import RunDir
+from repro.track.pull import pull
 
 
 def offline_folders(store):

@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 from repro.cli import main
-from repro.tracking import has_credentials
+from repro.track.loggers import has_credentials
 
 FAKE_WANDB = """\
 #!{python}

@@ -9,9 +9,9 @@ import math
 import numpy as np
 from wandb_files import read_run
 
-from repro import manifest as manifests
-from repro.store import RunDir
-from repro.tracking import STEP, SpanViewLogger, grid_columns, per_head_view
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
+from repro.track.loggers import STEP, SpanViewLogger, grid_columns, per_head_view
 
 
 def offline_runs(store, job_type=None):

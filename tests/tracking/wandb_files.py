@@ -3,7 +3,7 @@
 ``read_run`` decodes an offline run's transaction log (``run-<id>.wandb``: LevelDB log framing of
 protobuf ``Record`` messages, after a 7-byte W&B header) into what the server would hold: config,
 summary, history rows, group, job type, saved files. ``FakeApi`` serves those runs through the
-subset of ``wandb.Api`` that ``repro.pull`` uses.
+subset of ``wandb.Api`` that ``repro.track.pull`` uses.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 validation, as the Sparse Transformer paper scores the model whose validation loss stopped improving.
 
 :class:`BestCheckpoint` keeps the best weights in ``checkpoints/best.ckpt`` ({state_dict, step, bits},
-written atomically and read back as plain data, as every checkpoint: ``repro.checkpoints``);
+written atomically and read back as plain data, as every checkpoint: ``repro.store.checkpoints``);
 :func:`load_selected` puts the selected weights into a model before it is scored.
 """
 
@@ -14,10 +14,11 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from repro import atomic, checkpoints
+from repro.config.spec import RunSpec
+from repro.files import atomic
 from repro.models.base import LanguageModel
-from repro.spec import RunSpec
-from repro.training import LMModule
+from repro.store import checkpoints
+from repro.train.module import LMModule
 
 BEST = "best.ckpt"
 

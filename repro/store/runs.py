@@ -1,6 +1,6 @@
 """The run store: ``<results>/runs/<manifest>/<run_id>/`` with spec.yaml, metrics.csv, summary.json.
 
-Every file is written atomically and durably (:mod:`repro.atomic`), so a reader or a killed writer
+Every file is written atomically and durably (:mod:`repro.files.atomic`), so a reader or a killed writer
 never sees half a file. One trainer per run: :meth:`RunDir.lock` is an OS lock the kernel releases when
 its holder dies. A file that does not parse is :class:`CorruptFile` (listed, never a crash);
 ``scan``/``table`` flatten the store into one pandas row per readable run.
@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from repro import atomic, safeyaml
 from repro.errors import UserError
-from repro.locks import FileLock
+from repro.files import atomic, safeyaml
+from repro.files.locks import FileLock
 
 FINISHED, RUNNING, FAILED, INTERRUPTED = "finished", "running", "failed", "interrupted"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

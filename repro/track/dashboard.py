@@ -21,8 +21,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from repro.errors import UserError
-from repro.store import RunDir, table
-from repro.tracking import PROJECT, grid_columns, per_head_view
+from repro.store.runs import RunDir, table
+from repro.track.loggers import PROJECT, grid_columns, per_head_view
 
 SECTIONS = ("data", "model", "train", "eval")
 

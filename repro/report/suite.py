@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.analysis import Context, pyplot, renderer
+from repro.report.renderers import Context, pyplot, renderer
 
 
 @renderer("curves", reads=("metrics.csv:train/bits", "metrics.csv:valid/bits_quick"))

@@ -23,9 +23,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from repro.config.spec import RunSpec
 from repro.data.batching import eval_batches
 from repro.models.base import LanguageModel
-from repro.spec import RunSpec
 
 
 def min_context(spec: RunSpec, stateful: bool) -> int | None:

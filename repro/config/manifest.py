@@ -2,7 +2,7 @@
 
 ``base`` is the paper's configuration, ``grid`` maps dotted keys to value lists (cartesian product),
 ``scales`` deep-merge overrides into ``base`` (a scale may also replace grid lists with its own ``grid``),
-``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (``repro.claims``).
+``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (``repro.config.claims``).
 The scale ``paper`` is ``base`` itself unless the manifest overrides it. A manifest without ``base``
 trains nothing: its renderers draw from the manifest alone (e.g. a mask function, a pattern picture).
 
@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import claims, safeyaml
+from repro.config import claims
+from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
-from repro.spec import RunSpec, SpecError, build_run
-from repro.store import check_name
+from repro.files import safeyaml
+from repro.store.runs import check_name
 
 TOP_KEYS = {
     "name",
@@ -53,7 +54,7 @@ SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may a
 DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
 SHARED = "shared"  # experiments/shared/: fragments for `include:`, not manifests
 VARIANT = "variant"  # the grid key whose values are named override mappings
-SHIPPED = Path(__file__).resolve().parent.parent / "experiments"
+SHIPPED = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def experiments_root() -> Path:

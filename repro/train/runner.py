@@ -6,7 +6,7 @@ who), and it starts, or resumes from its newest good checkpoint (model, optimize
 position, RNG and recurrent state, training measurements all restored). SIGTERM/SIGINT checkpoint at
 the next step boundary and mark it ``interrupted``; a diverging run is marked ``failed`` and keeps its
 last good checkpoint; any other exception after training started marks it ``failed`` with the message.
-Under torchrun or srun (``repro.distributed``) rank 0 does all of this; the other ranks train with it
+Under torchrun or srun (``repro.train.distributed``) rank 0 does all of this; the other ranks train with it
 from the checkpoint it names and write nothing.
 """
 
@@ -24,21 +24,19 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from repro import checkpoints, distributed, signals
 from repro import data as datasets
-from repro.analysis.probes import figure_arrays
-from repro.checkpoints import StoreCheckpointIO
+from repro.config.manifest import Manifest
+from repro.config.spec import RunSpec, build_run
 from repro.errors import StoreError, UserError
-from repro.evaluation import evaluate, unigram_bits
-from repro.manifest import Manifest
 from repro.models.base import LanguageModel
 from repro.progress import say
-from repro.selection import callbacks as selection_callbacks
-from repro.selection import load_selected
-from repro.spec import RunSpec, build_run
-from repro.store import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
-from repro.tracking import StoreLogger, finish_wandb, wandb_logger
-from repro.training import (
+from repro.store import checkpoints
+from repro.store.checkpoints import StoreCheckpointIO
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
+from repro.track.loggers import StoreLogger, finish_wandb, wandb_logger
+from repro.train import distributed, signals
+from repro.train.evaluation import evaluate, unigram_bits
+from repro.train.module import (
     BoundaryCheckpoint,
     Divergence,
     LMDataModule,
@@ -47,6 +45,9 @@ from repro.training import (
     TrainingMeter,
     saved_ranks,
 )
+from repro.train.probes import figure_arrays
+from repro.train.selection import callbacks as selection_callbacks
+from repro.train.selection import load_selected
 
 
 @dataclass

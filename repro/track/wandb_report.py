@@ -2,7 +2,7 @@
 job type ``report``: every figure as an image, the paper-vs-ours table, each renderer's table and the
 claims with their verdicts as W&B tables.
 
-Reads what ``repro.report.render`` wrote (the report's markdown names its figures and tables) and
+Reads what ``repro.report.pages.render`` wrote (the report's markdown names its figures and tables) and
 the claims it judged; logs nothing that the report does not show.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 import pandas as pd
 import wandb
 
+from repro.config.manifest import Manifest
 from repro.errors import UserError
-from repro.manifest import Manifest
-from repro.runner import code_version
-from repro.tracking import PROJECT, wandb_dir
+from repro.track.loggers import PROJECT, wandb_dir
+from repro.train.runner import code_version
 
 _IMAGE = re.compile(r"^!\[(?P<caption>[^\]]*)\]\((?P<path>[^)]+\.(?:png|jpg|jpeg|gif|svg))\)$", re.M)
 _TABLE_CSV = re.compile(r"\[csv\]\((?P<path>[^)]+\.csv)\)")

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from repro.config.fields import later, plain
 from repro.data import catalog
 from repro.data.text import FILE_KINDS
 from repro.data.views import BYTE_VOCABS
 from repro.errors import UserError
-from repro.fields import later, plain
 from repro.models import FAMILIES, family
 
 
@@ -72,7 +72,7 @@ class TrainSpec:
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     clip: float = 0.0  # 0 = no clipping
     # global_norm: all gradients together (any optimiser); per_tensor: Adagrad only, the official
-    # adaptive-span semantics (the clip scales each tensor's learning rate, see repro.optim)
+    # adaptive-span semantics (the clip scales each tensor's learning rate, see repro.train.optim)
     clip_mode: Literal["per_tensor", "global_norm"] = "global_norm"
     batch_size: int = 8
     steps: int = 1000
@@ -114,7 +114,7 @@ class RunSpec:
 
     def resolved(self) -> dict[str, Any]:
         """Plain-dict form of everything that determines the run's result. Fields added later are left out
-        at their defaults (``repro.fields.later``: ``data.sha256`` without a `file` corpus, ...), so earlier
+        at their defaults (``repro.config.fields.later``: ``data.sha256`` without a `file` corpus, ...), so earlier
         specs keep their ids."""
         return {
             "data": plain(self.data),

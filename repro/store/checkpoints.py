@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
 
-from repro import atomic
 from repro.errors import UserError
+from repro.files import atomic
 
 LAST, PREVIOUS = "last.ckpt", "previous.ckpt"
 
@@ -75,7 +75,7 @@ def latest(directory: Path, echo: Callable[[str], None] = print) -> tuple[Path, 
 
 
 class StoreCheckpointIO(CheckpointIO):
-    """Lightning's checkpoint I/O through :func:`repro.atomic.replacing` and :func:`load`."""
+    """Lightning's checkpoint I/O through :func:`repro.files.atomic.replacing` and :func:`load`."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any = None) -> None:
         path = Path(path)

@@ -2,16 +2,16 @@
 name ends with it: ``table1`` -> as-table1 and st-table1), among the discovered manifests and, after them,
 the ones the run store was told about (manifests outside experiments/, command-line ablations); each
 with the command line's overrides applied, and checked against the renderers it names (which the
-manifest layer below cannot know: :func:`repro.analysis.check_manifest`)."""
+manifest layer below cannot know: :func:`repro.report.renderers.check_manifest`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from repro import manifest, overrides
-from repro.analysis import check_manifest
-from repro.manifest import Manifest, ManifestError, discover, is_path, matching, read, resolve, unknown
-from repro.store import sources
+from repro.config import manifest, overrides
+from repro.config.manifest import Manifest, ManifestError, discover, is_path, matching, read, resolve, unknown
+from repro.report.renderers import check_manifest
+from repro.store.runs import sources
 
 
 def load(path: Path) -> Manifest:

@@ -24,15 +24,15 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset
 
-from repro import distributed, memory, signals
-from repro.checkpoints import LAST
+from repro.config.spec import RunSpec, TrainSpec
 from repro.data.batching import SequenceBatches, StreamBatches
-from repro.evaluation import evaluate
 from repro.models import family
 from repro.models.base import LanguageModel, detach_state, map_state
-from repro.optim import AdagradClip
 from repro.progress import duration, say
-from repro.spec import RunSpec, TrainSpec
+from repro.store.checkpoints import LAST
+from repro.train import distributed, memory, signals
+from repro.train.evaluation import evaluate
+from repro.train.optim import AdagradClip
 
 LN2 = math.log(2.0)
 
@@ -152,7 +152,7 @@ class LMModule(pl.LightningModule):
                 self.log(key, value)
         if self.valid is not None and train.val_every and step % train.val_every == 0:
             bits = self.quick_validation()  # straight to the loggers: self.log would repeat it every step
-            self.last_quick_valid = (step, bits)  # for repro.selection.BestCheckpoint
+            self.last_quick_valid = (step, bits)  # for repro.train.selection.BestCheckpoint
             for logger in self.loggers:
                 logger.log_metrics({"valid/bits_quick": bits}, step=step - 1)
 
@@ -167,7 +167,7 @@ class LMModule(pl.LightningModule):
     def configure_optimizers(self):
         train = self.spec.train
         params = [p for p in self.parameters() if p.requires_grad]
-        if train.optimizer == "adagrad":  # the per-tensor clip lives in the optimiser (repro.optim)
+        if train.optimizer == "adagrad":  # the per-tensor clip lives in the optimiser (repro.train.optim)
             clip = train.clip if train.clip_mode == "per_tensor" else 0.0
             opt = AdagradClip(params, lr=train.lr, clip=clip, weight_decay=train.weight_decay)
         else:
@@ -179,7 +179,7 @@ class LMModule(pl.LightningModule):
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         """Global-norm clipping of all gradients together, after the backward pass (and after unscaling
         under 16-mixed) and before the optimiser step. Per-tensor clipping is the optimiser's own
-        (:class:`repro.optim.AdagradClip`)."""
+        (:class:`repro.train.optim.AdagradClip`)."""
         train = self.spec.train
         if train.clip > 0 and train.clip_mode == "global_norm":
             torch.nn.utils.clip_grad_norm_(self.parameters(), train.clip)

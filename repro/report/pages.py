@@ -23,10 +23,12 @@ from typing import Any
 
 import pandas as pd
 
-from repro import analysis, atomic, claims, lookup
-from repro.analysis import Context, markdown_table, reference_for
-from repro.manifest import DEFAULT_SCALE, Manifest, discover
-from repro.store import scan, short_names, table
+from repro.config import claims
+from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
+from repro.files import atomic
+from repro.report import lookup, renderers
+from repro.report.renderers import Context, markdown_table, reference_for
+from repro.store.runs import scan, short_names, table
 
 COLUMNS = [
     "status",
@@ -120,7 +122,7 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
             else f"Gathered from the stored runs of {', '.join(f'`{p}`' for p in manifest.parts)}.",
             "",
         ]
-        for path, caption in analysis.render_all(context(manifest, root, "none")):
+        for path, caption in renderers.render_all(context(manifest, root, "none")):
             lines += _embed(path, caption, out_dir)
     elif runs.empty:
         first = DEFAULT_SCALE if DEFAULT_SCALE in manifest.scale_names() else manifest.scale_names()[0]
@@ -132,7 +134,7 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         frame = _table(manifest, rows, keys)
         csv_frames.append(frame.assign(scale=scale))
         lines += [
-            f"## Scale `{scale}` — dataset: {analysis.datasets(rows)}",
+            f"## Scale `{scale}` — dataset: {renderers.datasets(rows)}",
             "",
             SCALE_NOTE.get(scale, f"**Scale: {scale}**"),
             "",
@@ -154,7 +156,7 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
                 markdown_table(_table(manifest, others, keys).assign(run_id=list(others["run_id"]))),
                 "",
             ]
-        figures = analysis.render_all(Context(manifest, rows, scale, root)) if not rows.empty else []
+        figures = renderers.render_all(Context(manifest, rows, scale, root)) if not rows.empty else []
         for path, caption in figures:
             lines += _embed(path, caption, out_dir)
         judged = [c for c in manifest.claims if c.scales is None or scale in c.scales]

@@ -93,7 +93,7 @@ def _launcher() -> tuple[str, ClusterEnvironment, int] | None:
     tasks = os.environ.get("SLURM_NTASKS")
     if tasks and int(tasks) > 1 and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
         try:
-            environment = SLURMEnvironment(auto_requeue=False)  # requeueing is the launcher's (repro.launch)
+            environment = SLURMEnvironment(auto_requeue=False)  # requeueing is the launcher's (repro.train.launch)
         except RuntimeError as err:  # --ntasks without --ntasks-per-node
             raise UserError(f"srun: {err}") from None
         return "srun", environment, int(os.environ["SLURM_NTASKS_PER_NODE"])

@@ -14,7 +14,7 @@ import socket
 import time
 from pathlib import Path
 
-from repro.atomic import make_dirs, store_error
+from repro.files.atomic import make_dirs, store_error
 
 
 class FileLock:

@@ -2,7 +2,7 @@
 ``key=v1,v2`` makes the key a grid axis (added, or replacing the manifest's). Values are parsed by
 OmegaConf's grammar (``2e-6`` is a number, ``[1,2]`` a list, ``null`` None, quotes keep a string).
 
-A manifest with overrides is a new manifest (``set``/``sweep`` over the file, see ``repro.manifest``)
+A manifest with overrides is a new manifest (``set``/``sweep`` over the file, see ``repro.config.manifest``)
 whose name records them, so its runs are stored and reported apart from the file's; ``save`` writes it as
 a file that ``include:``s the original.
 """
@@ -20,9 +20,9 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from repro import atomic
+from repro.config.manifest import Manifest, ManifestError, build, merge_documents, read
 from repro.errors import UserError
-from repro.manifest import Manifest, ManifestError, build, merge_documents, read
+from repro.files import atomic
 
 MULTIRUN = "-m"
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")

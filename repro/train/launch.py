@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro import atomic
 from repro.errors import UserError
-from repro.store import FAILED, FINISHED, INTERRUPTED, check_name
+from repro.files import atomic
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED, check_name
 
 LAUNCHERS = ("local", "slurm")
 JOBS = "jobs"

@@ -25,8 +25,8 @@ import numpy as np
 from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
-from repro.spec import RunSpec
-from repro.store import RunDir, short_names
+from repro.config.spec import RunSpec
+from repro.store.runs import RunDir, short_names
 
 PROJECT = os.environ.get("REPRO_WANDB_PROJECT", "repro")
 STEP = "trainer/global_step"  # the one x axis of every metric (Lightning's)

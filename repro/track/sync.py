@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.errors import UserError
-from repro.tracking import has_credentials, wandb_dir, wandb_host
+from repro.track.loggers import has_credentials, wandb_dir, wandb_host
 
 
 @dataclass

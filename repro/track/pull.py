@@ -22,11 +22,11 @@ from typing import Any
 import pandas as pd
 import wandb
 
+from repro.config.manifest import Manifest
+from repro.config.spec import SpecError, build_run
 from repro.errors import UserError
-from repro.manifest import Manifest
-from repro.spec import SpecError, build_run
-from repro.store import RunDir
-from repro.tracking import PROJECT, STEP
+from repro.store.runs import RunDir
+from repro.track.loggers import PROJECT, STEP
 
 SECTIONS = ("data", "model", "train", "eval")
 SPEC_KEYS = ("run_id", "manifest", "scale", "cell", "code_version")

@@ -1,0 +1,47 @@
+"""What the commands share: the results root, the overrides, manifest selection, value formatting."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from repro.config import manifest as manifests
+from repro.config import overrides
+from repro.errors import UserError
+from repro.report import lookup
+from repro.store.runs import results_root
+
+
+def store_root(args) -> Path:
+    return results_root(args.results)
+
+
+def override_args(args) -> list[str]:
+    return overrides.args_of(getattr(args, "overrides", []) or [], getattr(args, "multirun", False))
+
+
+def select(args) -> list[manifests.Manifest]:
+    found = lookup.select(args.name, override_args(args), store_root(args))
+    if len(found) > 1:
+        print(f"{args.name}: {len(found)} manifests: {', '.join(m.name for m in found)}", flush=True)
+    return found
+
+
+def save(args, found: list[manifests.Manifest]) -> None:
+    if not args.save:
+        return
+    if len(found) != 1 or not found[0].args:
+        raise UserError("--save: needs one manifest and at least one KEY=VALUE override")
+    print(f"wrote {overrides.save(found[0], Path(args.save))}")
+
+
+def json_value(value):
+    """numpy/pandas scalars as Python's, NaN as None (JSON has no NaN)."""
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)

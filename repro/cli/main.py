@@ -1,0 +1,47 @@
+"""``repro``'s entry point: parse, run the command, map errors to exit statuses.
+
+Exit status: 0 done; 1 a run failed, or a write failed (StoreError, one line); 2 bad input (UserError,
+one line); 3 a run was skipped because another process trains it; 128 + N stopped by signal N
+(``repro run``: 143 SIGTERM, 130 SIGINT, after checkpointing at a step boundary).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from repro.cli.parser import build_parser
+from repro.config import overrides
+from repro.errors import StoreError, UserError
+from repro.train import signals
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # overrides after the options (`run NAME --scale tiny key=value`) land here
+        if not hasattr(args, "overrides") or not all(overrides.is_override(a) for a in extra):
+            parser.error(f"unrecognized arguments: {' '.join(a for a in extra if not overrides.is_override(a))}")
+        args.overrides += extra
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args) or 0
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except StoreError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except signals.Interrupted as err:
+        print(f"interrupted by {err.name}: {err.detail or 'no run was training'}", file=sys.stderr)
+        return err.exit_status
+    except KeyboardInterrupt:
+        print(
+            "interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint", file=sys.stderr
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""``repro report`` and ``repro renderers``: tables, figures and verdicts from the stored runs."""
+
+from __future__ import annotations
+
+from repro.cli.common import override_args, select, store_root
+from repro.errors import UserError
+from repro.report import lookup, renderers
+from repro.report import pages as report
+
+
+def cmd_report(args) -> int:
+    root = store_root(args)
+    if args.all:
+        print(f"wrote {report.render_all(root)}")
+        return 0
+    if not args.name:
+        raise UserError("report: name a manifest or pass --all")
+    found = select(args)
+    for manifest in lookup.with_parts(found, override_args(args)) if override_args(args) else found:
+        path, results = report.render(manifest, root)
+        print(path.read_text())
+        print(f"wrote {path}")
+        if args.wandb:
+            from repro.track.loggers import resolve_mode  # Lightning and wandb
+            from repro.track.wandb_report import log_report
+
+            mode = resolve_mode(False)
+            print(f"logged to W&B ({mode}) as run {log_report(manifest, root, path, results, mode)}")
+    return 0
+
+
+def cmd_renderers(args) -> int:
+    for r in renderers.describe():
+        print(f"{r['name']}: {r['draws']}")
+        print(f"    reads: {', '.join(r['reads']) or 'nothing from the runs'}")
+        if r["reference"]:
+            print(f"    reference: {', '.join(f'{k} ({t})' for k, t in r['reference'].items())}")
+    return 0

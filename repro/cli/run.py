@@ -1,0 +1,180 @@
+"""``repro run``: train a selection's runs here, one after another, or hand them to a launcher."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from repro import data, progress
+from repro.cli.common import override_args, save, select, store_root
+from repro.cli.status import run_state
+from repro.config import manifest as manifests
+from repro.errors import UserError
+from repro.progress import say
+from repro.report import lookup
+from repro.store import runs as store
+from repro.store.runs import RunDir
+from repro.train import launch, signals
+
+
+def cmd_run(args) -> int:
+    from repro.track.loggers import resolve_mode
+    from repro.train import (  # torch and Lightning (see the module docstring), as every lazy import here
+        distributed,
+        runner,
+    )
+
+    signals.install()
+    for option, what in (("devices", "devices"), ("num_nodes", "nodes")):
+        if getattr(args, option) < 1:
+            raise UserError(
+                f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number of {what}"
+            )
+    _check_launcher(args)
+    if args.launcher and distributed.launched_by():
+        raise UserError(
+            f"--launcher {args.launcher}: this process is one of those {distributed.launched_by()} started; "
+            "submit from a plain shell"
+        )
+    world = None if args.launcher else distributed.world(args.devices, args.num_nodes)
+    found = select(args)
+    plan = lookup.with_parts(found, override_args(args))
+    for m in [m for m in plan if m.base is None]:
+        print(f"{m.name} trains nothing; `repro report {m.command}` draws it")
+    plan = [m for m in plan if m.base is not None]
+    root = store_root(args)
+    specs = [
+        (m, runner.with_max_steps(s, args.max_steps))
+        for m in plan
+        for s in runner.select(m.expand(args.scale), args.only)
+    ]
+    if args.run_id is not None:
+        specs = [(m, s) for m, s in specs if s.run_id == args.run_id]
+        if not specs:
+            raise UserError(f"--run-id {args.run_id}: no run of {args.name} at scale {args.scale} has this id")
+
+    def prepare() -> None:  # rank 0's alone: the other ranks wait for it (and raise what it raised)
+        save(args, found)
+        if not args.dry_run:
+            _ensure_data(specs)
+
+    if world is None:
+        prepare()
+    else:
+        for m, s in specs:
+            runner.check_processes(s, m, world)
+        distributed.start(world)
+        distributed.first(world, prepare)
+    echo = say if world is None or world.leads else _quiet
+    if args.dry_run:
+        for m, s in specs:
+            state = run_state(RunDir(root, m.name, s.run_id))
+            why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
+            echo(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
+        return 0
+    if args.launcher:
+        return _launch(
+            args,
+            root,
+            [(m.name, s.run_id) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
+            len(specs),
+        )
+    known = manifests.discover()
+    mode = resolve_mode(args.no_wandb)
+    failed = busy = 0
+    started = time.monotonic()
+    for i, (m, spec) in enumerate(specs, 1):
+        left = sum(s.train.steps for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished)
+        line = progress.plan_line(i, len(specs), time.monotonic() - started, left, _per_step(root, specs))
+        echo(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
+        try:
+            outcome = runner.run_spec(
+                spec, m, root, devices=args.devices, num_nodes=args.num_nodes, wandb_mode=mode, echo=echo
+            )
+        finally:  # bad data writes nothing; once a run is stored, the store knows its manifest's name
+            if world.leads and RunDir(root, m.name, spec.run_id).path.exists():
+                _remember(root, m, known)
+        s = outcome.summary
+        if outcome.status in ("failed", "busy"):
+            failed += outcome.status == "failed"
+            busy += outcome.status == "busy"
+            continue
+        scores = " / ".join(f"{split} {s[f'{split}_bits']:.4f}" for split in spec.eval.splits if f"{split}_bits" in s)
+        echo(
+            f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
+            f"on {s.get('dataset')}"
+        )
+    return 1 if failed else 3 if busy else 0
+
+
+def _ensure_data(specs) -> None:
+    for name, options in {(s.data.name, tuple(sorted(s.data.options().items()))): 0 for _, s in specs}:
+        data.ensure(name, say, **dict(options))
+
+
+def _quiet(line: str) -> None:
+    """A follower rank's lines: rank 0 says everything."""
+
+
+SLURM_OPTIONS = ("partition", "gpus_per_node", "cpus_per_task", "time", "mem", "slurm_arg")
+
+
+def _check_launcher(args) -> None:
+    """One-line errors for launcher options that do not fit together (before anything is written)."""
+    given = [f"--{o.replace('_', '-')}" for o in SLURM_OPTIONS if getattr(args, o) not in (None, [])]
+    if args.launcher != "slurm" and given:
+        raise UserError(f"{', '.join(given)}: SLURM options; allowed only with --launcher slurm")
+    if args.max_parallel is not None and (args.launcher is None or args.max_parallel < 1):
+        raise UserError(f"--max-parallel {args.max_parallel}: allowed: a positive number, with --launcher local|slurm")
+    if args.launcher == "local" and args.num_nodes != 1:
+        raise UserError(f"--num-nodes {args.num_nodes}: --launcher local runs on this machine; allowed: 1")
+    if args.gpus_per_node not in (None, args.devices):
+        raise UserError(
+            f"--gpus-per-node {args.gpus_per_node}: each of a node's --devices {args.devices} processes trains on "
+            f"one GPU; allowed: {args.devices} (or --devices {args.gpus_per_node})"
+        )
+    for option in ("gpus_per_node", "cpus_per_task", "time"):
+        if getattr(args, option) is not None and getattr(args, option) < 1:
+            raise UserError(f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number")
+    launch.slurm_args(args.slurm_arg)
+    if args.launcher:
+        try:
+            import submitit  # noqa: F401  (an optional extra)
+        except ImportError:
+            raise UserError(f"--launcher {args.launcher} needs submitit: pip install -e '.[cluster]'") from None
+
+
+def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
+    if len(runs) < total:
+        say(f"{total - len(runs)} of {total} run(s) already finished: not submitted")
+    if not runs:
+        return 0
+    from repro.cli.main import main  # each job runs `repro run` again (main imports this module)
+
+    if args.launcher == "local":
+        return launch.run_local(args, root, runs, args.max_parallel or 1, say, main)
+    options = launch.Slurm(
+        args.partition,
+        args.num_nodes,
+        args.devices,
+        args.gpus_per_node,
+        args.cpus_per_task,
+        args.time,
+        args.mem,
+        launch.slurm_args(args.slurm_arg),
+    )
+    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say, main)
+
+
+def _remember(root: Path, m, known: dict[str, Path]) -> None:
+    """Record a manifest that discovery does not find (or one with overrides), so that its name works later."""
+    if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
+        store.record_source(root, m.name, m.path, m.args)
+
+
+def _per_step(root: Path, specs: list) -> float | None:
+    """Mean stored seconds per step of the finished runs among ``specs`` (None before any)."""
+    runs = [RunDir(root, m.name, s.run_id) for m, s in specs]
+    known = [run.summary() for run in runs if run.finished]  # a corrupt summary is not finished
+    values = [k["seconds_per_step"] for k in known if k.get("seconds_per_step")]
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,1 @@
+"""Manifests and the typed run specs they expand to (no torch)."""

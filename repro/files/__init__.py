@@ -1,0 +1,1 @@
+"""Durable, safe file primitives: atomic writes, advisory locks, bounded YAML."""

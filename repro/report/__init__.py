@@ -1,0 +1,1 @@
+"""Reports: a manifest's tables, figures and verdicts, and REPORT.md over all of them."""

@@ -1,0 +1,229 @@
+"""Renderers: one function per paper table/figure, reading only stored runs, writing files.
+
+A renderer is registered under the name a manifest lists in ``renders``, with the ``reference`` keys
+(and their types) it reads from the manifest, and is called once per scale with a :class:`Context`:
+a tidy table of the runs (one row per run of the manifest's current resolution, in grid order; the
+resolved spec flattened into dotted columns such as ``model.span.limit``; the summary's keys as
+columns), the results root, and the tables of the manifest's ``parts``. It returns the files it wrote
+with their captions. Every figure names its scale and dataset. Renderers never load a model or train
+(Figure 2 of the adaptive span draws the mechanism's own ``repro.models.span.soft_mask``); the arrays of a
+trained model that figures need are computed once after training by ``repro.train.probes``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from repro.config.manifest import Manifest, ManifestError, show
+from repro.files import atomic
+from repro.store.runs import RunDir
+
+# Modules holding renderers; each registers its functions with @renderer on import.
+MODULES = ["repro.report.suite", "repro.analysis.sparse_transformer", "repro.analysis.adaptive_span"]
+
+Renderer = Callable[["Context"], list[tuple[Path, str]]]
+_REGISTRY: dict[str, Renderer] = {}
+_REFERENCE: dict[str, dict[str, type | tuple[type, ...]]] = {}  # renderer -> reference keys it reads
+_READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run files) it reads
+
+
+@dataclass
+class Context:
+    manifest: Manifest
+    runs: pd.DataFrame  # tidy: this manifest's current runs at this scale (see the module docstring)
+    scale: str
+    root: Path  # the results root
+    parts: dict[str, pd.DataFrame] = field(default_factory=dict)  # manifest.parts -> their tidy tables
+
+    @property
+    def out_dir(self) -> Path:
+        return self.root / "reports"
+
+    def run_dir(self, run_id: str, manifest: str | None = None) -> RunDir:
+        return RunDir(self.root, manifest or self.manifest.name, run_id)
+
+    def reference(self, key: str, default: Any = None) -> Any:
+        return self.manifest.reference.get(key, default)
+
+    def reference_for(self, cell: dict[str, Any]) -> dict[str, Any]:
+        return reference_for(self.manifest, cell)
+
+    def figure_path(self, stem: str, suffix: str = "png") -> Path:
+        path = self.out_dir / "figures" / f"{self.manifest.name}-{stem}-{self.scale}.{suffix}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def save_figure(self, fig: Any, stem: str) -> Path:
+        """Save a matplotlib figure as PNG (shown in reports) and PDF; close it; return the PNG path."""
+        import matplotlib.pyplot as plt  # here, as in pyplot()
+
+        path = self.figure_path(stem)
+        fig.tight_layout()
+        fig.savefig(path, dpi=130)
+        fig.savefig(self.figure_path(stem, "pdf"))
+        plt.close(fig)
+        return path
+
+    def write_table(
+        self, stem: str, frame: pd.DataFrame, title: str, notes: Any = (), label: str | None = None
+    ) -> Path:
+        """``tables/<manifest>-<stem>-<scale>.md`` (title, scale and data named, table, notes) and ``.csv``;
+        returns the markdown path, which the report inlines."""
+        base = self.out_dir / "tables" / f"{self.manifest.name}-{stem}-{self.scale}"
+        lines = [f"# {title}", "", label or self.label, "", markdown_table(frame), ""] + [f"- {n}" for n in notes]
+        atomic.write_text(base.with_suffix(".csv"), frame.to_csv(index=False))
+        atomic.write_text(base.with_suffix(".md"), "\n".join(lines) + "\n")
+        return base.with_suffix(".md")
+
+    @property
+    def label(self) -> str:
+        """What every figure states: scale and dataset(s)."""
+        if self.scale == "none":
+            return "analytic: no training, no data"
+        return f"scale: {self.scale} | data: {datasets(self.runs)}"
+
+
+def reference_for(manifest: Any, cell: dict[str, Any]) -> dict[str, Any]:
+    """The paper's values for a grid cell: the first ``reference.runs`` entry whose ``match`` the cell
+    satisfies (keys may be dotted suffixes; an empty match fits every run), without ``match``."""
+    for entry in manifest.reference.get("runs") or []:
+        match = entry.get("match") or {}
+        if all(any(str(v) == str(cell[c]) for c in cell if c == k or c.endswith("." + k)) for k, v in match.items()):
+            return {k: v for k, v in entry.items() if k != "match"}
+    return {}
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, with the suite's seaborn theme (imported here:
+    every ``repro`` command imports this package, only the figures need these, which take a second)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="paper")
+    return plt
+
+
+def format_value(value: Any, digits: int = 4) -> str:
+    """A table cell: blank for missing, thousands separators for counts, ``digits`` significant digits."""
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)):
+        if float(value).is_integer() and abs(value) >= 1000:
+            return f"{int(value):,}"
+        return f"{value:.{digits}g}" if abs(value) < 1e6 else f"{value:.3e}"
+    return str(value)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "(no rows)"
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(format_value(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def datasets(runs: pd.DataFrame) -> str:
+    """The datasets of these runs, for labels ("?" when none is recorded).
+
+    Each names its source version where one is recorded (a Debian package's, e.g. "linux-doc 6.1.192-3")
+    and says "unverified" when its sources did not match the pins.
+    """
+    labels = set()
+    for _, run in runs.iterrows() if "dataset" in runs else ():
+        if pd.isna(run["dataset"]):
+            continue
+        version, verified = run.get("dataset_version"), run.get("dataset_verified")
+        label = str(run["dataset"]) + (f" {version}" if isinstance(version, str) else "")
+        labels.add(label + (" (unverified)" if isinstance(verified, (bool, np.bool_)) and not verified else ""))
+    return ", ".join(sorted(labels)) or "?"
+
+
+def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    if runs.empty or "status" not in runs:
+        return runs.iloc[0:0]
+    return runs[runs["status"] == "finished"]
+
+
+def renderer(
+    name: str, reads: tuple[str, ...] = (), reference: dict[str, type | tuple[type, ...]] | None = None
+) -> Callable[[Renderer], Renderer]:
+    """Register a renderer; ``reads``: the summary keys (``file:key`` for other run files) it reads;
+    ``reference``: the manifest's reference keys it reads, with their types."""
+
+    def register(fn: Renderer) -> Renderer:
+        _REGISTRY[name] = fn
+        _REFERENCE[name] = dict(reference or {})
+        _READS[name] = tuple(reads)
+        return fn
+
+    return register
+
+
+def registry() -> dict[str, Renderer]:
+    for module in MODULES:
+        importlib.import_module(module)
+    return _REGISTRY
+
+
+def describe() -> list[dict[str, Any]]:
+    """Every renderer: name, what it draws (its docstring's first paragraph), the summary keys and the
+    reference keys it reads."""
+    return [
+        {
+            "name": name,
+            "draws": " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split()),
+            "reads": list(_READS[name]),
+            "reference": {k: _type_name(tp) for k, tp in _REFERENCE[name].items()},
+        }
+        for name, fn in sorted(registry().items())
+    ]
+
+
+def check_manifest(manifest: Manifest) -> Manifest:
+    """``manifest`` if its ``renders`` name known renderers and its ``reference`` holds, besides ``runs``
+    (checked with the manifest), only keys they read, each of the type they declare; else ManifestError."""
+    known = registry()
+    unknown = sorted(set(manifest.renders) - set(known))
+    if unknown:
+        raise ManifestError(
+            f"{manifest.path}: renders: unknown renderer {unknown[0]!r}; known: {', '.join(sorted(known))}"
+        )
+    where = f"{manifest.path}: reference"
+    declared = {key: tp for name in manifest.renders for key, tp in _REFERENCE[name].items()}
+    for key, value in manifest.reference.items():
+        if key == "runs":
+            continue
+        if key not in declared:
+            allowed = ", ".join(sorted({"runs", *declared}))
+            raise ManifestError(f"{where}.{key}: unknown key; the renderers {manifest.renders} read: {allowed}")
+        if not isinstance(value, declared[key]):
+            raise ManifestError(f"{where}.{key}: expected {_type_name(declared[key])}, got {show(value)}")
+    return manifest
+
+
+def _type_name(tp: type | tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
+
+
+def render_all(ctx: Context) -> list[tuple[Path, str]]:
+    known = registry()
+    files: list[tuple[Path, str]] = []
+    for name in ctx.manifest.renders:
+        files += known[name](ctx)
+    return files

@@ -1,0 +1,1 @@
+"""The run store: a run's directory, its files and checkpoints."""

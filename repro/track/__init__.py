@@ -1,0 +1,1 @@
+"""Experiment tracking: W&B and trackio loggers, the dashboard, sync and pull."""

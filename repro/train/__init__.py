@@ -1,0 +1,1 @@
+"""Training a run: the runner, the Lightning pieces, evaluation, probes, launchers."""
