@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    args.entry = main  # what a launcher's job calls again (`repro run` hands it to submitit)
     try:
         return args.func(args) or 0
     except UserError as err:

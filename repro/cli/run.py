@@ -149,10 +149,8 @@ def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
         say(f"{total - len(runs)} of {total} run(s) already finished: not submitted")
     if not runs:
         return 0
-    from repro.cli.main import main  # each job runs `repro run` again (main imports this module)
-
     if args.launcher == "local":
-        return launch.run_local(args, root, runs, args.max_parallel or 1, say, main)
+        return launch.run_local(args, root, runs, args.max_parallel or 1, say, args.entry)
     options = launch.Slurm(
         args.partition,
         args.num_nodes,
@@ -163,7 +161,7 @@ def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
         args.mem,
         launch.slurm_args(args.slurm_arg),
     )
-    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say, main)
+    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say, args.entry)
 
 
 def _remember(root: Path, m, known: dict[str, Path]) -> None:

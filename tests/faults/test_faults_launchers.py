@@ -75,10 +75,10 @@ def test_bad_launcher_options_are_one_line_errors_writing_nothing(tmp_path, writ
 
 
 def test_a_slurm_job_has_a_task_per_device_on_each_node_each_running_the_whole_ddp_command(tmp_path, write_manifest):
-    from repro.cli import _parser
+    from repro.cli.parser import build_parser
 
     path = two_run_manifest(write_manifest)
-    args = _parser().parse_args(["run", str(path), "--launcher", "slurm", "--nodes", "2", "--devices", "4"])
+    args = build_parser().parse_args(["run", str(path), "--launcher", "slurm", "--nodes", "2", "--devices", "4"])
     options = launch.Slurm(nodes=args.num_nodes, tasks_per_node=args.devices).parameters()
     assert (options["nodes"], options["ntasks_per_node"]) == (2, 4)
     argv = launch.job_argv(args, tmp_path / "results", "0123")
