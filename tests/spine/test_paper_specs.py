@@ -1,7 +1,7 @@
 """The resolved paper-scale specs of every shipped manifest of the two papers, held to reviewed values.
 
 ``paper_specs.yaml`` (next to this file) was checked key by key against the papers and, for adaptive span,
-the official scripts (the configuration audit; README, "Reproduction notes"). An edit to a manifest, an
+the official scripts (the configuration audit; docs/reproduction-notes.md). An edit to a manifest, an
 include or a default that moves a paper-scale value or run id fails here until the fixture is reviewed
 and regenerated: ``python tests/spine/test_paper_specs.py > tests/spine/paper_specs.yaml``.
 """
