@@ -14,6 +14,7 @@ import argparse
 import importlib
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ import shtab
 
 from repro import analysis, atomic, data, launch, lookup, overrides, progress, report, signals, store
 from repro import manifest as manifests
+from repro.bounds import ALLOW_READ
 from repro.console import print_table
 from repro.data import cli as data_cli
 from repro.errors import StoreError, UserError
@@ -43,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _allow_read(getattr(args, "allow_read", None) or [])
         return args.func(args) or 0
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repro", description=__doc__)
     parser.add_argument("--results", default=None, help=RESULTS_HELP)
+    parser.add_argument("--allow-read", action="append", default=None, metavar="DIR", help=ALLOW_READ_HELP)
     shtab.add_argument_to(
         parser,
         ["--print-completion"],
@@ -72,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     # every subcommand takes --results too (after it: `repro run smoke --results DIR`)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--results", default=argparse.SUPPRESS, help=RESULTS_HELP)
+    common.add_argument("--allow-read", action="append", default=argparse.SUPPRESS, metavar="DIR", help=ALLOW_READ_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
@@ -232,6 +237,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 RESULTS_HELP = "results root (default: $REPRO_RESULTS or results/)"
+ALLOW_READ_HELP = (
+    "a folder whose files a manifest's `file` corpus may be, besides the manifest's own folder "
+    "(repeatable; also $REPRO_ALLOW_READ)"
+)
+
+
+def _allow_read(folders: list[str]) -> None:
+    """``--allow-read`` folders into the environment, where processes started from here find them too."""
+    for folder in folders:
+        if not Path(folder).expanduser().is_dir():
+            raise UserError(f"--allow-read {folder}: not a folder")
+    if folders:
+        known = [p for p in os.environ.get(ALLOW_READ, "").split(os.pathsep) if p]
+        os.environ[ALLOW_READ] = os.pathsep.join([*known, *(str(Path(f).expanduser().resolve()) for f in folders)])
+
+
 SCALE_HELP = (
     "tiny (the default: 2 CPU cores, minutes per run), cpu (2 CPU cores, up to 30 min), small (one "
     "GPU), paper (the paper's configuration), or another scale the manifest defines"
@@ -629,6 +650,18 @@ def cmd_sample(args) -> int:
 
     from repro import runner, sampling
 
+    for option, value, ok, allowed in (
+        ("--n", args.n, 1 <= args.n <= MAX_SAMPLES, f"1 to {MAX_SAMPLES} samples"),
+        ("--length", args.length, args.length is None or args.length >= 1, "a positive number of symbols"),
+        (
+            "--temperature",
+            args.temperature,
+            math.isfinite(args.temperature) and args.temperature > 0,
+            "a finite number > 0",
+        ),
+    ):
+        if not ok:
+            raise UserError(f"{option} {value}: allowed: {allowed}")
     run = runner.find_run(_root(args), args.run)
     model, spec, vocab, info = runner.load_trained(run)
     prompt = vocab.encode(args.prompt) if args.prompt else None
@@ -645,6 +678,9 @@ def cmd_sample(args) -> int:
     return 0
 
 
+MAX_SAMPLES = 1024
+
+
 def cmd_bench(args) -> int:
     records = args.bench_module.main(args)
     out = _root(args) / "bench" / f"{args.bench}.json"
@@ -659,9 +695,9 @@ def cmd_bench(args) -> int:
 
 
 def _json_value(value):
-    """numpy/pandas scalars as Python's, NaN as None (JSON has no NaN)."""
+    """numpy/pandas scalars as Python's, NaN and infinities as None (JSON has neither)."""
     value = value.item() if hasattr(value, "item") else value
-    return None if isinstance(value, float) and math.isnan(value) else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _fmt(value) -> str:

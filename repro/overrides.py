@@ -22,9 +22,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from repro import atomic
 from repro.errors import UserError
-from repro.manifest import Manifest, ManifestError, build, merge_documents, read
+from repro.manifest import SECTIONS, Manifest, ManifestError, build, merge_documents, read
 
 MULTIRUN = "-m"
+MAX_SUFFIX = 100  # characters of a derived name's overrides part (a path component must stay short)
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -42,6 +43,11 @@ def parse(items: list[str], multirun: bool) -> tuple[dict[str, Any], dict[str, l
         key, eq, raw = item.partition("=")
         if not eq or not _KEY.fullmatch(key):
             raise UserError(f"override {item!r}: expected KEY=VALUE with a dotted key (model.span.ramp=64)")
+        if key in SECTIONS:
+            raise UserError(
+                f"override {item[:80]!r}: sets the whole {key} section (its other keys back to their defaults); "
+                f"allowed: one of its keys, {key}.KEY=VALUE"
+            )
         listed = _value(item, f"[{raw}]")
         if len(listed) > 1 and not multirun:
             raise UserError(
@@ -99,6 +105,8 @@ def suffix(values: dict[str, Any], axes: dict[str, list[Any]]) -> str:
             shown.append(clean)
         tokens.append(f"{key}_{'_'.join(shown)}")
     name = ".".join(tokens)
+    if len(name) > MAX_SUFFIX:  # a long value: its start, and the hash that tells it apart
+        name, exact = name[:MAX_SUFFIX], False
     if not exact:
         blob = json.dumps({"set": values, "sweep": axes}, sort_keys=True, default=str)
         name += "." + hashlib.sha256(blob.encode()).hexdigest()[:8]

@@ -150,6 +150,7 @@ def _settle(
     if not lock.held:
         echo(f"  skipped: run {spec.run_id} is being trained by {lock.holder}")
         return Outcome(spec, "busy", {}), None
+    run.refuse_links()
     removed = run.clean_temps()
     if removed:
         echo(f"  removed {len(removed)} temporary file(s) a killed run left")
@@ -248,8 +249,8 @@ def _train(
     tell: Callable[[Any], None],
 ) -> Outcome:
     module = _module(spec, data)
-    resume = checkpoints.latest(run.checkpoints, echo)
-    run.cut_metrics(resume[1] if resume else 0)  # what a killed run logged beyond its checkpoint goes
+    resume = checkpoints.latest(run.checkpoints, echo, run_id=spec.run_id)
+    run.cut_metrics(resume[1] if resume else 0, echo)  # what a killed run logged beyond its checkpoint goes
     run.write_spec(
         {
             "run_id": spec.run_id,
@@ -432,7 +433,7 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
 
 def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[LanguageModel, RunSpec, object, object]:
     """The model of a stored run with the weights it scored (last or best), its spec, vocabulary and dataset info."""
-    found = checkpoints.latest(run.checkpoints)
+    found = checkpoints.latest(run.checkpoints, run_id=run.run_id)
     if found is None:
         raise UserError(f"{run.path}: no checkpoint (checkpoints are not committed: re-run it with `repro run`)")
     stored = run.spec()

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset
 
 from repro import distributed, memory, signals
-from repro.checkpoints import LAST
+from repro.checkpoints import LAST, RUN_ID
 from repro.data.batching import SequenceBatches, StreamBatches
 from repro.evaluation import evaluate
 from repro.models import family
@@ -193,6 +193,7 @@ class LMModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Every rank's RNG states and recurrent state, gathered to rank 0 (which writes the file)."""
         checkpoint[RANKS] = distributed.gather({"rng": rng_state(), "state": map_state(self._state, torch.Tensor.cpu)})
+        checkpoint[RUN_ID] = self.spec.run_id
         self.checkpoint_stats = checkpoint["repro_stats"] = self.model.stats()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
