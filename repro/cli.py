@@ -378,7 +378,7 @@ def cmd_validate(args) -> int:
 
 def cmd_run(args) -> int:
     from repro import distributed, runner  # torch and Lightning (see the module docstring), as every lazy import here
-    from repro.tracking import resolve_mode
+    from repro.tracking import resolve_mode, wandb_dir
 
     signals.install()
     for option, what in (("devices", "devices"), ("num_nodes", "nodes")):
@@ -437,6 +437,8 @@ def cmd_run(args) -> int:
         )
     known = manifests.discover()
     mode = resolve_mode(args.no_wandb)
+    if mode != "disabled" and (world is None or world.leads):  # before any run is written: W&B's folder
+        atomic.make_dirs(wandb_dir(root))
     failed = busy = 0
     started = time.monotonic()
     for i, (m, spec) in enumerate(specs, 1):

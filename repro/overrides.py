@@ -20,7 +20,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from repro import atomic
+from repro import atomic, safeyaml
+from repro.bounds import MAX_MANIFEST_BYTES
 from repro.errors import UserError
 from repro.manifest import SECTIONS, Manifest, ManifestError, build, merge_documents, read
 
@@ -125,7 +126,10 @@ def save(manifest: Manifest, target: Path) -> Path:
     values, axes = parse(items, MULTIRUN in manifest.args)
     doc.update({k: v for k, v in (("set", values), ("sweep", axes)) if v})
     text = f"# repro {manifest.command}\n" + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
-    if target.exists() and target.read_text() != text:
-        raise UserError(f"--save {target}: the file exists (and differs); remove it or choose another path")
+    if target.exists() or target.is_symlink():
+        if target.is_symlink() or not target.is_file():
+            raise UserError(f"--save {target}: not a regular file; allowed: a new file or a manifest saved before")
+        if safeyaml.read_bounded(target, MAX_MANIFEST_BYTES, UserError) != text.encode():
+            raise UserError(f"--save {target}: the file exists (and differs); remove it or choose another path")
     atomic.write_text(target, text)
     return target

@@ -37,7 +37,7 @@ from repro.selection import callbacks as selection_callbacks
 from repro.selection import load_selected
 from repro.spec import RunSpec, build_run
 from repro.store import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
-from repro.tracking import StoreLogger, finish_wandb, wandb_logger
+from repro.tracking import StoreLogger, finish_wandb, resend_missing, wandb_logger
 from repro.training import (
     BoundaryCheckpoint,
     Divergence,
@@ -285,6 +285,8 @@ def _train(
     )
     if resume is not None:
         echo(f"  resuming {spec.run_id} from step {resume[1]}")
+        if wb is not None and (resent := resend_missing(wb, run, resume[1])):
+            echo(f"  W&B lacked {resent} row(s) the store holds (lost with the killed process): sent again")
         _warn_repartition(resume[0], world, echo)
     if not sys.stderr.isatty():  # a log or a pipe: Lightning's bar is off, print lines instead
         callbacks = [
