@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
+from repro.bounds import ALLOW_READ
 from repro.config import manifest as manifests
 from repro.config import overrides
 from repro.errors import UserError
@@ -36,12 +38,22 @@ def save(args, found: list[manifests.Manifest]) -> None:
 
 
 def json_value(value):
-    """numpy/pandas scalars as Python's, NaN as None (JSON has no NaN)."""
+    """numpy/pandas scalars as Python's, NaN and infinities as None (JSON has neither)."""
     value = value.item() if hasattr(value, "item") else value
-    return None if isinstance(value, float) and math.isnan(value) else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)
+
+
+def allow_read(folders: list[str]) -> None:
+    """``--allow-read`` folders into the environment, where processes started from here find them too."""
+    for folder in folders:
+        if not Path(folder).expanduser().is_dir():
+            raise UserError(f"--allow-read {folder}: not a folder")
+    if folders:
+        known = [p for p in os.environ.get(ALLOW_READ, "").split(os.pathsep) if p]
+        os.environ[ALLOW_READ] = os.pathsep.join([*known, *(str(Path(f).expanduser().resolve()) for f in folders)])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from repro.cli.common import allow_read
 from repro.cli.parser import build_parser
 from repro.config import overrides
 from repro.errors import StoreError, UserError
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.entry = main  # what a launcher's job calls again (`repro run` hands it to submitit)
     try:
+        allow_read(getattr(args, "allow_read", None) or [])
         return args.func(args) or 0
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

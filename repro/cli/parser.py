@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="repro", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--results", default=None, help=RESULTS_HELP)
+    parser.add_argument("--allow-read", action="append", default=None, metavar="DIR", help=ALLOW_READ_HELP)
     shtab.add_argument_to(
         parser,
         ["--print-completion"],
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     # every subcommand takes --results too (after it: `repro run smoke --results DIR`)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--results", default=argparse.SUPPRESS, help=RESULTS_HELP)
+    common.add_argument("--allow-read", action="append", default=argparse.SUPPRESS, metavar="DIR", help=ALLOW_READ_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
@@ -205,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 RESULTS_HELP = "results root (default: $REPRO_RESULTS or results/)"
+ALLOW_READ_HELP = (
+    "a folder whose files a manifest's `file` corpus may be, besides the manifest's own folder "
+    "(repeatable; also $REPRO_ALLOW_READ)"
+)
 SCALE_HELP = (
     "tiny (the default: 2 CPU cores, minutes per run), cpu (2 CPU cores, up to 30 min), small (one "
     "GPU), paper (the paper's configuration), or another scale the manifest defines"

@@ -10,6 +10,7 @@ from repro.cli.common import override_args, save, select, store_root
 from repro.cli.status import run_state
 from repro.config import manifest as manifests
 from repro.errors import UserError
+from repro.files import atomic
 from repro.progress import say
 from repro.report import lookup
 from repro.store import runs as store
@@ -18,7 +19,7 @@ from repro.train import launch, signals
 
 
 def cmd_run(args) -> int:
-    from repro.track.loggers import resolve_mode
+    from repro.track.loggers import resolve_mode, wandb_dir
     from repro.train import (  # torch and Lightning (see the module docstring), as every lazy import here
         distributed,
         runner,
@@ -81,6 +82,8 @@ def cmd_run(args) -> int:
         )
     known = manifests.discover()
     mode = resolve_mode(args.no_wandb)
+    if mode != "disabled" and (world is None or world.leads):  # before any run is written: W&B's folder
+        atomic.make_dirs(wandb_dir(root))
     failed = busy = 0
     started = time.monotonic()
     for i, (m, spec) in enumerate(specs, 1):

@@ -177,15 +177,19 @@ def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict
         raise NotEvaluable(f"{len(unfinished)} run(s) of {metric}[{filters}] are not finished")
     if metric not in rows or rows[metric].isna().any():
         raise NotEvaluable(f"metric {metric!r} is missing from the runs of {metric}[{filters}]")
+    numbers = pd.to_numeric(rows[metric], errors="coerce")
+    if numbers.isna().any() or isinstance(rows[metric].iloc[0], bool):
+        bad = rows[metric][numbers.isna()].iloc[0] if numbers.isna().any() else rows[metric].iloc[0]
+        raise NotEvaluable(f"metric {metric!r} of a run of {metric}[{filters}] is {str(bad)[:40]!r}, not a number")
     free = [c for c in cell_keys if c not in used]
     if len(rows) == 1:
-        return float(rows[metric].iloc[0])
+        return float(numbers.iloc[0])
     if not free:
         raise NotEvaluable(f"{len(rows)} runs share the cell of {metric}[{filters}]")
     index = rows[free].astype(str).agg(",".join, axis=1)
     if not index.is_unique:
         raise NotEvaluable(f"several runs share a cell of {metric}[{filters}]: {sorted(index[index.duplicated()])}")
-    return pd.Series(rows[metric].astype(float).values, index=index)
+    return pd.Series(numbers.astype(float).values, index=index)
 
 
 def _eval(node: ast.AST, values: dict[str, Any]) -> Any:

@@ -21,17 +21,21 @@ import difflib
 import functools
 import hashlib
 import itertools
+import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
 from repro.config import claims
 from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
 from repro.store.runs import check_name
 
+SECTIONS = ("data", "model", "train", "eval")  # a run spec's sections
 TOP_KEYS = {
     "name",
     "title",
@@ -93,6 +97,14 @@ class Manifest:
     set: dict[str, Any] = field(default_factory=dict)  # dotted key -> the value of every run
     sweep: dict[str, list[Any]] = field(default_factory=dict)  # dotted key -> an axis of every scale's grid
     args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
+    folders: list[Path] = field(default_factory=list)  # of the files merged into it: where it may read
+
+    def read_roots(self) -> list[Path]:
+        """The folders whose files a `file` corpus may be (``docs/faults.md``): the folder of every file
+        merged into this manifest (itself and its includes), and each root named by ``--allow-read`` or
+        ``$REPRO_ALLOW_READ`` (``:``-separated)."""
+        named = [Path(p).expanduser().resolve() for p in os.environ.get(ALLOW_READ, "").split(os.pathsep) if p]
+        return list(dict.fromkeys([*self.folders, *named]))
 
     @property
     def command(self) -> str:
@@ -125,6 +137,12 @@ class Manifest:
         overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k != "grid"}
         config = _merge(copy.deepcopy(self.base), overrides)
         grid = self.grid_for(scale)
+        cells = math.prod(len(v) for v in grid.values())
+        if cells > MAX_CELLS:
+            raise ManifestError(
+                f"{self.path}: grid: {cells:,} runs at scale {scale}; allowed: at most {MAX_CELLS:,} "
+                "(the product of the grid's list lengths)"
+            )
         runs = []
         for values in itertools.product(*grid.values()):
             cell = dict(zip(grid, values))
@@ -149,10 +167,17 @@ class Manifest:
         if not run.data.path:
             raise ManifestError(f"{self.path}: data.path: a `file` dataset needs the corpus's path")
         path = (self.path.parent / Path(run.data.path).expanduser()).resolve()
+        roots = self.read_roots()
+        if not any(path.is_relative_to(root) for root in roots):
+            raise ManifestError(
+                f"{self.path}: data.path: {path} lies outside the folders this manifest may read "
+                f"({', '.join(map(str, roots))}); allowed: a file under one of them, or name its folder with "
+                "--allow-read DIR"
+            )
         try:
             digest = _sha256(path)
-        except OSError as err:
-            raise ManifestError(f"{self.path}: data.path: {path}: {err.strerror or err}") from None
+        except (OSError, ValueError) as err:
+            raise ManifestError(f"{self.path}: data.path: {path}: {getattr(err, 'strerror', None) or err}") from None
         if run.data.sha256 not in (None, digest):  # the manifest pins the content: it changed
             raise ManifestError(f"{self.path}: data.sha256: {path} has sha256 {digest}, expected {run.data.sha256}")
         return dataclasses.replace(run, data=dataclasses.replace(run.data, path=str(path), sha256=digest))
@@ -163,12 +188,19 @@ class Manifest:
 
 def load(path: str | Path) -> Manifest:
     """Read and validate one manifest file, its includes merged (every scale is expanded once to check it)."""
-    path = Path(path)
-    return build(read(path), path)
+    path, folders = Path(path), []
+    return build(read(path, folders=folders), path, folders=folders)
 
 
-def read(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A manifest file's document with its ``include:`` files merged under it (recursively)."""
+def read(path: Path, _seen: tuple[Path, ...] = (), folders: list[Path] | None = None) -> dict[str, Any]:
+    """A manifest file's document with its ``include:`` files merged under it (recursively); the folder
+    of every file read is appended to ``folders``. At most MAX_INCLUDES files are read in all."""
+    folders = [] if folders is None else folders
+    folders.append(path.resolve().parent)
+    if len(folders) > MAX_INCLUDES:
+        raise ManifestError(
+            f"{path}: include: more than {MAX_INCLUDES} files read in all; allowed: at most {MAX_INCLUDES}"
+        )
     data = _read_yaml(path)
     unknown = sorted(set(data) - TOP_KEYS - {"include"})
     if unknown:
@@ -189,7 +221,9 @@ def read(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
             raise ManifestError(f"{path}: include: {ref}: includes itself (a cycle)")
         if not target.is_file():
             raise ManifestError(f"{path}: include: {ref}: no such file ({target})")
-        merged = merge_documents(merged, _absolute_paths(read(target, (*_seen, path.resolve())), target.parent))
+        merged = merge_documents(
+            merged, _absolute_paths(read(target, (*_seen, path.resolve()), folders), target.parent)
+        )
     return merge_documents(merged, data)
 
 
@@ -225,7 +259,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def build(data: dict[str, Any], path: Path, args: list[str] = ()) -> Manifest:
+def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[Path] = ()) -> Manifest:
     """A validated Manifest from a merged document; ``path`` names it in errors and anchors `file` corpora."""
     for key in ("name", "title", "paper"):
         if key not in data:
@@ -267,6 +301,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = ()) -> Manifest:
         set=dict(data.get("set") or {}),
         sweep=dict(data.get("sweep") or {}),
         args=list(args),
+        folders=list(dict.fromkeys([path.resolve().parent, *folders])),
     )
     for scale in manifest.scale_names():
         manifest.expand(scale)
@@ -353,6 +388,11 @@ def _check_overrides(path: Path, values: dict, axes: dict) -> None:
     """``set``/``sweep`` keys are dotted spec keys (their values are checked when the runs resolve)."""
     for where, keys in (("set", values), ("sweep", axes)):
         for key in keys:
+            if key in SECTIONS:
+                raise ManifestError(
+                    f"{path}: {where}.{key}: sets the whole {key} section (its other keys back to their defaults); "
+                    f"allowed: one of its keys, {key}.KEY=VALUE"
+                )
             if (
                 key == VARIANT
                 or not isinstance(key, str)
@@ -419,10 +459,13 @@ def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
 
 
 def _sha256(path: Path) -> str:
-    """A file's sha256, hashed once per (path, size, mtime): a manifest expands at every scale."""
+    """A file's sha256, hashed once per (path, size, mtime): a manifest expands at every scale. A
+    corpus is a regular file of at most MAX_CORPUS_BYTES (ValueError otherwise)."""
     st = path.stat()
-    if not path.is_file():
-        raise IsADirectoryError(21, "not a regular file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file; allowed: a regular file")
+    if st.st_size > MAX_CORPUS_BYTES:
+        raise ValueError(f"{st.st_size:,} bytes; allowed: at most {MAX_CORPUS_BYTES:,} bytes")
     return _sha256_of(path, st.st_size, st.st_mtime_ns)
 
 

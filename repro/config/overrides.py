@@ -20,11 +20,13 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from repro.config.manifest import Manifest, ManifestError, build, merge_documents, read
+from repro.bounds import MAX_MANIFEST_BYTES
+from repro.config.manifest import SECTIONS, Manifest, ManifestError, build, merge_documents, read
 from repro.errors import UserError
-from repro.files import atomic
+from repro.files import atomic, safeyaml
 
 MULTIRUN = "-m"
+MAX_SUFFIX = 100  # characters of a derived name's overrides part (a path component must stay short)
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -42,6 +44,11 @@ def parse(items: list[str], multirun: bool) -> tuple[dict[str, Any], dict[str, l
         key, eq, raw = item.partition("=")
         if not eq or not _KEY.fullmatch(key):
             raise UserError(f"override {item!r}: expected KEY=VALUE with a dotted key (model.span.ramp=64)")
+        if key in SECTIONS:
+            raise UserError(
+                f"override {item[:80]!r}: sets the whole {key} section (its other keys back to their defaults); "
+                f"allowed: one of its keys, {key}.KEY=VALUE"
+            )
         listed = _value(item, f"[{raw}]")
         if len(listed) > 1 and not multirun:
             raise UserError(
@@ -99,6 +106,8 @@ def suffix(values: dict[str, Any], axes: dict[str, list[Any]]) -> str:
             shown.append(clean)
         tokens.append(f"{key}_{'_'.join(shown)}")
     name = ".".join(tokens)
+    if len(name) > MAX_SUFFIX:  # a long value: its start, and the hash that tells it apart
+        name, exact = name[:MAX_SUFFIX], False
     if not exact:
         blob = json.dumps({"set": values, "sweep": axes}, sort_keys=True, default=str)
         name += "." + hashlib.sha256(blob.encode()).hexdigest()[:8]
@@ -117,7 +126,10 @@ def save(manifest: Manifest, target: Path) -> Path:
     values, axes = parse(items, MULTIRUN in manifest.args)
     doc.update({k: v for k, v in (("set", values), ("sweep", axes)) if v})
     text = f"# repro {manifest.command}\n" + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
-    if target.exists() and target.read_text() != text:
-        raise UserError(f"--save {target}: the file exists (and differs); remove it or choose another path")
+    if target.exists() or target.is_symlink():
+        if target.is_symlink() or not target.is_file():
+            raise UserError(f"--save {target}: not a regular file; allowed: a new file or a manifest saved before")
+        if safeyaml.read_bounded(target, MAX_MANIFEST_BYTES, UserError) != text.encode():
+            raise UserError(f"--save {target}: the file exists (and differs); remove it or choose another path")
     atomic.write_text(target, text)
     return target

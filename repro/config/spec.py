@@ -261,9 +261,11 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise SpecError(path, f"expected an integer, got {_show(value)}")
+            if not (isinstance(value, float) and value.is_integer()):
+                raise SpecError(path, f"expected an integer, got {_show(value)}")
+            value = int(value)
+        if abs(value) > MAX_INT:
+            raise SpecError(path, f"got an integer of {value.bit_length()} bits; allowed: at most 2**53 in size")
         return value
     if tp is float:
         if isinstance(value, str):  # YAML 1.1 reads "2e-6" as a string
@@ -283,8 +285,12 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     raise TypeError(f"unsupported spec type {tp!r} at {path}")  # a schema bug, not user input
 
 
+MAX_INT = 2**53  # integers beyond are no step count or size (and no longer exact as floats)
+
+
 def _show(value: Any) -> str:
-    return f"{type(value).__name__} {value!r}" if not isinstance(value, (dict, list)) else type(value).__name__
+    """A value as an error shows it: its type and (the start of) its repr."""
+    return f"{type(value).__name__} {value!r}"[:80] if not isinstance(value, (dict, list)) else type(value).__name__
 
 
 def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str, Any]) -> RunSpec:
@@ -293,6 +299,9 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
     unknown = sorted(set(config) - allowed)
     if unknown:
         raise SpecError(unknown[0], f"unknown section; allowed: {', '.join(sorted(allowed))}")
+    for section in sorted(allowed):
+        if config.get(section) is not None and not isinstance(config[section], dict):
+            raise SpecError(section, f"expected a mapping of its keys, got {_show(config[section])}")
     model = dict(config.get("model") or {})
     name = model.pop("family", None)
     if name not in FAMILIES:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import stat
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from repro.bounds import MAX_CORPUS_BYTES
 from repro.data import catalog, debian, views
 from repro.data.audio import SEQ_LEN
 from repro.data.errors import CorruptData, DataError, DatasetMissing
@@ -18,6 +21,7 @@ from repro.data.job import Job
 from repro.data.store import SPLITS, building, data_root, load_array, lock, read_meta, write_meta
 from repro.data.text import FILE_KINDS
 from repro.data.vocab import Vocab
+from repro.files import atomic
 
 
 def dataset_dir(name: str, root=None, **options) -> Path:
@@ -74,6 +78,7 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
         src = Path(src).expanduser()
         if not src.exists():
             raise DataError(f"{src}: no such file or directory")
+    cap = copy_mode(src) if name == "file" else None
     started = time.time()
     with contextlib.ExitStack() as stack:
         stack.enter_context(lock(target))
@@ -83,9 +88,12 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
             work = stack.enter_context(tempfile.TemporaryDirectory(prefix=".debian-", dir=data_root(root)))
             fetched = debian.fetch(ds.debian, Path(work), allow_unverified)
             src, releases = fetched.path, (fetched.release,) if fetched.release else ()
+        out = stack.enter_context(building(target))
+        if cap is not None:
+            os.chmod(out, 0o700)  # nobody reads a private source's copy while it is written
         job = Job(
             src,
-            stack.enter_context(building(target)),
+            out,
             data_root(root) / "downloads",
             allow_unverified,
             options,
@@ -103,7 +111,22 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
             seconds=round(time.time() - started, 2),
         )
         write_meta(job.out, meta)
+        if cap is not None:
+            for path in out.iterdir():
+                os.chmod(path, stat.S_IMODE(path.stat().st_mode) & cap)
+            os.chmod(out, 0o777 & ~atomic.umask())
     return target
+
+
+def copy_mode(src: Path) -> int:
+    """The widest mode a copy of the regular file ``src`` may have: read and write for its owner, read
+    for others only where the source lets everyone read it (the copy's group is not the source's)."""
+    st = src.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(f"{src}: not a regular file; allowed: a regular file")
+    if st.st_size > MAX_CORPUS_BYTES:
+        raise DataError(f"{src}: {st.st_size:,} bytes; allowed: at most {MAX_CORPUS_BYTES:,} bytes")
+    return 0o600 | (0o044 if st.st_mode & stat.S_IROTH else 0)
 
 
 def _debian_source(package: debian.Package, fetched: debian.Fetched | None, job: Job) -> dict:
@@ -179,6 +202,7 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
             meta = read_meta(directory)
         if meta is None:
             raise _missing(name, root, options)
+        check_split(directory, split, meta, verify_command(name, root, **options))
         array, vocab = load_array(directory, split), Vocab.from_json(meta["vocab"])
         if list(array.shape) != list(meta["splits"][split].get("shape", array.shape)):
             raise CorruptData(
@@ -192,6 +216,41 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
     if "seq_len" in ds.options:
         array = views.sequence_view(array, options.get("seq_len", SEQ_LEN))
     return array, vocab
+
+
+_MATCHED: set[tuple] = set()  # splits this process hashed and found as meta.json records them
+
+
+def check_split(directory: Path, split: str, meta: dict, verify: str) -> None:
+    """Hash a split the first time this process opens it (again once its file changed); one that differs
+    from meta.json's sha256 is CorruptData, naming the split and ``verify``, the command that checks
+    the whole dataset."""
+    path, want = directory / f"{split}.npy", meta["splits"][split].get("sha256")
+    try:
+        st = path.stat()
+    except OSError as err:
+        raise CorruptData(f"{path}: cannot read ({err.strerror})") from None
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, want)
+    if want is None or key in _MATCHED:
+        return
+    got = digest_file(path)
+    if got != want:
+        raise CorruptData(
+            f"{path}: corrupt (sha256 {got}, meta.json records {want}): it changed since it was prepared and "
+            f"no run trains on it; `{verify}` checks every split"
+        )
+    _MATCHED.add(key)
+
+
+def verify_command(name: str, root=None, **options) -> str:
+    """The shell command that re-hashes dataset ``name``."""
+    cmd = f"repro data verify {name}"
+    if name == "file":
+        path, kind = _file_source(options)
+        cmd += f" --from {path} --kind {kind}"
+    if root is not None and data_root(root).resolve() != data_root().resolve():
+        cmd = f"REPRO_DATA={data_root(root)} {cmd}"
+    return cmd
 
 
 def _stale(meta: dict) -> bool:

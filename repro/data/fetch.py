@@ -1,7 +1,10 @@
 """Getting source files: resumable downloads and checks against pinned sizes and hashes.
 
 A download goes to ``<dest>.part``; an interrupted one resumes with an HTTP Range request (or starts
-over if the server ignores the range), and only a complete, verified file is renamed to ``dest``.
+over if the server ignores the range), and only a complete, verified file is renamed to ``dest``: a
+partial or mismatching file never lies under the final name (one found there is deleted and fetched
+again; one that ``--allow-unverified`` lets through is used as ``<dest>.unverified``, never trusted
+later). The ``.part`` file is never written through a symbolic link.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.data.errors import ChecksumMismatch, DataError
+from repro.files import atomic
 
 CHUNK = 1 << 20
 
@@ -75,11 +79,14 @@ def check_bytes(what: str, data: bytes, pin: Pin, allow_unverified: bool) -> boo
 def download(url: str, dest: Path, pin: Pin, allow_unverified: bool = False, timeout: float = 60) -> Path:
     """Fetch ``url`` to ``dest`` (resuming ``dest.part``), verify it against ``pin``, rename into place.
 
-    A ``dest`` that already exists and verifies is reused. A completed download that fails
-    verification is deleted before the error is raised, so the next attempt starts clean.
+    A ``dest`` that already exists and verifies is reused (one that does not is deleted). A completed
+    download that fails verification is deleted before the error is raised, so the next attempt starts
+    clean; allowed to be unverified, it is returned as ``<dest>.unverified``.
     """
-    if dest.exists() and check_file(dest, pin, allow_unverified=True):
-        return dest
+    if dest.exists() or dest.is_symlink():
+        if not dest.is_symlink() and dest.is_file() and check_file(dest, pin, allow_unverified=True):
+            return dest
+        dest.unlink()  # partial, foreign or a link: never trusted under the final name
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     have = part.stat().st_size if part.exists() else 0
@@ -89,12 +96,13 @@ def download(url: str, dest: Path, pin: Pin, allow_unverified: bool = False, tim
     if pin.size is None or have < pin.size:
         _fetch(url, part, have, timeout)
     try:
-        check_file(part, pin, allow_unverified)
+        verified = check_file(part, pin, allow_unverified)
     except ChecksumMismatch:
         part.unlink()
         raise
-    os.replace(part, dest)
-    return dest
+    kept = dest if verified else dest.with_name(dest.name + ".unverified")
+    os.replace(part, kept)
+    return kept
 
 
 def _fetch(url: str, part: Path, have: int, timeout: float) -> None:
@@ -105,7 +113,8 @@ def _fetch(url: str, part: Path, have: int, timeout: float) -> None:
             resumed = have and response.status == 206
             expected = response.headers.get("Content-Length")
             got = 0
-            with open(part, "ab" if resumed else "wb") as f:
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if resumed else os.O_TRUNC)
+            with os.fdopen(atomic.open_nofollow(part, flags, "cannot write"), "wb") as f:
                 while block := response.read(CHUNK):
                     f.write(block)
                     got += len(block)

@@ -3,7 +3,10 @@
 Layout: ``<root>/<name>/{train,valid,test}.npy`` plus ``meta.json`` (vocabulary, counts, checksums of
 sources and splits). A dataset directory appears only complete: preparation (under the dataset's
 lock) writes into a temporary sibling directory, fsynced, renamed into place at the end, and removed if
-anything fails; a killed preparation's leftovers go at the next one.
+anything fails; a killed preparation's leftovers go at the next one. A re-preparation killed between
+its two renames leaves the dataset only as the previous copy (``.NAME.old-*``) and the complete new
+one (``.NAME.building-*``): the next reader or preparation puts back the newest copy whose splits
+match its meta.json (:func:`recover`) before anything is removed.
 """
 
 from __future__ import annotations
@@ -53,8 +56,10 @@ def read_meta(directory: Path) -> dict | None:
     try:
         meta = json.loads(path.read_text())
     except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
+        if directory.exists() or not leftovers(directory) or not recover(directory):
+            return None
+        return read_meta(directory)
+    except (OSError, ValueError, RecursionError) as err:
         raise CorruptData(f"{path}: corrupt ({str(err).splitlines()[0][:200]})") from None
     if not (
         isinstance(meta, dict)
@@ -71,9 +76,10 @@ def split_record(path: Path, array: np.ndarray) -> dict:
     return {"shape": list(array.shape), "dtype": str(array.dtype), "sha256": digest_file(path)}
 
 
-def write_array(path: Path, array: np.ndarray) -> None:
-    """Write one .npy file atomically (:mod:`repro.files.atomic`): a split, or a derived cache beside one."""
-    with atomic.replacing(path) as f:
+def write_array(path: Path, array: np.ndarray, mode: int = 0o666) -> None:
+    """Write one .npy file atomically (:mod:`repro.files.atomic`): a split, or a derived cache beside one
+    (``mode``: no wider than the split it derives from)."""
+    with atomic.replacing(path, mode=mode) as f:
         np.save(f, np.ascontiguousarray(array), allow_pickle=False)
 
 
@@ -98,10 +104,48 @@ def lock(target: Path) -> FileLock:
     return FileLock(target.parent / f".{target.name}.lock", wait=True, remove=True)
 
 
+def leftovers(target: Path) -> list[Path]:
+    """Copies of ``target`` that killed preparations left: complete new ones (``.building-*`` holding a
+    meta.json, newest first), then previous ones (``.old-*/d``)."""
+    if not target.parent.is_dir():
+        return []
+    found = sorted(target.parent.glob(f".{target.name}.building-*/{META}"), key=lambda p: -p.stat().st_mtime_ns)
+    found += sorted(target.parent.glob(f".{target.name}.old-*/d/{META}"))
+    return [p.parent for p in found if not p.parent.is_symlink()]
+
+
+def recover(target: Path) -> bool:
+    """Under ``target``'s lock: put back a good copy a killed re-preparation left (see the module
+    docstring). True if ``target`` is in place afterwards."""
+    with lock(target):
+        return _recover(target)
+
+
+def _recover(target: Path) -> bool:
+    """:func:`recover` with the lock held."""
+    if target.exists():
+        return True
+    for copy in leftovers(target):
+        try:
+            meta = read_meta(copy)
+        except CorruptData:
+            continue
+        if all(
+            (copy / f"{s}.npy").is_file() and digest_file(copy / f"{s}.npy") == meta["splits"][s].get("sha256")
+            for s in SPLITS
+        ):
+            os.replace(copy, target)
+            atomic.fsync_dir(target.parent)
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def building(target: Path) -> Iterator[Path]:
     """Yield a fresh temporary directory; on success it replaces ``target``, on failure it is removed.
-    Hold :func:`lock` around it: leftovers of a killed preparation of ``target`` are removed first."""
+    Hold :func:`lock` around it: a good copy a killed re-preparation left is put back, then leftovers
+    of killed preparations of ``target`` are removed."""
+    _recover(target)
     atomic.clean_temps(target.parent, prefix=f".{target.name}.")
     tmp = atomic.temp_dir(target, "building")
     try:

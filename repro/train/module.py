@@ -29,7 +29,7 @@ from repro.data.batching import SequenceBatches, StreamBatches
 from repro.models import family
 from repro.models.base import LanguageModel, detach_state, map_state
 from repro.progress import duration, say
-from repro.store.checkpoints import LAST
+from repro.store.checkpoints import LAST, RUN_ID
 from repro.train import distributed, memory, signals
 from repro.train.evaluation import evaluate
 from repro.train.optim import AdagradClip
@@ -193,6 +193,7 @@ class LMModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Every rank's RNG states and recurrent state, gathered to rank 0 (which writes the file)."""
         checkpoint[RANKS] = distributed.gather({"rng": rng_state(), "state": map_state(self._state, torch.Tensor.cpu)})
+        checkpoint[RUN_ID] = self.spec.run_id
         self.checkpoint_stats = checkpoint["repro_stats"] = self.model.stats()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ from repro.progress import say
 from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
-from repro.track.loggers import StoreLogger, finish_wandb, wandb_logger
+from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
 from repro.train import distributed, signals
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.module import (
@@ -151,6 +151,7 @@ def _settle(
     if not lock.held:
         echo(f"  skipped: run {spec.run_id} is being trained by {lock.holder}")
         return Outcome(spec, "busy", {}), None
+    run.refuse_links()
     removed = run.clean_temps()
     if removed:
         echo(f"  removed {len(removed)} temporary file(s) a killed run left")
@@ -249,8 +250,8 @@ def _train(
     tell: Callable[[Any], None],
 ) -> Outcome:
     module = _module(spec, data)
-    resume = checkpoints.latest(run.checkpoints, echo)
-    run.cut_metrics(resume[1] if resume else 0)  # what a killed run logged beyond its checkpoint goes
+    resume = checkpoints.latest(run.checkpoints, echo, run_id=spec.run_id)
+    run.cut_metrics(resume[1] if resume else 0, echo)  # what a killed run logged beyond its checkpoint goes
     run.write_spec(
         {
             "run_id": spec.run_id,
@@ -285,6 +286,8 @@ def _train(
     )
     if resume is not None:
         echo(f"  resuming {spec.run_id} from step {resume[1]}")
+        if wb is not None and (resent := resend_missing(wb, run, resume[1])):
+            echo(f"  W&B lacked {resent} row(s) the store holds (lost with the killed process): sent again")
         _warn_repartition(resume[0], world, echo)
     if not sys.stderr.isatty():  # a log or a pipe: Lightning's bar is off, print lines instead
         callbacks = [
@@ -433,7 +436,7 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
 
 def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[LanguageModel, RunSpec, object, object]:
     """The model of a stored run with the weights it scored (last or best), its spec, vocabulary and dataset info."""
-    found = checkpoints.latest(run.checkpoints)
+    found = checkpoints.latest(run.checkpoints, run_id=run.run_id)
     if found is None:
         raise UserError(f"{run.path}: no checkpoint (checkpoints are not committed: re-run it with `repro run`)")
     stored = run.spec()

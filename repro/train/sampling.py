@@ -16,6 +16,7 @@ import torch
 from matplotlib.figure import Figure
 
 from repro.data.audio import RATE, mu_law_decode
+from repro.files import atomic
 from repro.models.base import LanguageModel
 
 
@@ -76,13 +77,14 @@ def sample(
 
 
 def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samples") -> list:
-    """Save samples as a text file, an image grid (PNG) or mu-law audio (WAV); returns the paths."""
+    """Save samples as a text file, an image grid (PNG) or mu-law audio (WAV), each written atomically
+    (:mod:`repro.files.atomic`); returns the paths."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic.make_dirs(out_dir)
     arr = samples.cpu().numpy()
     if info.kind == "text":
         path = out_dir / f"{stem}.txt"
-        path.write_text("\n\n----\n\n".join(vocab.decode(row) for row in arr) + "\n")
+        atomic.write_text(path, "\n\n----\n\n".join(vocab.decode(row) for row in arr) + "\n")
         return [path]
     if info.kind == "image":
         rows, cols, ch = info.shape
@@ -96,11 +98,13 @@ def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samp
             img = row[: rows * cols * ch].reshape(rows, cols, ch).astype(np.uint8)
             ax.imshow(img[..., 0] if ch == 1 else img, cmap="gray" if ch == 1 else None, vmin=0, vmax=255)
         path = out_dir / f"{stem}.png"
-        fig.savefig(path, dpi=100)
+        with atomic.replacing(path) as fh:
+            fig.savefig(fh, format="png", dpi=100)
         return [path]
     paths = []
     for i, row in enumerate(arr):
         path = out_dir / f"{stem}-{i}.wav"
-        soundfile.write(path, mu_law_decode(row.astype(np.uint8)), RATE)
+        with atomic.replacing(path) as fh:
+            soundfile.write(fh, mu_law_decode(row.astype(np.uint8)), RATE, format="WAV")
         paths.append(path)
     return paths

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from repro.config.manifest import resolve
-from repro.report import renderers
-from repro.report.pages import context, render
+from repro.report.pages import context, render, renderers
 from repro.store.runs import RunDir
 
 ST = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "experiments" / "sparse_transformer").glob("*.yaml"))

@@ -42,7 +42,8 @@ def one_thread():
 @pytest.fixture(scope="session")
 def straight(tmp_path_factory):
     """``straight(model)``: the summary and metrics of an uninterrupted run of ``faultkit.manifest``
-    (computed once per session; a run's numbers do not depend on where its corpus lies)."""
+    (computed once per session; a run's numbers do not depend on where its corpus lies);
+    ``straight.base``: the folder of its store."""
     from repro.config import manifest as manifests
     from repro.train import runner
 
@@ -58,6 +59,7 @@ def straight(tmp_path_factory):
             done[model] = summary, RunDir(base / "results", m.name, spec.run_id).metrics()
         return done[model]
 
+    get.base = base  # its store: base/results (manifest base/<model>.yaml), for tests that start from one
     return get
 
 

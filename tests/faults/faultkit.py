@@ -121,10 +121,16 @@ def child(
     file_limit: int = 0,
     as_user: int | None = None,
     umask: int | None = None,
+    kill_in_rename: str = "",
+    kill_in_savefig: bool = False,
+    call: tuple | None = None,
 ) -> None:
     """Process target: ``repro ARGV`` with stdout/stderr to ``out``.out/.err and the faults asked for
     (``kill_in_eval``: this signal when the final evaluation starts; ``kill_in_save=N``: kill -9 half-way
-    through writing the N-th checkpoint); exits with the CLI's status (or dies of the signal)."""
+    through writing the N-th checkpoint; ``kill_in_rename``: kill -9 instead of the first ``os.replace``
+    whose source's name contains it; ``kill_in_savefig``: kill -9 half-way through writing a figure);
+    exits with the CLI's status (or dies of the signal). ``call=(function, args)`` calls it instead
+    of the CLI (exit status 0, or 2 with the message of a UserError, as the CLI)."""
     os.environ.clear()
     os.environ.update(env)
     for fd, suffix in ((1, ".out"), (2, ".err")):
@@ -167,7 +173,36 @@ def child(
             return save(obj, f, *args, **kwargs)
 
         torch.save = dying_save
-    code = cli.main(argv)
+    if kill_in_rename:
+        replace = os.replace
+
+        def dying_replace(src, dst, *args, **kwargs):
+            if kill_in_rename in os.path.basename(str(src)):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return replace(src, dst, *args, **kwargs)
+
+        os.replace = dying_replace
+    if kill_in_savefig:
+        from matplotlib.figure import Figure
+
+        def dying_savefig(self, fname, *args, **kwargs):
+            fh = open(fname, "wb") if isinstance(fname, (str, os.PathLike)) else fname  # noqa: SIM115
+            fh.write(b"\x89PNG half a figure")
+            fh.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        Figure.savefig = dying_savefig
+    if call is not None:
+        from repro.errors import UserError
+
+        try:
+            call[0](*call[1])
+            code = 0
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            code = 2
+    else:
+        code = cli.main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -10,52 +10,27 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from wandb.proto import wandb_internal_pb2 as pb
 
-BLOCK, HEADER, W_AND_B = 32768, 7, 7
-FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+from repro.track import wandb_log
 
 
 def records(path: Path) -> list[pb.Record]:
-    data = path.read_bytes()
-    assert data[1:4] == b"W&B", f"{path}: not a W&B transaction log"
-    out, pos, pending = [], W_AND_B, b""
-    while pos + HEADER <= len(data):
-        room = BLOCK - pos % BLOCK
-        if room < HEADER:
-            pos += room
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
-        chunk = data[pos + HEADER : pos + HEADER + length]
-        pos += HEADER + length
-        if kind in (FULL, LAST):
-            record = pb.Record()
-            record.ParseFromString(pending + chunk if kind == LAST else chunk)
-            out.append(record)
-            pending = b""
-        elif kind in (FIRST, MIDDLE):
-            pending = (b"" if kind == FIRST else pending) + chunk
-        else:  # zero padding at the end of a block
-            pos += room - HEADER - length
-    return out
+    assert path.read_bytes()[1:4] == b"W&B", f"{path}: not a W&B transaction log"
+    return wandb_log.records(path)
+
+
+_items = wandb_log.items
 
 
 def _set(tree: dict, keys: list[str], value: Any) -> None:
     for key in keys[:-1]:
         tree = tree.setdefault(key, {})
     tree[keys[-1]] = value
-
-
-def _items(items) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        _set(out, list(item.nested_key) or [item.key], json.loads(item.value_json))
-    return out
 
 
 @dataclass

@@ -1,0 +1,100 @@
+"""Hostile stores and manifests (issue 22): a symbolic link planted where the store writes is refused,
+never followed; a manifest reads a `file` corpus only under its own folders or a root the user names,
+and a copy of a private file stays private."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+
+import faultkit
+import pytest
+
+from repro import data
+from repro.cli import main
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
+
+
+def one_error(capsys, argv: list[str], code: int = 2) -> str:
+    got = main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert got == code and len(lines) == 1 and "Traceback" not in err, (got, err)
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", [".lock", "metrics.csv", "summary.json", "checkpoints/last.ckpt"])
+def test_a_link_planted_in_a_run_folder_is_refused_and_its_target_untouched(tmp_path, write_manifest, capsys, name):
+    path = write_manifest()
+    spec = manifests.load(path).expand("tiny")[0]
+    run = RunDir(tmp_path / "results", spec.manifest, spec.run_id)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (run.path / name).parent.mkdir(parents=True)
+    (run.path / name).symlink_to(victim)
+    line = one_error(capsys, ["run", str(path)], code=1)
+    assert (
+        line
+        == f"error: {run.path / name}: a symbolic link where a file of the store is expected; refused (remove the link)"
+    )
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in run.path.iterdir()) == sorted({".lock", name.split("/")[0]})
+
+
+def test_a_link_at_a_figure_or_a_dataset_lock_is_refused(tmp_path, straight, corpus, capsys):
+    straight()
+    shutil.copytree(straight.base / "results", tmp_path / "results")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        (straight.base / "dense.yaml").read_text().replace("name: f-run", "name: f-run\nrenders: [curves]")
+    )
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    figure = tmp_path / "results" / "reports" / "figures" / "f-run-curves-tiny.png"
+    figure.parent.mkdir(parents=True)
+    figure.symlink_to(victim)
+    line = one_error(capsys, ["report", "--allow-read", str(straight.base), str(manifest)], code=1)
+    assert line.startswith(f"error: {figure}: a symbolic link")
+    assert victim.read_text() == "precious\n"
+
+    target = data.dataset_dir("file", path=str(corpus), kind="text8")
+    lock = target.parent / f".{target.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.symlink_to(victim)
+    line = one_error(capsys, ["data", "prepare", "file", "--from", str(corpus), "--kind", "text8"], code=1)
+    assert line.startswith(f"error: {lock}: a symbolic link") and victim.read_text() == "precious\n"
+
+
+def test_a_file_corpus_must_lie_under_the_manifests_folders_or_an_allowed_root(tmp_path, corpus, capsys):
+    secret = tmp_path / "private" / "secret.txt"
+    secret.parent.mkdir()
+    shutil.copy(corpus, secret)
+    os.chmod(secret, 0o640)
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    mkfifo = tmp_path / "exp" / "fifo"
+    os.mkfifo(mkfifo)
+    text = faultkit.manifest(corpus)
+    for where, value in (
+        ("outside", "../../../../../../../../.." + str(secret)),
+        ("a link out", "link.txt"),
+        ("a device", "/dev/zero"),
+    ):
+        (folder / "link.txt").unlink(missing_ok=True)
+        (folder / "link.txt").symlink_to(secret)
+        (folder / "m.yaml").write_text(text.replace(str(corpus), value))
+        line = one_error(capsys, ["validate", str(folder / "m.yaml")])
+        assert "lies outside the folders this manifest may read" in line and "--allow-read DIR" in line, (where, line)
+    (folder / "m.yaml").write_text(text.replace(str(corpus), "fifo"))
+    assert "fifo: not a regular file" in one_error(capsys, ["validate", str(folder / "m.yaml")])
+    (folder / "m.yaml").write_text(text.replace(str(corpus), str(secret)))
+    assert main(["--allow-read", str(secret.parent), "validate", str(folder / "m.yaml")]) == 0
+    assert main(["validate", "--allow-read", str(secret.parent), str(folder / "m.yaml")]) == 0
+
+    # the copy of a file others cannot read is no more readable than its source
+    assert main(["data", "prepare", "file", "--from", str(secret), "--kind", "text8"]) == 0
+    directory = data.dataset_dir("file", path=str(secret), kind="text8")
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in directory.iterdir()}
+    assert len(modes) == 4 and all(mode & 0o077 == 0 for mode in modes.values()), modes
