@@ -79,7 +79,9 @@ was never released; MAESTRO (``repro data prepare audio --from maestro-v3.0.0/``
 stand-in, and ``moh-audio`` (five pieces of music-on-hold recorded at 8 kHz) the offline one.
 
 Your own data. ``data: {name: file, path: corpus.txt, kind: bytes|chars|text8}`` in a manifest makes
-any local file a corpus with the same 90/5/5 split (prepared on first use, again when the file changes).
+a local file a corpus with the same 90/5/5 split (prepared on first use, again when the file changes):
+a regular file of at most 1 GiB under the manifest's folder (or an included file's, or a folder named
+with ``--allow-read DIR``; docs/faults.md), its copy never more readable than the file.
 """
 
 from __future__ import annotations
