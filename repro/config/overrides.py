@@ -79,9 +79,10 @@ def derive(path: Path, args: list[str]) -> Manifest:
     """The manifest file at ``path`` with the override arguments ``args`` (``-m`` and ``key=value``s)."""
     items = [a for a in args if a != MULTIRUN]
     values, axes = parse(items, MULTIRUN in args)
-    doc = read(path)
+    folders: list[Path] = []  # of the files read: where its `file` corpus may lie
+    doc = read(path, folders=folders)
     if not (values or axes):
-        return build(doc, path)
+        return build(doc, path, folders=folders)
     if doc.get("base") is None:
         raise ManifestError(f"{path}: {doc.get('name')} trains nothing: it takes no overrides")
     layer = {
@@ -90,7 +91,7 @@ def derive(path: Path, args: list[str]) -> Manifest:
         "set": values,
         "sweep": axes,
     }
-    return build(merge_documents(doc, layer), path, args_of(items, MULTIRUN in args))
+    return build(merge_documents(doc, layer), path, args_of(items, MULTIRUN in args), folders)
 
 
 def suffix(values: dict[str, Any], axes: dict[str, list[Any]]) -> str:

@@ -58,6 +58,8 @@ class Context:
 
     def figure_path(self, stem: str, suffix: str = "png") -> Path:
         path = self.out_dir / "figures" / f"{self.manifest.name}-{stem}-{self.scale}.{suffix}"
+        for folder in (self.out_dir, path.parent):  # never written through a planted link
+            atomic.refuse_link(folder)
         atomic.make_dirs(path.parent)
         return path
 
@@ -81,6 +83,8 @@ class Context:
         """``tables/<manifest>-<stem>-<scale>.md`` (title, scale and data named, table, notes) and ``.csv``;
         returns the markdown path, which the report inlines."""
         base = self.out_dir / "tables" / f"{self.manifest.name}-{stem}-{self.scale}"
+        for folder in (self.out_dir, base.parent):
+            atomic.refuse_link(folder)
         lines = [f"# {title}", "", label or self.label, "", markdown_table(frame), ""] + [f"- {n}" for n in notes]
         atomic.write_text(base.with_suffix(".csv"), frame.to_csv(index=False))
         atomic.write_text(base.with_suffix(".md"), "\n".join(lines) + "\n")

@@ -108,12 +108,16 @@ class RunDir:
 
     def lock(self) -> FileLock:
         """``with run.lock() as lock:`` -- ``lock.held``, else ``lock.holder`` says who trains this run."""
+        for folder in (self.path.parent, self.path):  # the lock file is the first thing written here
+            atomic.refuse_link(folder)
         return FileLock(self.path / ".lock", directory=True)  # the folder's lock survives an `rm .lock`
 
-    STORE_FILES = ("spec.yaml", "summary.json", "metrics.csv", "analysis.npz", "checkpoints")
+    STORE_FILES = ("spec.yaml", "summary.json", "metrics.csv", "analysis.npz", "checkpoints", "samples")
 
     def refuse_links(self) -> None:
-        """A symbolic link where a file of the run is expected (pointing out of the store) is refused."""
+        """A symbolic link where a file or folder of the run is expected (pointing out of the store) is
+        refused (StoreError naming it)."""
+        atomic.refuse_link(self.path)
         for name in self.STORE_FILES:
             atomic.refuse_link(self.path / name)
         if self.checkpoints.is_dir():

@@ -80,6 +80,7 @@ def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samp
     """Save samples as a text file, an image grid (PNG) or mu-law audio (WAV), each written atomically
     (:mod:`repro.files.atomic`); returns the paths."""
     out_dir = Path(out_dir)
+    atomic.refuse_link(out_dir)
     atomic.make_dirs(out_dir)
     arr = samples.cpu().numpy()
     if info.kind == "text":

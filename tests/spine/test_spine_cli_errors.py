@@ -104,6 +104,7 @@ def test_a_group_name_selects_every_matching_manifest(capsys, tmp_path, monkeypa
             write_manifest(name=f"{paper}.yaml").read_text().replace("name: t-tiny", f"name: {paper}s-table1")
         )
     monkeypatch.setenv("REPRO_EXPERIMENTS", str(exp))
+    monkeypatch.setenv("REPRO_ALLOW_READ", str(tmp_path))  # the corpus lies above the manifests' folders
     code, out, _ = run_cli(capsys, "show", "table1")
     assert code == 0 and out.startswith("table1: 2 manifests: as-table1, bs-table1")
     assert "as-table1: A tiny test manifest" in out and "bs-table1: A tiny test manifest" in out

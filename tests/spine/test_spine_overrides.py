@@ -96,7 +96,8 @@ def _write(path, text: str):
     return path
 
 
-def test_include_merges_files_and_accumulates_notes(tmp_path, corpus):
+def test_include_merges_files_and_accumulates_notes(tmp_path, corpus, monkeypatch):
+    monkeypatch.setenv("REPRO_ALLOW_READ", str(tmp_path))  # the corpus lies above both files' folders
     _write(
         tmp_path / "shared" / "recipe.yaml",
         f"""\
