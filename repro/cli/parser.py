@@ -177,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("dashboard", cmd_dashboard, "compare stored runs in a local web page (trackio; no account)")
     p.add_argument("name", nargs="?", help="a manifest: import only its runs and open on them")
+    p.add_argument("--scale", default=DEFAULT_SCALE, help="the scale to open on (one project per scale)")
     p.add_argument("--port", type=int, default=None, help="default: the first free port from 7860")
     p.add_argument("--host", default=None, help="default 127.0.0.1 (0.0.0.0 to serve the network)")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from repro.cli.common import store_root
+from repro.errors import UserError
 from repro.report import lookup
 
 
@@ -30,10 +31,22 @@ def cmd_dashboard(args) -> int:
     name = lookup.one(args.name, [], root).name if args.name else None
     done = dashboard.import_runs(root, name)
     print(
-        f"trackio project {dashboard.PROJECT!r} in {dashboard.trackio_dir(root)}: imported "
-        f"{len(done.imported)} run(s), {len(done.present)} already there, {len(done.unfinished)} unfinished "
-        "(imported once finished)",
+        f"trackio in {dashboard.trackio_dir(root)}: imported {len(done.imported)} run(s), "
+        f"{len(done.present)} already there, {len(done.unfinished)} unfinished (imported once finished)",
         flush=True,
     )
-    dashboard.serve(root, done.ids if name else [], args.port, args.host)
+    scales = sorted(set(done.scales.values()))
+    if args.scale not in scales:
+        raise UserError(
+            f"no finished run{' of ' + name if name else ''} at scale {args.scale!r} to show "
+            f"(finished at: {', '.join(scales) or 'none'}); pass --scale"
+        )
+    others = [dashboard.project(s) for s in scales if s != args.scale]
+    print(
+        f"project {dashboard.project(args.scale)!r} ({len(done.ids(args.scale))} run(s) shown)"
+        + (f"; other scales in the Project menu: {', '.join(others)}" if others else ""),
+        flush=True,
+    )
+    shown = done.ids(args.scale)
+    dashboard.serve(root, args.scale, shown if name else [], len(shown), args.port, args.host)
     return 0

@@ -137,9 +137,18 @@ class RunSpec:
     @property
     def cell_name(self) -> str:
         """The grid cell in words, e.g. ``kind=adaptive limit=4096`` (the W&B run name)."""
-        if not self.cell:
-            return self.manifest
-        return " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in self.cell.items())
+        return cell_words(self.cell) or self.manifest
+
+
+def cell_words(cell: dict[str, Any]) -> str:
+    """A grid cell as ``key=value`` words, each key by its last dotted part; a mapping value (a grid row
+    over a whole section, e.g. ``data: {name: audio, seq_len: 1024}``) as its own items:
+    ``name=audio seq_len=1024``. Empty for an empty cell."""
+    words = []
+    for key, value in cell.items():
+        items = value.items() if isinstance(value, dict) else [(key, value)]
+        words += [f"{str(k).rsplit('.', 1)[-1]}={v}" for k, v in items]
+    return " ".join(words)
 
 
 @dataclass(frozen=True)

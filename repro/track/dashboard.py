@@ -1,30 +1,66 @@
 """``repro dashboard``: the store's runs in a local trackio dashboard, with no account and no network.
 
-One trackio project (``repro``) per results root, kept in ``<results>/trackio/``. Each finished run is
-one trackio run, id ``<manifest>/<run_id>``, grouped by manifest; its config is the flattened spec
-plus the grid keys as their own columns; its metrics are metrics.csv's (per-head series as a mean
-per layer, as W&B gets them), and the summary's numbers
-arrive as ``summary/<key>`` at the last step (trackio draws single-point metrics as bar charts,
-one bar per run). Importing is incremental: a run already in the project is not imported again.
-Unfinished runs wait until they finish.
+One trackio project per scale (``repro-tiny``, ``repro-cpu``, ...: one scale at a time; trackio's
+Project menu switches), all kept in ``<results>/trackio/``. Each finished run is one trackio run, id
+``<manifest>/<run_id>``, named by its grid values and manifest (``limit=16 · as-fig3``).
+
+Metrics: metrics.csv's series (per-head series as a mean per layer, as W&B gets them; the model's
+constants, :data:`repro.track.loggers.CONSTANTS`, go to the config), and at the last step the
+summary's results as ``summary/<key>`` (trackio draws single-point metrics as bars, one per run),
+with the paper's number beside them as ``<name> (paper)`` where the manifest's ``reference.runs``
+gives one for the run's cell. The page opens on one section, ``bits``: ``train/bits`` and
+``valid/bits_quick`` against steps, then the summary's test and valid bits (:data:`RENAMED`,
+:data:`PLOT_ORDER`).
+
+Config: manifest, scale, run id, code version and the grid values as top-level columns (trackio's
+"Group by" choices; ``_Group`` is the manifest) with the model's constants, then the spec's sections,
+the summary (less what the config says already) and the paper's reference entry as nested mappings,
+lists as lists (the run comparer shows ``data.block``, ``["valid","test"]``).
+
+Importing is incremental: a run already in its project is not imported again, unless an older
+version of this module imported it (:data:`FORMAT`); unfinished runs wait until they finish.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import re
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from repro.config.spec import cell_words
 from repro.errors import UserError
 from repro.store.runs import RunDir, table
-from repro.track.loggers import PROJECT, grid_columns, per_head_view
+from repro.track.loggers import PROJECT, grid_columns, per_head_view, split_constants
 
 SECTIONS = ("data", "model", "train", "eval")
+FORMAT = 2  # what an import writes; runs imported in another format are imported again
+# The summary's results drawn as bars (the rest of the summary is config): bits first.
+BARS = re.compile(r"^(test_bits|valid_bits)(_.*)?$|^(avg_span|dynamic_span_mean|flops_per_token|seconds_per_step)$")
+# The first section, ``bits``: the curves and the summary's bits (the paper's beside them); the page opens on it.
+RENAMED = {
+    "train/bits": "bits/train",
+    "valid/bits_quick": "bits/valid_quick",
+    "summary/test_bits": "bits/test",
+    "summary/valid_bits": "bits/valid",
+}
+PLOT_ORDER = (
+    "bits/train",
+    "bits/valid_quick",
+    "bits/test",
+    "bits/test (paper)",
+    "bits/valid",
+    "bits/valid (paper)",
+    "summary/avg_span",  # then the other results, the training's own series, and the model's
+    "summary/avg_span (paper)",
+    "train/lr",
+)
+WIDE = 12  # up to this many runs on the page: two plots per row (room for the bars' labels); more: one
 
 
 @dataclass
@@ -32,14 +68,19 @@ class Imported:
     imported: list[str] = field(default_factory=list)  # trackio run ids
     present: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
+    scales: dict[str, str] = field(default_factory=dict)  # trackio run id -> its scale (imported or present)
 
-    @property
-    def ids(self) -> list[str]:
-        return self.imported + self.present
+    def ids(self, scale: str) -> list[str]:
+        return [key for key in self.imported + self.present if self.scales[key] == scale]
 
 
 def trackio_dir(root: Path) -> Path:
     return root / "trackio"
+
+
+def project(scale: str) -> str:
+    """The trackio project of one scale's runs."""
+    return f"{PROJECT}-{scale}"
 
 
 def storage(root: Path):
@@ -55,95 +96,159 @@ def storage(root: Path):
     return SQLiteStorage
 
 
-def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as dotted keys; lists become JSON text (one comparable cell)."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = json.dumps(value) if isinstance(value, (list, tuple)) else value
-    return out
+def cell_columns(cell: dict[str, Any], taken: set[str]) -> dict[str, Any]:
+    """The grid values as top-level columns, a mapping value (a grid row over a section) by its items,
+    named as the report's tables name them; dots become ``_`` (trackio's comparer escapes them)."""
+    flat: dict[str, Any] = {}
+    for key, value in cell.items():
+        flat.update({f"{key}.{k}": v for k, v in value.items()} if isinstance(value, dict) else {key: value})
+    return {k.replace(".", "_"): v for k, v in grid_columns(flat, taken).items()}
 
 
-def run_config(run: RunDir) -> dict[str, Any]:
-    spec = run.spec()
-    flat = flatten({k: spec[k] for k in SECTIONS if k in spec})
-    head = {k: spec.get(k) for k in ("manifest", "run_id", "scale", "code_version")}
-    return {
-        **head,
-        **grid_columns(spec.get("cell") or {}, set(head) | set(flat)),
-        **flat,
-        "_Group": spec.get("manifest"),
-    }
-
-
-def run_name(run: RunDir) -> str:
-    spec = run.spec()
-    cell = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in (spec.get("cell") or {}).items())
-    return " ".join(p for p in (spec["manifest"], spec.get("scale"), cell, f"({run.run_id[:6]})") if p)
+def run_name(spec: dict[str, Any], twin: bool = False) -> str:
+    """``<grid values> · <manifest>`` (the manifest alone for a single-run manifest); ``twin`` (another
+    stored run of the same manifest, scale and cell) adds the run id's start."""
+    words = cell_words(spec.get("cell") or {})
+    name = f"{words} · {spec['manifest']}" if words else spec["manifest"]
+    return f"{name} #{spec['run_id'][:6]}" if twin else name
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def run_metrics(run: RunDir) -> tuple[list[dict[str, float]], list[int]]:
-    """metrics.csv as trackio rows (NaN cells dropped; per-head series as per-layer means, as on W&B),
-    the summary's numbers merged into the last row."""
+def run_config(run: RunDir, constants: dict[str, Any], paper: dict[str, Any]) -> dict[str, Any]:
+    spec = run.spec()
+    head = {k: spec.get(k) for k in ("manifest", "scale", "run_id", "code_version")}
+    nested = {k: spec[k] for k in SECTIONS if k in spec}
+    taken = set(head) | set(nested) | set(constants) | {"summary", "paper"}
+    said = taken | {"cell", "family", "status"}  # the summary's copies of what the config says already
+    return {
+        **head,
+        **cell_columns(spec.get("cell") or {}, taken),
+        **constants,
+        **nested,
+        "summary": {k: v for k, v in run.summary().items() if k not in said},
+        **({"paper": paper} if paper else {}),
+        "_Group": spec.get("manifest"),
+        "_repro_format": FORMAT,
+    }
+
+
+def run_metrics(run: RunDir, paper: dict[str, Any]) -> tuple[list[dict[str, float]], list[int], dict[str, Any]]:
+    """metrics.csv as trackio rows (NaN cells dropped; per-head series as per-layer means, as on W&B;
+    constants split off and returned), the summary's results and the paper's numbers merged into the
+    last row."""
     frame = run.metrics()
-    rows, steps = [], []
+    rows, steps, constants = [], [], {}
     for record in frame.to_dict("records"):
-        values, _ = per_head_view({k: float(v) for k, v in record.items() if k != "step" and _number(v)})
+        values, fixed = split_constants({k: float(v) for k, v in record.items() if k != "step" and _number(v)})
+        values, _ = per_head_view(values)
+        constants.update(fixed)
         if values:
-            rows.append(values)
+            rows.append({RENAMED.get(k, k): v for k, v in values.items()})
             steps.append(int(record["step"]))
-    summary = {f"summary/{k}": float(v) for k, v in run.summary().items() if _number(v)}
+    summary = {k: float(v) for k, v in run.summary().items() if BARS.match(k) and _number(v)}
+    names = {k: RENAMED.get(f"summary/{k}", f"summary/{k}") for k in summary}
+    last = {names[k]: v for k, v in summary.items()}
+    last.update({f"{names[k]} (paper)": float(paper[k]) for k in summary if _number(paper.get(k))})
     if rows:
-        rows[-1].update(summary)
+        rows[-1].update(last)
     else:
-        rows, steps = [summary], [int(run.summary().get("steps") or 0)]
-    return rows, steps
+        rows, steps = [last], [int(run.summary().get("steps") or 0)]
+    return rows, steps, {k: int(v) if float(v).is_integer() else v for k, v in constants.items()}
+
+
+class _References:
+    """The paper's reference entry of a run's cell (``reference.runs``), its manifest read once; {} for a
+    manifest that no longer resolves."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._manifests: dict[str, Any] = {}
+
+    def __call__(self, manifest: str, cell: dict[str, Any]) -> dict[str, Any]:
+        from repro.report import lookup  # the report side: manifests and their references
+        from repro.report.renderers import reference_for
+
+        if manifest not in self._manifests:
+            try:
+                self._manifests[manifest] = lookup.one(manifest, [], self.root)
+            except UserError:  # ManifestError is one
+                self._manifests[manifest] = None
+        found = self._manifests[manifest]
+        return reference_for(found, cell) if found is not None else {}
 
 
 def import_runs(root: Path, manifest: str | None = None) -> Imported:
-    """Import the store's finished runs (of one manifest, or all) into the results root's project."""
+    """Import the store's finished runs (of one manifest, or all) into their scales' projects."""
     store = storage(root)
-    existing = {record["id"] for record in store.get_run_records(PROJECT)}
     done = Imported()
     runs = table(root, manifest)
-    for _, row in runs.iterrows() if not runs.empty else []:
-        run = RunDir(root, row["manifest"], row["run_id"])
-        key = f"{row['manifest']}/{row['run_id']}"
+    if runs.empty:
+        return done
+    formats: dict[str, dict[str, Any]] = {}  # project -> trackio run id -> the format it was imported in
+    references = _References(root)
+    specs = {
+        (row["manifest"], row["run_id"]): RunDir(root, row["manifest"], row["run_id"]).spec()
+        for _, row in runs.iterrows()
+    }
+    cells = Counter((s["manifest"], s.get("scale"), cell_words(s.get("cell") or {})) for s in specs.values())
+    for _, row in runs.iterrows():
+        run, spec = RunDir(root, row["manifest"], row["run_id"]), specs[row["manifest"], row["run_id"]]
+        key, name = f"{row['manifest']}/{row['run_id']}", project(str(spec.get("scale")))
+        if name not in formats:
+            configs = store.get_all_run_configs(name)
+            formats[name] = {
+                r["id"]: (configs.get(r["id"]) or {}).get("_repro_format") for r in store.get_run_records(name)
+            }
         if row["status"] != "finished":
             done.unfinished.append(key)
-        elif key in existing:
+            continue
+        done.scales[key] = str(spec.get("scale"))
+        if formats[name].get(key) == FORMAT:
             done.present.append(key)
-        else:
-            rows, steps = run_metrics(run)
-            store.bulk_log(
-                project=PROJECT, run=run_name(run), run_id=key, metrics_list=rows, steps=steps, config=run_config(run)
-            )
-            done.imported.append(key)
+            continue
+        if key in formats[name]:  # imported in another format: replaced
+            store.delete_run(name, key, run_id=key)
+        paper = references(spec["manifest"], spec.get("cell") or {})
+        rows, steps, constants = run_metrics(run, paper)
+        twin = cells[spec["manifest"], spec.get("scale"), cell_words(spec.get("cell") or {})] > 1
+        store.bulk_log(
+            project=name,
+            run=run_name(spec, twin),
+            run_id=key,
+            metrics_list=rows,
+            steps=steps,
+            config=run_config(run, constants, paper),
+        )
+        done.imported.append(key)
     return done
 
 
-def page_url(base: str, run_ids: list[str]) -> str:
-    """The dashboard's address showing the project, with ``run_ids`` selected when given."""
-    query = {"project": PROJECT, **({"run_ids": ",".join(run_ids)} if run_ids else {})}
+def page_url(base: str, scale: str, run_ids: list[str], shown: int) -> str:
+    """The dashboard's address showing one scale's project, with ``run_ids`` selected when given;
+    ``shown`` runs set the plots per row (:data:`WIDE`)."""
+    query = {
+        "project": project(scale),
+        **({"run_ids": ",".join(run_ids)} if run_ids else {}),
+        "plots_per_row": 2 if shown <= WIDE else 1,
+    }
     return f"{base.rstrip('/')}/?{urlencode(query)}"
 
 
-def serve(root: Path, run_ids: list[str], port: int | None = None, host: str | None = None) -> None:
-    """Serve the dashboard until interrupted (Ctrl-C)."""
+def serve(
+    root: Path, scale: str, run_ids: list[str], shown: int, port: int | None = None, host: str | None = None
+) -> None:
+    """Serve the dashboard of ``scale`` (``shown`` runs, ``run_ids`` selected) until interrupted (Ctrl-C)."""
     storage(root)
+    os.environ["TRACKIO_PLOT_ORDER"] = ",".join(PLOT_ORDER)  # read by trackio's server on each request
     import trackio  # the optional `dashboard` extra, bound to the results root by storage()
 
     server, local_url, _, _ = trackio.show(
-        project=PROJECT, open_browser=False, block_thread=False, server_port=port, host=host
+        project=project(scale), open_browser=False, block_thread=False, server_port=port, host=host
     )
-    print(f"dashboard: {page_url(local_url, run_ids)}", flush=True)
+    print(f"dashboard: {page_url(local_url, scale, run_ids, shown)}", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -5,8 +5,9 @@ W&B mode: ``online`` when credentials exist (``WANDB_API_KEY`` or a netrc entry 
 ``disabled`` by ``--no-wandb`` or ``WANDB_MODE=disabled``. Every run of a results root writes under
 ``<results>/wandb/``, so the W&B CLI's own commands work on that folder. One W&B group per manifest,
 job_type = model family, run name = the grid cell in words, tags = paper, scale and renders.
-Config: spec.yaml (resolved spec, run id, manifest, scale, cell, code version), the paper and each
-grid key as a top-level column. Per-head statistics (``model/spans/<layer>/<head>``) reach W&B as a
+Config: spec.yaml (resolved spec, run id, manifest, scale, cell, code version), the paper, each
+grid key as a top-level column, and the model's constants (params, span_limit, ...: :data:`CONSTANTS`),
+which are not logged as series. Per-head statistics (``model/spans/<layer>/<head>``) reach W&B as a
 per-layer mean and, at intervals, one layers x heads heatmap; metrics.csv keeps every head.
 The finished run's summary is the store's summary.json, and analysis.npz is saved with the run.
 """
@@ -33,6 +34,9 @@ PROJECT = os.environ.get("REPRO_WANDB_PROJECT", "repro")
 STEP = "trainer/global_step"  # the one x axis of every metric (Lightning's)
 HEATMAPS_PER_RUN = 20
 _PER_HEAD = re.compile(r"^(?P<stat>.+)/(?P<layer>\d+)/(?P<head>\d+)$")
+# model.stats() numbers fixed by the spec: config columns (W&B, the dashboard), not series drawn as lines.
+# (flops_per_token and attention_window stay series: adaptive spans change them while training.)
+CONSTANTS = ("model/params", "model/span_limit", "model/attn_keys_per_query")
 
 
 class StoreLogger(Logger):
@@ -108,6 +112,12 @@ def grid_columns(cell: dict[str, Any], taken: set[str] = frozenset()) -> dict[st
     return {(names[k] if names[k] not in taken else k): v for k, v in cell.items()}
 
 
+def split_constants(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A log row's series, and its :data:`CONSTANTS` by their last part (``params``)."""
+    series = {k: v for k, v in metrics.items() if k not in CONSTANTS}
+    return series, {k.rsplit("/", 1)[-1]: v for k, v in metrics.items() if k in CONSTANTS}
+
+
 def run_config(run: RunDir, paper: str) -> dict[str, Any]:
     """W&B config of a stored run: spec.yaml, the paper, and each grid key as its own column."""
     spec = {**run.spec(), "paper": paper}
@@ -122,9 +132,14 @@ class SpanViewLogger(WandbLogger):
         self.heatmap_every = heatmap_every
         self._seen = 0
         self._last: tuple[int, dict[str, list[list[float]]]] | None = None  # unlogged latest heatmap
+        self._constants: dict[str, Any] = {}  # CONSTANTS as already put into the config
 
     @rank_zero_only
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        metrics, constants = split_constants(metrics)
+        if constants and constants != {k: self._constants.get(k) for k in constants}:
+            self._constants.update(constants)
+            self.experiment.config.update(constants, allow_val_change=True)
         metrics, grids = per_head_view(metrics)
         if grids:
             step_now = int(step or 0)

@@ -34,6 +34,9 @@ grid:
   model.span.limit: [16, 32]
 scales:
   tiny: {{}}
+reference:  # made up for the tests: a paper number for one cell only
+  runs:
+    - {{match: {{limit: 16}}, label: "a reference row", test_bits: 1.25}}
 claims:
   - {{id: learns, text: "test bits below a uniform guess", check: "test_bits[] < 4.76"}}
 """

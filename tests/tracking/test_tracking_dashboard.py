@@ -3,8 +3,10 @@ looked at in a real headless Chromium."""
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -27,7 +29,8 @@ def test_import_is_incremental_with_config_grouping_and_metrics(store, tmp_path)
     from repro.track import dashboard
 
     root = tmp_path / "results"
-    shutil.copytree(store.root / "runs", root / "runs")
+    for folder in ("runs", "sources"):  # sources: where t-track's manifest is (its paper numbers)
+        shutil.copytree(store.root / folder, root / folder)
     waiting = RunDir(root, "t-other", "0123456789ab")
     waiting.write_spec({"run_id": "0123456789ab", "manifest": "t-other", "scale": "tiny", "cell": {}})
     waiting.update_summary(status="running")
@@ -36,23 +39,60 @@ def test_import_is_incremental_with_config_grouping_and_metrics(store, tmp_path)
 
     first = dashboard.import_runs(root)
     assert sorted(first.imported) == keys and first.unfinished == ["t-other/0123456789ab"]
+    assert sorted(first.ids("tiny")) == keys and first.ids("cpu") == []
     second = dashboard.import_runs(root)
     assert second.imported == [] and sorted(second.present) == keys
 
     storage = dashboard.storage(root)
-    assert sorted(r["id"] for r in storage.get_run_records("repro")) == keys
+    assert storage.get_projects() == ["repro-tiny"]  # one project per scale
+    records = {r["id"]: r["name"] for r in storage.get_run_records("repro-tiny")}
+    assert sorted(records) == keys
     for spec in m.expand("tiny"):
         key, run = f"t-track/{spec.run_id}", RunDir(root, m.name, spec.run_id)
-        config = storage.get_run_config("repro", run_id=key)
-        assert config["_Group"] == "t-track" and config["limit"] == spec.cell["model.span.limit"]
-        assert config["model.span.limit"] == spec.model.span.limit and config["train.lr"] == spec.train.lr
+        limit = spec.cell["model.span.limit"]
+        assert records[key] == f"limit={limit} · t-track"
+        config = storage.get_run_config("repro-tiny", run_id=key)
+        assert config["_Group"] == "t-track" and config["limit"] == limit and config["scale"] == "tiny"
+        assert config["model"]["span"]["limit"] == limit and config["train"]["lr"] == spec.train.lr
+        assert config["eval"]["splits"] == list(spec.eval.splits)  # a list, not JSON text
+        assert not [k for k in config if "." in k]  # trackio's comparer would show them escaped
         assert config["run_id"] == spec.run_id and config["code_version"] == run.spec()["code_version"]
-        logs = storage.get_logs("repro", run_id=key)
+        assert config["params"] == run.summary()["params"] and config["span_limit"] == limit  # constants
+        assert config["summary"]["test_bits"] == pytest.approx(run.summary()["test_bits"])
+        assert config.get("paper") == ({"label": "a reference row", "test_bits": 1.25} if limit == 16 else None)
+
+        logs = storage.get_logs("repro-tiny", run_id=key)
         metrics = run.metrics()
         assert [log["step"] for log in logs] == list(metrics["step"])
-        assert [log["train/bits"] for log in logs] == pytest.approx(list(metrics["train/bits"]))
-        assert logs[-1]["summary/test_bits"] == pytest.approx(run.summary()["test_bits"])
+        assert [log["bits/train"] for log in logs] == pytest.approx(list(metrics["train/bits"]))
+        quick = [log["bits/valid_quick"] for log in logs if "bits/valid_quick" in log]
+        assert quick == pytest.approx(list(metrics["valid/bits_quick"].dropna()))
+        assert logs[-1]["bits/test"] == pytest.approx(run.summary()["test_bits"])
+        assert logs[-1]["bits/valid"] == pytest.approx(run.summary()["valid_bits"])
+        assert logs[-1].get("bits/test (paper)") == (1.25 if limit == 16 else None)
+        assert "summary/avg_span" in logs[-1] and "summary/params" not in logs[-1]
+        assert not [k for log in logs for k in log if k in ("model/params", "model/span_limit")]
         assert "model/spans/layer0" in logs[0] and "model/spans/0/0" not in logs[0]
+
+    # a run imported by an older importer (no format mark) is imported again, in place of the old one
+    key = keys[0]
+    storage.delete_run("repro-tiny", key, run_id=key)
+    storage.bulk_log(project="repro-tiny", run="old name", run_id=key, metrics_list=[{"x": 1.0}], config={"a.b": 1})
+    third = dashboard.import_runs(root)
+    assert third.imported == [key] and sorted(third.present) == keys[1:]
+    assert [r["name"] for r in storage.get_run_records("repro-tiny")].count("old name") == 0
+    assert "a.b" not in storage.get_run_config("repro-tiny", run_id=key)
+
+
+def test_run_names_read_a_grid_row_by_its_values():
+    from repro.track.dashboard import cell_columns, run_name
+
+    spec = {"manifest": "st-table4", "run_id": "0ce7a26cafb5", "cell": {"data": {"name": "audio", "seq_len": 1024}}}
+    assert run_name(spec) == "name=audio seq_len=1024 · st-table4"
+    assert run_name({**spec, "cell": {}}) == "st-table4"
+    assert run_name(spec, twin=True) == "name=audio seq_len=1024 · st-table4 #0ce7a2"
+    columns = cell_columns({"data": {"name": "audio", "block": 64}, "model.d_model": 32}, {"data", "model", "name"})
+    assert columns == {"data_name": "audio", "block": 64, "d_model": 32}
 
 
 @pytest.fixture
@@ -97,7 +137,20 @@ class _Output:
         return "".join(self.lines)
 
 
-def test_dashboard_shows_the_manifests_runs_in_a_browser(store, chromium, tmp_path):
+def _sections(dom: str) -> list[tuple[str, list[tuple[str, bool]]]]:
+    """The Metrics page's sections in page order: (label, [(metric, drawn as bars), ...]); subsections
+    count as sections of their own."""
+    parts = re.split(r'<span class="accordion-label">([^<]*)</span>', dom)
+    out = []
+    for label, body in zip(parts[1::2], parts[2::2]):
+        plots = re.findall(r'<div class="plot-container ([^"]*)" data-metric="([^"]*)"', body)
+        out.append((label.strip(), [(html.unescape(metric), "bar-plot" in cls) for cls, metric in plots]))
+    return out
+
+
+def test_dashboard_opens_on_the_bits_in_a_browser(store, chromium, tmp_path):
+    from browser import Page  # websockets: trackio's
+
     m = manifests.load(store.manifest)
     proc = subprocess.Popen(
         [sys.executable, "-m", "repro", "dashboard", str(store.manifest), "--port", str(_free_port())],
@@ -107,30 +160,57 @@ def test_dashboard_shows_the_manifests_runs_in_a_browser(store, chromium, tmp_pa
         text=True,
     )
     output = _Output(proc)
+    page = None
     try:
         url = output.wait_for("dashboard: ", 120)
-        dom = subprocess.run(
-            [
-                chromium,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                f"--user-data-dir={tmp_path / 'chromium'}",
-                "--virtual-time-budget=20000",
-                "--dump-dom",
-                url,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=180,
-        ).stdout
+        page = Page(chromium, tmp_path / "chromium")
+        page.open(url)
+        page.wait_for('document.querySelectorAll(".plot-container svg, .plot-container canvas").length >= 4')
+        dom = page.evaluate("document.documentElement.outerHTML")
+        page.evaluate(
+            '[...document.querySelectorAll("label")].find(l => l.textContent.includes("run comparer")).click()'
+        )
+        page.wait_for('document.querySelector(".comparer-table td.value-cell") !== null')
+        rows = page.evaluate(
+            '[...document.querySelectorAll(".comparer-table tr")].map(r => [...r.children].map(c => c.textContent.trim()))'
+        )
     finally:
+        if page is not None:
+            page.close()
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     printed = output.text()
     assert proc.returncode == 0 and "dashboard stopped" in printed, printed
-    assert "imported 2 run(s), 0 already there, 0 unfinished" in printed
+    assert "project 'repro-tiny' (2 run(s) shown)" in printed
+    assert "project=repro-tiny" in url and "plots_per_row=2" in url
+    sections = _sections(dom)
+    label, plots = sections[0]  # the first section: bits against steps, then the summary's bits as bars
+    assert label == "bits (5)", sections
+    assert plots == [
+        ("bits/train", False),
+        ("bits/valid_quick", False),
+        ("bits/test", True),
+        ("bits/test (paper)", True),  # the reference's number for limit=16
+        ("bits/valid", True),
+    ]
+    assert [label.split(" ")[0] for label, _ in sections[1:3]] == ["summary", "train"]
+    shown = [metric for _, plots in sections for metric, _ in plots]
+    assert "model/avg_span" in shown and not [k for k in shown if k.endswith(("/params", "/span_limit"))]
     for spec in m.expand("tiny"):
-        assert f"t-track tiny limit={spec.cell['model.span.limit']} ({spec.run_id[:6]})" in dom
-    assert 'data-metric="train/bits"' in dom  # a line plot of the training curves
-    assert "bar-plot" in dom and 'data-metric="summary/test_bits"' in dom  # the summary, one bar per run
+        assert f"limit={spec.cell['model.span.limit']} · t-track" in html.unescape(dom)  # legends and sidebar
+
+    # the run comparer: nested keys as plain dotted paths, lists as lists, the constants as config
+    values = {row[0]: row[1:] for row in rows if len(row) == 3}
+    assert values["data.block"] == ["32", "32"] and values["eval.splits"] == ['["valid","test"]'] * 2
+    assert all(v.isdigit() for v in values["params"]) and sorted(values["limit"]) == ["16", "32"]
+    assert not [key for key in values if "\\" in key] and not [v for vs in values.values() for v in vs if '\\"' in v]
+
+
+def test_a_scale_without_finished_runs_is_a_one_line_error(store):
+    done = store.repro("dashboard", str(store.manifest), "--scale", "cpu", timeout=300)
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith("no finished run of t-track at scale 'cpu' to show (finished at: tiny); pass --scale")
+    ), done.stderr

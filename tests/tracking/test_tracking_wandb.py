@@ -10,8 +10,9 @@ import numpy as np
 from wandb_files import read_run
 
 from repro.config import manifest as manifests
+from repro.config.spec import cell_words
 from repro.store.runs import RunDir
-from repro.track.loggers import STEP, SpanViewLogger, grid_columns, per_head_view
+from repro.track.loggers import STEP, SpanViewLogger, grid_columns, per_head_view, split_constants
 
 
 def offline_runs(store, job_type=None):
@@ -36,6 +37,18 @@ def test_per_head_view_sends_layer_means_and_a_grid():
         "model/spans/layer0": 2.0,
         "model/spans/layer1": 6.0,
     }
+
+
+def test_split_constants_moves_the_models_constants_off_the_series():
+    series, constants = split_constants({"train/bits": 2.0, "model/params": 10.0, "model/avg_span": 3.0})
+    assert series == {"train/bits": 2.0, "model/avg_span": 3.0} and constants == {"params": 10.0}
+
+
+def test_cell_words_name_a_grid_row_by_its_values():
+    assert cell_words({"model.span.kind": "fixed", "model.span.limit": 64}) == "kind=fixed limit=64"
+    row = {"data": {"name": "audio", "seq_len": 1024}, "model.d_model": 32}
+    assert cell_words(row) == "name=audio seq_len=1024 d_model=32"  # no Python dict in a run name
+    assert cell_words({}) == ""
 
 
 def test_grid_columns_use_short_names_unless_taken():
@@ -92,6 +105,8 @@ def test_offline_runs_live_under_the_results_root_with_the_config(store):
 
         keys = {k for row in wb.rows for k in row}
         assert all(STEP in row for row in wb.rows if "train/bits" in row)  # one step axis
+        assert not keys & {"model/params", "model/span_limit"}  # constants: config columns, not series
+        assert config["params"] == summary["params"] and config["span_limit"] == spec.model.span.limit
         assert not [k for k in keys if k.startswith("model/spans/") and k[-1].isdigit() and "layer" not in k]
         assert {"model/spans/layer0", "model/spans/layer1", "model/spans/heatmap"} <= keys
         images = list((wb.folder / "files" / "media" / "images" / "model" / "spans").glob("heatmap_*.png"))
