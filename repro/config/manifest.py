@@ -155,7 +155,7 @@ class Manifest:
             raise ManifestError(f"{self.path}: data.path: {path}: {err.strerror or err}") from None
         if run.data.sha256 not in (None, digest):  # the manifest pins the content: it changed
             raise ManifestError(f"{self.path}: data.sha256: {path} has sha256 {digest}, expected {run.data.sha256}")
-        return dataclasses.replace(run, data=dataclasses.replace(run.data, path=str(path), sha256=digest))
+        return dataclasses.replace(run, data=run.data.model_copy(update={"path": str(path), "sha256": digest}))
 
     def scale_names(self) -> list[str]:
         return [s for s in SCALES if s == "paper" or s in self.scales] + [s for s in self.scales if s not in SCALES]
