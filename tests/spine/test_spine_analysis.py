@@ -11,6 +11,7 @@ import pytest
 
 from repro.cli import main
 from repro.report import renderers
+from repro.store.runs import table
 
 USER_RENDERER = '''
 import pandas as pd
@@ -102,3 +103,23 @@ def test_reading_manifests_and_the_store_imports_no_torch(tmp_path, argv):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_the_cpu_scale_study_writes_its_tables_from_the_store(tmp_path):
+    """The study reads the committed store across manifests (not a report: outside reports/); each row of
+    its `cpu` table is the stored run's summary."""
+    root = Path(__file__).resolve().parents[2] / "results"
+    script = Path(__file__).resolve().parents[2] / "analysis" / "studies" / "cpu_scale.py"
+    out = tmp_path / "cpu-scale.md"
+    done = subprocess.run(
+        [sys.executable, str(script), "--results", str(root), "--out", str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    store = renderers.finished_runs(table(root))
+    run = store[(store["manifest"] == "as-fig3") & (store["model.span.kind"] == "fixed")]
+    run = run[(run["scale"] == "cpu") & (run["model.span.limit"] == 1024)].iloc[0]
+    row = next(line for line in text.splitlines() if line.startswith("| fixed S = 1024 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:4] == [renderers.format_value(run["valid_bits"]), renderers.format_value(run["test_bits"])]
+    assert cells[6] == f"{run['flops_per_token'] / 1e6:.2f}M"
