@@ -5,6 +5,8 @@
 ``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (``repro.config.claims``).
 The scale ``paper`` is ``base`` itself unless the manifest overrides it. A manifest without ``base``
 trains nothing: its renderers draw from the manifest alone (e.g. a mask function, a pattern picture).
+``renders`` names renderers: the shipped ones (the files of the repository's ``analysis/``) and those
+of the files that ``analysis:`` (a path or a list, relative to the file) names, a manifest's own.
 
 ``include:`` (a path or a list, relative to the file) deep-merges other files under this one: shared
 fragments (``experiments/shared/``: a paper's recipe and scales) or whole manifests. Mappings merge key
@@ -37,6 +39,7 @@ from repro.store.runs import check_name
 
 SECTIONS = ("data", "model", "train", "eval")  # a run spec's sections
 TOP_KEYS = {
+    "analysis",
     "name",
     "title",
     "paper",
@@ -89,6 +92,7 @@ class Manifest:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)
     renders: list[str] = field(default_factory=list)
+    analysis: list[Path] = field(default_factory=list)  # the manifest's own renderer files (repro.report.renderers)
     reference: dict[str, Any] = field(default_factory=dict)
     claims: list[Claim] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)  # manifests whose runs this one's renderers gather
@@ -180,7 +184,7 @@ class Manifest:
             raise ManifestError(f"{self.path}: data.path: {path}: {getattr(err, 'strerror', None) or err}") from None
         if run.data.sha256 not in (None, digest):  # the manifest pins the content: it changed
             raise ManifestError(f"{self.path}: data.sha256: {path} has sha256 {digest}, expected {run.data.sha256}")
-        return dataclasses.replace(run, data=dataclasses.replace(run.data, path=str(path), sha256=digest))
+        return dataclasses.replace(run, data=run.data.model_copy(update={"path": str(path), "sha256": digest}))
 
     def scale_names(self) -> list[str]:
         return [s for s in SCALES if s == "paper" or s in self.scales] + [s for s in self.scales if s not in SCALES]
@@ -207,6 +211,8 @@ def read(path: Path, _seen: tuple[Path, ...] = (), folders: list[Path] | None = 
         raise ManifestError(
             f"{path}: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(TOP_KEYS | {'include'}))}"
         )
+    if "analysis" in data:
+        data["analysis"] = _analysis_files(path, data["analysis"])
     includes = data.pop("include", [])
     includes = [includes] if isinstance(includes, str) else includes
     if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
@@ -225,6 +231,20 @@ def read(path: Path, _seen: tuple[Path, ...] = (), folders: list[Path] | None = 
             merged, _absolute_paths(read(target, (*_seen, path.resolve()), folders), target.parent)
         )
     return merge_documents(merged, data)
+
+
+def _analysis_files(path: Path, value: Any) -> list[str]:
+    """``analysis:`` (a path or a list, relative to the file): renderer files, as absolute paths."""
+    files = [value] if isinstance(value, str) else value
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise ManifestError(f"{path}: analysis: expected a path or a list of paths of renderer files (.py)")
+    out = []
+    for ref in files:
+        target = (path.parent / Path(ref).expanduser()).resolve()
+        if target.suffix != ".py" or not target.is_file():
+            raise ManifestError(f"{path}: analysis: {ref}: no such renderer file ({target}; expected a .py file)")
+        out.append(str(target))
+    return out
 
 
 def merge_documents(under: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -293,6 +313,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
         grid=grid,
         scales=scales,
         renders=_str_list(path, "renders", data.get("renders") or []),
+        analysis=[Path(p) for p in _str_list(path, "analysis", data.get("analysis") or [])],
         reference=data.get("reference") or {},
         claims=_claims(path, data.get("claims") or [], _str_list(path, "requires", data.get("requires") or [])),
         parts=_str_list(path, "parts", data.get("parts") or []),
@@ -313,7 +334,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
 
 def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
     """``reference.runs``: rows of paper values matched to grid cells (the other reference keys are the
-    renderers' and checked with them: :func:`repro.analysis.check_manifest`)."""
+    renderers' and checked with them: :func:`repro.report.renderers.check_manifest`)."""
     where = f"{manifest.path}: reference.runs"
     if not isinstance(entries, list):
         raise ManifestError(f"{where}: expected a list of {{match, label, <metric>: value}} entries")

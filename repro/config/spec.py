@@ -1,49 +1,41 @@
 """Typed run specifications.
 
 A :class:`RunSpec` is one fully resolved training run: its data, model, train and eval sections.
-Sections are dataclasses; :func:`build` turns a plain dict (from YAML) into one, checking every key,
-type and value range (``BOUNDS``; floats must be finite) and naming the key path in the error;
-:func:`check_relations` checks what ties keys together (heads divide the width, contexts fit the
-block, the dataset exists and takes the options). The run id is a stable hash of the resolved spec.
+Sections are :class:`repro.config.fields.Section` models, each key's type, default and bounds on its line
+(the model families' in :mod:`repro.config.families`); :func:`build_run` validates a plain dict (from
+YAML) against them, naming the key path in the error, and :func:`check_relations` checks what ties keys
+together (heads divide the width, contexts fit the block, the dataset exists and takes the options).
+The run id is a stable hash of the resolved spec; :meth:`RunSpec.record` is the run's spec.yaml and
+:func:`from_record` reads one back.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-import math
-import types
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from repro.config.fields import later, plain
+from pydantic import Field
+
+from repro.config.families import FAMILIES
+from repro.config.fields import Float, Int, Section, SpecError, build, later, plain, show
 from repro.data import catalog
 from repro.data.text import FILE_KINDS
 from repro.data.views import BYTE_VOCABS
-from repro.errors import UserError
-from repro.models import FAMILIES, family
+
+SECTIONS = ("data", "model", "train", "eval")
 
 
-class SpecError(UserError):
-    """A manifest section does not match its schema. ``key`` is the dotted path of the offending key."""
-
-    def __init__(self, key: str, message: str):
-        self.key = key
-        super().__init__(f"{key}: {message}" if key else message)
-
-
-@dataclass
-class DataSpec:
+class DataSpec(Section):
     name: str = "wiki-lead8"
-    block: int = 512  # training context: characters per block (text) or the sequence length (images/audio)
+    block: Int = Field(512, ge=1)  # training context: characters per block (text) or the sequence length (images/audio)
     path: str | None = None  # `file` corpora: the file (relative: to the manifest's folder)
     kind: str | None = None  # `file` corpora: bytes | chars | text8
     sha256: str | None = later(None)  # `file` corpora: the file's content hash, set when the manifest resolves
     vocab: str | None = None  # byte corpora: bytes (256) | as205 (adaptive-span's observed-symbol vocabulary)
-    seq_len: int | None = None  # audio: samples per sequence
+    seq_len: Int | None = Field(None, ge=2)  # audio: samples per sequence
 
     @property
     def label(self) -> str:
@@ -61,27 +53,28 @@ class DataSpec:
         }
 
 
-@dataclass
-class TrainSpec:
+class TrainSpec(Section):
     optimizer: Literal["adagrad", "adam", "adamw"] = "adam"
-    lr: float = 3e-4
-    warmup: int = 0  # steps of linear warm-up from 0
+    lr: Float = Field(3e-4, gt=0, le=10)
+    warmup: Int = Field(0, ge=0)  # steps of linear warm-up from 0
     schedule: Literal["constant", "cosine"] = "constant"  # after warm-up
-    final_phase: int = 0  # the last `final_phase` of the `steps` run at lr / 10 (adaptive-span large models)
-    weight_decay: float = 0.0
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    clip: float = 0.0  # 0 = no clipping
+    final_phase: Int = Field(
+        0, ge=0
+    )  # the last `final_phase` of the `steps` run at lr / 10 (adaptive-span large models)
+    weight_decay: Float = Field(0.0, ge=0)
+    betas: list[Annotated[Float, Field(ge=0, lt=1)]] = Field(default_factory=lambda: [0.9, 0.999])
+    clip: Float = Field(0.0, ge=0)  # 0 = no clipping
     # global_norm: all gradients together (any optimiser); per_tensor: Adagrad only, the official
     # adaptive-span semantics (the clip scales each tensor's learning rate, see repro.train.optim)
     clip_mode: Literal["per_tensor", "global_norm"] = "global_norm"
-    batch_size: int = 8
-    steps: int = 1000
+    batch_size: Int = Field(8, ge=1)
+    steps: Int = Field(1000, ge=1)
     precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
-    val_every: int = 0  # steps between quick validations (0 = only the final full evaluation)
-    val_tokens: int = 65536  # targets scored by each quick validation (the final evaluation scores all)
-    checkpoint_every: int = 100
-    log_every: int = 10
-    seed: int = 0
+    val_every: Int = Field(0, ge=0)  # steps between quick validations (0 = only the final full evaluation)
+    val_tokens: Int = Field(65536, ge=1)  # targets scored by each quick validation (the final evaluation scores all)
+    checkpoint_every: Int = Field(100, ge=1)
+    log_every: Int = Field(10, ge=1)
+    seed: Int = Field(0, ge=0, le=2**32 - 1)
     # text streams (repro.data.batching.StreamBatches): `wrap` restarts every pass at offset 0 and carries
     # the recurrent cache across the wrap; `random_offset` is the official adaptive-span trainer's: every
     # pass after the first starts the streams at a seeded random offset in [0, block), cache reset
@@ -91,14 +84,13 @@ class TrainSpec:
     select: Literal["last", "best_valid"] = later("last")
 
 
-@dataclass
-class EvalSpec:
-    batch_size: int = 16
-    min_context: int | None = None  # stateless models: context every scored token has (None = block // 2)
-    splits: list[str] = field(default_factory=lambda: ["valid", "test"])
+class EvalSpec(Section):
+    batch_size: Int = Field(16, ge=1)
+    min_context: Int | None = Field(None, ge=0)  # stateless models: context every scored token has (None = block // 2)
+    splits: list[str] = Field(default_factory=lambda: ["valid", "test"])
     # stateless models: also score the test split at each of these minimum contexts (one trained
     # model, several evaluations; the Sparse Transformer's Table 3) -> summary `test_bits_ctx<N>`
-    context_sweep: list[int] = field(default_factory=list)
+    context_sweep: list[Annotated[Int, Field(ge=0)]] = Field(default_factory=list)
 
 
 @dataclass
@@ -108,7 +100,7 @@ class RunSpec:
     cell: dict[str, Any]  # the grid values of this run (dotted keys), empty for a single-run manifest
     family: str
     data: DataSpec
-    model: Any  # the family's Config dataclass
+    model: Section  # the family's section (repro.config.families)
     train: TrainSpec
     eval: EvalSpec
 
@@ -139,6 +131,23 @@ class RunSpec:
         """The grid cell in words, e.g. ``kind=adaptive limit=4096`` (the W&B run name)."""
         return cell_words(self.cell) or self.manifest
 
+    def record(self, code_version: str | None) -> dict[str, Any]:
+        """The run's spec.yaml: its id, where it comes from, the code that trained it, the resolved spec."""
+        return {
+            "run_id": self.run_id,
+            "manifest": self.manifest,
+            "scale": self.scale,
+            "cell": self.cell,
+            "code_version": code_version,
+            **self.resolved(),
+        }
+
+
+def from_record(record: dict[str, Any]) -> RunSpec:
+    """The RunSpec of a stored spec.yaml (or a W&B run's config, which holds the same keys)."""
+    sections = {k: record.get(k) for k in SECTIONS}
+    return build_run(record.get("manifest"), record.get("scale"), record.get("cell") or {}, sections)
+
 
 def cell_words(cell: dict[str, Any]) -> str:
     """A grid cell as ``key=value`` words, each key by its last dotted part; a mapping value (a grid row
@@ -151,166 +160,14 @@ def cell_words(cell: dict[str, Any]) -> str:
     return " ".join(words)
 
 
-@dataclass(frozen=True)
-class Bound:
-    """The allowed range of a numeric key (of every element, for a list)."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def admits(self, v: float) -> bool:
-        return (self.low is None or (v > self.low if self.low_open else v >= self.low)) and (
-            self.high is None or (v < self.high if self.high_open else v <= self.high)
-        )
-
-    def __str__(self) -> str:
-        parts = [f"{'>' if self.low_open else '>='} {self.low}"] if self.low is not None else []
-        parts += [f"{'<' if self.high_open else '<='} {self.high}"] if self.high is not None else []
-        return " and ".join(parts)
-
-
-POSITIVE, NON_NEGATIVE = Bound(1), Bound(0)
-# Every bounded key, by dotted path (model keys of every family; a family without the key skips it).
-BOUNDS = {
-    "data.block": POSITIVE,
-    "data.seq_len": Bound(2),
-    "model.layers": POSITIVE,
-    "model.d_model": POSITIVE,
-    "model.d_ff": POSITIVE,
-    "model.heads": POSITIVE,
-    "model.dropout": Bound(0, 1, high_open=True),
-    "model.stride": POSITIVE,
-    "model.c": POSITIVE,
-    "model.ff_mult": Bound(0, low_open=True),
-    "model.qk_mult": Bound(0, low_open=True),
-    "model.init_std": Bound(0, low_open=True),
-    "model.span.limit": POSITIVE,
-    "model.span.ramp": POSITIVE,
-    "model.span.loss_coef": NON_NEGATIVE,
-    "model.span.init": Bound(0, 1),
-    "train.lr": Bound(0, 10, low_open=True),
-    "train.warmup": NON_NEGATIVE,
-    "train.final_phase": NON_NEGATIVE,
-    "train.weight_decay": NON_NEGATIVE,
-    "train.betas": Bound(0, 1, high_open=True),
-    "train.clip": NON_NEGATIVE,
-    "train.batch_size": POSITIVE,
-    "train.steps": POSITIVE,
-    "train.val_every": NON_NEGATIVE,
-    "train.val_tokens": POSITIVE,
-    "train.checkpoint_every": POSITIVE,
-    "train.log_every": POSITIVE,
-    "train.seed": Bound(0, 2**32 - 1),
-    "eval.batch_size": POSITIVE,
-    "eval.min_context": NON_NEGATIVE,
-    "eval.context_sweep": NON_NEGATIVE,
-}
-
-
-def _check_bound(key: str, value: Any) -> None:
-    bound = BOUNDS.get(key)
-    if bound is None or value is None:
-        return
-    for i, v in enumerate(value if isinstance(value, list) else [value]):
-        if not bound.admits(v):
-            where = f"{key}[{i}]" if isinstance(value, list) else key
-            raise SpecError(where, f"got {v!r}; allowed: {bound}")
-
-
-def build(cls: type, data: Any, path: str = "") -> Any:
-    """Instantiate dataclass ``cls`` from ``data``, validating keys, types and value ranges recursively."""
-    if not isinstance(data, dict):
-        raise SpecError(path, f"expected a mapping, got {_show(data)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        key = f"{path}.{unknown[0]}" if path else str(unknown[0])
-        raise SpecError(key, f"unknown key; allowed keys: {', '.join(sorted(fields))}")
-    values = {name: _coerce(hints[name], value, f"{path}.{name}" if path else name) for name, value in data.items()}
-    for name, value in values.items():
-        _check_bound(f"{path}.{name}" if path else name, value)
-    return cls(**values)
-
-
-def _coerce(tp: Any, value: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(arg, value, path)
-            except SpecError as err:
-                errors.append(err)
-        raise errors[0]
-    if origin is Literal:
-        if value not in args:
-            raise SpecError(path, f"expected one of {', '.join(map(str, args))}, got {_show(value)}")
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise SpecError(path, f"expected a list, got {_show(value)}")
-        return [_coerce(args[0], v, f"{path}[{i}]") for i, v in enumerate(value)] if args else value
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise SpecError(path, f"expected a mapping, got {_show(value)}")
-        return value
-    if dataclasses.is_dataclass(tp):
-        return build(tp, value, path)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise SpecError(path, f"expected true or false, got {_show(value)}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if not (isinstance(value, float) and value.is_integer()):
-                raise SpecError(path, f"expected an integer, got {_show(value)}")
-            value = int(value)
-        if abs(value) > MAX_INT:
-            raise SpecError(path, f"got an integer of {value.bit_length()} bits; allowed: at most 2**53 in size")
-        return value
-    if tp is float:
-        if isinstance(value, str):  # YAML 1.1 reads "2e-6" as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SpecError(path, f"expected a number, got {_show(value)}")
-        if not math.isfinite(float(value)):
-            raise SpecError(path, f"got {value!r}; allowed: a finite number")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise SpecError(path, f"expected a string, got {_show(value)}")
-        return value
-    raise TypeError(f"unsupported spec type {tp!r} at {path}")  # a schema bug, not user input
-
-
-MAX_INT = 2**53  # integers beyond are no step count or size (and no longer exact as floats)
-
-
-def _show(value: Any) -> str:
-    """A value as an error shows it: its type and (the start of) its repr."""
-    return f"{type(value).__name__} {value!r}"[:80] if not isinstance(value, (dict, list)) else type(value).__name__
-
-
 def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str, Any]) -> RunSpec:
     """A RunSpec from a merged config dict with sections ``data``, ``model``, ``train`` and ``eval``."""
-    allowed = {"data", "model", "train", "eval"}
-    unknown = sorted(set(config) - allowed)
+    unknown = sorted(set(config) - set(SECTIONS))
     if unknown:
-        raise SpecError(unknown[0], f"unknown section; allowed: {', '.join(sorted(allowed))}")
-    for section in sorted(allowed):
+        raise SpecError(unknown[0], f"unknown section; allowed: {', '.join(sorted(SECTIONS))}")
+    for section in sorted(SECTIONS):
         if config.get(section) is not None and not isinstance(config[section], dict):
-            raise SpecError(section, f"expected a mapping of its keys, got {_show(config[section])}")
+            raise SpecError(section, f"expected a mapping of its keys, got {show(config[section])}")
     model = dict(config.get("model") or {})
     name = model.pop("family", None)
     if name not in FAMILIES:
@@ -331,7 +188,7 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
         cell=dict(cell),
         family=name,
         data=build(DataSpec, config.get("data") or {}, "data"),
-        model=build(family(name).Config, model, "model"),
+        model=build(FAMILIES[name], model, "model"),
         train=train,
         eval=build(EvalSpec, config.get("eval") or {}, "eval"),
     )

@@ -33,31 +33,19 @@ history (start of a stream, a cache shorter than the band) is padding that gets 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from repro.config.fields import later
+from repro.config.families import AdaptiveSpanConfig as Config
+from repro.config.families import SpanConfig  # noqa: F401  (its span section, for callers beside Config)
 from repro.models.base import LanguageModel, ModelOutput
 from repro.models.relative_attention import BandSoftmax, band_attention, chunk_size
-from repro.models.span import SpanConfig, make_span
+from repro.models.span import make_span
 from repro.train.flops import flops_per_token
-
-
-@dataclass
-class Config:
-    layers: int = 12
-    d_model: int = 512
-    d_ff: int = 2048
-    heads: int = 8
-    dropout: float = 0.3  # on attention weights and ReLU outputs
-    init: Literal["official", "paper"] = "official"  # W_q, W_k, W_v, W_o: see the module docstring
-    window: Literal["paper", "official"] = later("paper")  # which distances a query sees: module docstring
-    span: SpanConfig = field(default_factory=SpanConfig)
 
 
 class AttentionOutput(NamedTuple):
@@ -155,20 +143,13 @@ class Layer(nn.Module):
         return self.norm2(h + f), att
 
 
-def _config(cfg) -> Config:
-    if isinstance(cfg, Config):
-        return cfg
-    cfg = dict(cfg)  # a plain mapping (tests, notebooks); manifests arrive as a validated Config
-    span = cfg.pop("span", {})
-    return Config(**cfg, span=span if isinstance(span, SpanConfig) else SpanConfig(**span))
-
-
 class Model(LanguageModel):
     """The adaptive-span language model; state = per-layer caches of past hidden states (B, C, d)."""
 
     def __init__(self, cfg: Config, vocab_size: int, block: int, shape=None):
         super().__init__()
-        self.cfg = cfg = _config(cfg)
+        # a plain mapping (tests, notebooks) is validated; manifests arrive as a validated Config
+        self.cfg = cfg = cfg if isinstance(cfg, Config) else Config.model_validate(cfg)
         self.vocab_size, self.block = vocab_size, block
         self.emb = nn.Embedding(vocab_size + 1, cfg.d_model)  # + start token; N(0, 1)
         self.pe = nn.Parameter(torch.randn(cfg.d_model // cfg.heads, cfg.span.limit))  # p_x, N(0, 1)

@@ -15,24 +15,13 @@ other methods read them from the ``attn`` they are given. Spans are in tokens; S
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn as nn
 
+from repro.config.families import SpanConfig
+
 TRIM_MULTIPLE = 64  # band widths and cache slack are multiples of this (coarse sizes reuse memory)
-
-
-@dataclass
-class SpanConfig:
-    kind: Literal["fixed", "adaptive", "dynamic"] = "adaptive"
-    limit: int = 8192  # S, the maximum span
-    ramp: int = 32  # R, the width of the soft mask's ramp
-    loss_coef: float = 2.0e-6  # lambda
-    loss_mode: Literal["mean_times_S", "sum"] = "mean_times_S"
-    init: float = 0.0  # initial z' (z = S z')
-    dynamic_bias_init: float = -4.0  # b of z_t = S sigmoid(v . x_t + b)
 
 
 def soft_mask(x: torch.Tensor, z: torch.Tensor | float, ramp: float) -> torch.Tensor:

@@ -25,40 +25,19 @@ one position with cached keys and values (``repro.train.sampling``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from repro.config.fields import later
+from repro.config.families import SparseTransformerConfig as Config
 from repro.models import patterns as P
 from repro.models.base import LanguageModel, ModelOutput
 from repro.models.kernels import attend
 
 FIG2_QUERY = (20, 14)  # (row, column) of the query pixel of Figure 2's attention maps
-
-
-@dataclass
-class Config:
-    layers: int = 4
-    d_model: int = 256
-    heads: int = 4
-    ff_mult: float = 4.0  # W1 output = ff_mult * d_model
-    qk_mult: float = 1.0  # query/key width = qk_mult * d_model (values stay d_model)
-    dropout: float = 0.0  # at the end of each residual branch (the paper uses no attention dropout)
-    pattern: Literal["dense", "strided", "fixed"] = "dense"
-    stride: int = 128  # l; also the row length of the ``attn`` position embedding
-    c: int | None = 32  # summary positions per block (fixed)
-    combine: Literal["interleaved", "merged", "multihead"] = "merged"
-    embedding: Literal["attn", "data"] = "attn"
-    checkpointing: bool = False  # recompute each residual block in the backward pass
-    impl: Literal["auto", "blocked", "flex", "masked"] = "auto"
-    init_std: float = 0.02  # base std of weights and embeddings (W2, Wp: init_std / sqrt(2N))
-    init: Literal["normal", "paper"] = later("normal")  # see the module docstring
-    dropout_embedding: bool = later(True)  # also drop the summed embeddings (the paper does not)
 
 
 def gelu_sigmoid(x: torch.Tensor) -> torch.Tensor:

@@ -47,7 +47,7 @@ SCALE_NOTE = {
     "paper's numbers and are not comparable to them in absolute terms; only qualitative findings "
     "are checked.",
     "cpu": "**Scale: cpu** (2 CPU cores, up to 30 minutes per run, offline stand-in corpora; how it was chosen: "
-    "results/reports/cpu-scale.md). NOT the paper's numbers.",
+    "results/studies/cpu-scale.md). NOT the paper's numbers.",
     "small": "**Scale: small** (one GPU or a long CPU run). Smaller than the paper's models; absolute "
     "numbers are not the paper's.",
     "paper": "**Scale: paper** (the paper's configuration).",
@@ -270,7 +270,7 @@ def render_all(root: Path) -> Path:
         "with its scale; `tiny` and `cpu` results come from 2-CPU runs on offline stand-in corpora and are "
         "not the papers' numbers. A claim is *not evaluable* when a precondition fails (the spans never "
         "moved, a baseline is under-trained, a model did not learn the data); the line says which. The "
-        "`pilot` section is the measured search for the `cpu` scale (reports/cpu-scale.md).",
+        "`pilot` section is the measured search for the `cpu` scale (studies/cpu-scale.md).",
         "",
     ]
     for paper, block in sorted(sections.items()):

@@ -1,6 +1,9 @@
 """Renderers: one function per paper table/figure, reading only stored runs, writing files.
 
-A renderer is registered under the name a manifest lists in ``renders``, with the ``reference`` keys
+Renderers are plain files: every ``*.py`` at the top of the repository's ``analysis/`` folder
+(``$REPRO_ANALYSIS`` if set), so a new figure is a new file there, and the files a manifest names
+under ``analysis`` (its own renderers, beside it). A file registers its functions with
+:func:`renderer` when it is loaded. A renderer is registered under the name a manifest lists in ``renders``, with the ``reference`` keys
 (and their types) it reads from the manifest, and is called once per scale with a :class:`Context`:
 a tidy table of the runs (one row per run of the manifest's current resolution, in grid order; the
 resolved spec flattened into dotted columns such as ``model.span.limit``; the summary's keys as
@@ -12,11 +15,15 @@ trained model that figures need are computed once after training by ``repro.trai
 
 from __future__ import annotations
 
-import importlib
+import hashlib
+import importlib.util
 import math
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -26,11 +33,11 @@ from repro.config.manifest import Manifest, ManifestError, show
 from repro.files import atomic
 from repro.store.runs import RunDir
 
-# Modules holding renderers; each registers its functions with @renderer on import.
-MODULES = ["repro.report.suite", "repro.analysis.sparse_transformer", "repro.analysis.adaptive_span"]
+SHIPPED = Path(__file__).resolve().parents[2] / "analysis"
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
 _REGISTRY: dict[str, Renderer] = {}
+_FILES: dict[str, Path] = {}  # renderer -> the file that defines it
 _REFERENCE: dict[str, dict[str, type | tuple[type, ...]]] = {}  # renderer -> reference keys it reads
 _READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run files) it reads
 
@@ -174,7 +181,10 @@ def renderer(
     ``reference``: the manifest's reference keys it reads, with their types."""
 
     def register(fn: Renderer) -> Renderer:
-        _REGISTRY[name] = fn
+        here = Path(fn.__code__.co_filename).resolve()
+        if _FILES.get(name, here) != here:
+            raise ManifestError(f"{here}: renderer {name!r} is already defined in {_FILES[name]}")
+        _REGISTRY[name], _FILES[name] = fn, here
         _REFERENCE[name] = dict(reference or {})
         _READS[name] = tuple(reads)
         return fn
@@ -182,10 +192,39 @@ def renderer(
     return register
 
 
-def registry() -> dict[str, Renderer]:
-    for module in MODULES:
-        importlib.import_module(module)
-    return _REGISTRY
+def analysis_root() -> Path:
+    """Where the shipped renderer files are: ``$REPRO_ANALYSIS`` or the repository's analysis/."""
+    return Path(os.environ.get("REPRO_ANALYSIS") or SHIPPED)
+
+
+def load(path: Path) -> ModuleType:
+    """A renderer file, loaded once (its renderers registered); ``analysis.<stem>`` for the shipped ones."""
+    path = Path(path).resolve()
+    shipped = path.parent == analysis_root().resolve()
+    name = f"analysis.{path.stem}" if shipped else f"analysis.user_{hashlib.sha1(bytes(path)).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[name]
+        if shipped or isinstance(err, ManifestError):
+            raise
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise ManifestError(f"{path}: the renderer file does not load: {type(err).__name__}: {first}") from None
+    return module
+
+
+def registry(files: Iterable[Path] = ()) -> dict[str, Renderer]:
+    """The shipped renderers and those of ``files`` (a manifest's own), by name."""
+    shipped = sorted(p for p in analysis_root().glob("*.py") if not p.name.startswith("_"))
+    wanted = {p.resolve() for p in [*shipped, *files]}
+    for path in sorted(wanted):
+        load(path)
+    return {name: fn for name, fn in _REGISTRY.items() if _FILES[name] in wanted}
 
 
 def describe() -> list[dict[str, Any]]:
@@ -205,7 +244,7 @@ def describe() -> list[dict[str, Any]]:
 def check_manifest(manifest: Manifest) -> Manifest:
     """``manifest`` if its ``renders`` name known renderers and its ``reference`` holds, besides ``runs``
     (checked with the manifest), only keys they read, each of the type they declare; else ManifestError."""
-    known = registry()
+    known = registry(manifest.analysis)
     unknown = sorted(set(manifest.renders) - set(known))
     if unknown:
         raise ManifestError(
@@ -229,7 +268,7 @@ def _type_name(tp: type | tuple[type, ...]) -> str:
 
 
 def render_all(ctx: Context) -> list[tuple[Path, str]]:
-    known = registry()
+    known = registry(ctx.manifest.analysis)
     files: list[tuple[Path, str]] = []
     for name in ctx.manifest.renders:
         files += known[name](ctx)

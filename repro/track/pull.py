@@ -23,13 +23,10 @@ import pandas as pd
 import wandb
 
 from repro.config.manifest import Manifest
-from repro.config.spec import SpecError, build_run
+from repro.config.spec import SpecError, from_record
 from repro.errors import UserError
 from repro.store.runs import RunDir
 from repro.track.loggers import PROJECT, STEP
-
-SECTIONS = ("data", "model", "train", "eval")
-SPEC_KEYS = ("run_id", "manifest", "scale", "cell", "code_version")
 
 
 @dataclass
@@ -80,7 +77,7 @@ def pull(
             echo(f"  {spec.run_id}  {spec.cell_name}: already in the store, skipped")
             continue
         try:
-            _write(wb, spec, {k: wb.config.get(k) for k in SPEC_KEYS}, target, f"{path}/{wb.id}")
+            _write(wb, spec.record(wb.config.get("code_version")), target, f"{path}/{wb.id}")
         except Exception as err:  # the network, the server: this run is left out, nothing is written
             done.left_out.append((label, f"download failed: {type(err).__name__}: {err}"))
             continue
@@ -97,7 +94,7 @@ def _resolve(manifest: Manifest, config: dict[str, Any]):
     if scale not in manifest.scale_names():
         raise ValueError(f"config scale {scale!r} is not a scale of {manifest.name}")
     try:
-        spec = build_run(manifest.name, scale, config.get("cell") or {}, {k: config.get(k) for k in SECTIONS})
+        spec = from_record({**config, "manifest": manifest.name})
     except SpecError as err:
         raise ValueError(f"config is not a valid spec: {err}") from None
     known = {s.run_id: s for s in manifest.expand(scale)}
@@ -109,22 +106,13 @@ def _resolve(manifest: Manifest, config: dict[str, Any]):
     return known[spec.run_id]
 
 
-def _write(wb: Any, spec, stored: dict[str, Any], target: RunDir, source: str) -> None:
+def _write(wb: Any, record: dict[str, Any], target: RunDir, source: str) -> None:
     root = target.path.parents[2]
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".pull-", dir=root))
     try:
-        staged = RunDir(tmp, spec.manifest, spec.run_id)
-        staged.write_spec(
-            {
-                **stored,
-                "run_id": spec.run_id,
-                "manifest": spec.manifest,
-                "scale": spec.scale,
-                "cell": spec.cell,
-                **spec.resolved(),
-            }
-        )
+        staged = RunDir(tmp, record["manifest"], record["run_id"])
+        staged.write_spec(record)
         history = list(wb.scan_history())
         metrics = history_frame(history)
         if not metrics.empty:

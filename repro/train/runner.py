@@ -26,7 +26,7 @@ import torch
 
 from repro import data as datasets
 from repro.config.manifest import Manifest
-from repro.config.spec import RunSpec, build_run
+from repro.config.spec import RunSpec, from_record
 from repro.errors import StoreError, UserError
 from repro.models.base import LanguageModel
 from repro.progress import say
@@ -87,7 +87,7 @@ def with_max_steps(spec: RunSpec, max_steps: int | None) -> RunSpec:
         raise UserError(f"--max-steps {max_steps}: allowed: a positive number of steps")
     if max_steps is None or max_steps >= spec.train.steps:
         return spec
-    return replace(spec, train=replace(spec.train, steps=max_steps))
+    return replace(spec, train=spec.train.model_copy(update={"steps": max_steps}))
 
 
 def code_version() -> str:
@@ -252,16 +252,7 @@ def _train(
     module = _module(spec, data)
     resume = checkpoints.latest(run.checkpoints, echo, run_id=spec.run_id)
     run.cut_metrics(resume[1] if resume else 0, echo)  # what a killed run logged beyond its checkpoint goes
-    run.write_spec(
-        {
-            "run_id": spec.run_id,
-            "manifest": spec.manifest,
-            "scale": spec.scale,
-            "cell": spec.cell,
-            "code_version": code_version(),
-            **spec.resolved(),
-        }
-    )
+    run.write_spec(spec.record(code_version()))
     store_logger = StoreLogger(run)
     wb = wandb_logger(wandb_mode, spec, manifest.paper, manifest.renders, run)
     params = sum(p.numel() for p in module.model.parameters())
@@ -427,7 +418,7 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
             }
         )
     for context in spec.eval.context_sweep:
-        swept = replace(spec, eval=replace(spec.eval, min_context=context))
+        swept = replace(spec, eval=spec.eval.model_copy(update={"min_context": context}))
         final[f"test_bits_ctx{context}"] = evaluate(model, data.splits["test"], swept, device, data.vocab.size)["bits"]
     # arrays behind figures that need the trained model (renderers never load it)
     run.write_arrays("analysis.npz", figure_arrays(spec.family, model, data.splits["valid"], data.vocab))
@@ -439,13 +430,7 @@ def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[Langu
     found = checkpoints.latest(run.checkpoints, run_id=run.run_id)
     if found is None:
         raise UserError(f"{run.path}: no checkpoint (checkpoints are not committed: re-run it with `repro run`)")
-    stored = run.spec()
-    spec = build_run(
-        stored["manifest"],
-        stored["scale"],
-        stored.get("cell") or {},
-        {k: stored[k] for k in ("data", "model", "train", "eval")},
-    )
+    spec = from_record(run.spec())
     _, vocab = datasets.open_split(spec.data.name, "valid", **spec.data.options())
     info = datasets.dataset_info(spec.data.name)
     module = LMModule(spec, vocab.size, info.shape)

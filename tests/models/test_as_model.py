@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import typing
 
@@ -286,10 +285,9 @@ def test_contract_state_stats_and_clamp():
 def test_config_fields_use_manifest_types():
     allowed = {int, float, bool, str}
     for cls in (AS.Config, AS.SpanConfig):
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            t = hints[f.name]
-            assert t in allowed or typing.get_origin(t) is typing.Literal or dataclasses.is_dataclass(t)
+        for info in cls.model_fields.values():
+            t = info.annotation
+            assert t in allowed or typing.get_origin(t) is typing.Literal or issubclass(t, AS.SpanConfig)
     cfg = AS.Config()
     assert (cfg.span.kind, cfg.span.ramp, cfg.span.loss_mode, cfg.span.init) == ("adaptive", 32, "mean_times_S", 0.0)
     m = AS.Model({"layers": 1, "d_model": 8, "heads": 2, "d_ff": 8, "span": {"kind": "fixed", "limit": 16}}, 5, 8)

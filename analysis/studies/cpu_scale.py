@@ -1,5 +1,32 @@
-# The `cpu` scale: a pilot, measured
+"""The `cpu` scale study: which setting, on 2 CPU cores and at most 30 minutes per run, shows the papers'
+central effects, measured on the pilot runs (cpu-pilot-fixed, cpu-pilot-st) and the `cpu` runs of the
+adaptive-span and Sparse Transformer manifests.
 
+A study, not a manifest's report: it reads the run store across manifests and writes one markdown file
+(``<results>/studies/cpu-scale.md``), which ``repro report --all`` neither regenerates nor deletes.
+Every table is computed from the store when the script runs; the reasoning between them was written
+against those runs (its figures are the tables' as of the last `cpu` run, 2026-12-01), and lines about
+the official adaptive-span code are from measurements kept in the project's notes, not from the store.
+
+    python analysis/studies/cpu_scale.py [--results results] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from repro.files import atomic
+from repro.report.renderers import markdown_table
+from repro.store.runs import results_root, table
+
+QUICK = "valid/bits_quick"
+CONTEXTS = (64, 128, 256, 448)
+
+GOAL = """\
 Goal (issue "Findings that show"): the cheapest setting, on 2 CPU cores and at most 30 minutes per run,
 at which the papers' central effects appear on the offline corpora:
 
@@ -26,30 +53,26 @@ At `tiny` (4 x 64, block 64, batch 16, 600 steps, wiki-lead8), with the paper's 
   claims about spans and FLOPs are not evaluable (their precondition "the spans moved" fails);
 - Sparse Transformer (2 x 64, block 256, 400 steps, wiki-lead): test bits 3.224 -> 3.228 as the minimum
   context grows 64 -> 224 (no use of context beyond ~32 bytes); dense 0.34 bits worse than fixed.
+"""
 
+PILOT_A = """\
 ## Pilot (a): does the fixed-span model use its context when trained longer?
 
 `cpu-pilot-fixed`: the tiny as-fig3 model, fixed S = 64 or 512, 2,500 steps (4x tiny), quick
 validation every 250 steps.
+"""
 
-| step | S = 64 quick-valid bits | S = 512 | gap (512 - 64) |
-|---|---|---|---|
-| 250 | 2.784 | 3.170 | +0.386 |
-| 500 | 2.458 | 2.823 | +0.365 |
-| 1000 | 2.251 | 2.538 | +0.287 |
-| 1500 | 2.147 | 2.410 | +0.263 |
-| 2000 | 2.086 | 2.331 | +0.245 |
-| 2500 | 2.056 | 2.297 | +0.241 |
-
-Final (whole splits): S = 64 valid 2.037 / test 2.060; S = 512 valid 2.210 / test 2.229; 0.079 vs
-0.267 s per step. **(a) not reproduced at 2,500 steps**: the longer span still costs 0.17 dev bits.
+PILOT_A_AFTER = """\
+**(a) not reproduced at 2,500 steps**: the longer span still costs 0.17 dev bits.
 The gap closes (0.39 -> 0.24 in the quick validation) but slows down: at this width the fixed model
 spends its capacity spreading attention over 512 positions it has not learned to weigh. Hypothesis
 (checkable): (a) needs a wider/deeper model and a corpus whose predictions depend on long context
 (linux-doc's repeated identifiers), or several times more steps; the official code on wiki-lead8 at
 4 x 64 reached dev 1.87-1.92 after 8,000 steps with spans of 1-12 tokens, i.e. a model of this size
 gets most of its bits from the last dozen characters.
+"""
 
+PILOT_BC = """\
 ## Pilot (b), (c): adaptive spans (measured with the official code, same data and recipe)
 
 - 4 x 64, S = 1024, lambda 2e-6, 8,000 steps (~9 min): every z between 1 and 12 tokens, layer means
@@ -60,28 +83,18 @@ gets most of its bits from the last dozen characters.
 
 So width, depth and steps within the 30-minute budget do not produce (b) on these corpora; (c) at
 equal S is the same question as (a) (the fixed baseline must first use its context).
+"""
 
+PILOT_DE = """\
 ## Pilot (d), (e): a stateless text model
 
 `cpu-pilot-st`: a 4-layer d 128 Sparse Transformer on wiki-lead bytes, block 512, dense vs fixed
 (stride 32, c 8, merged), 1,000 steps of 8 x 512 bytes (16 x 512 and 2,000 steps ran 2.4 s per step on
 the loaded machine, about 80 minutes per run: over the budget), its test split scored at minimum
 contexts 64, 128, 256, 448.
+"""
 
-| step | dense quick-valid bits | fixed |
-|---|---|---|
-| 250 | 3.598 | 3.348 |
-| 500 | 3.181 | 2.916 |
-| 750 | 2.856 | 2.689 |
-| 1000 | 2.773 | 2.613 |
-
-| minimum context | dense test bits | fixed test bits |
-|---|---|---|
-| 64 | 2.7793 | 2.6164 |
-| 128 | 2.7795 | 2.6170 |
-| 256 | 2.7804 | 2.6184 |
-| 448 | 2.7842 | 2.6219 |
-
+PILOT_DE_AFTER = """\
 - **(d) not reproduced**: the bits do not fall with more context; they rise by 0.002-0.005 (tiny:
   3.224 -> 3.228). After 1,000 steps the model predicts from the last few dozen bytes; the later
   positions of a window, which the larger minimum contexts score, are if anything slightly worse.
@@ -89,7 +102,9 @@ contexts 64, 128, 256, 448.
   (quick-valid gap 0.25 at step 250, 0.16 at 1,000). Dense sees every key fixed sees, so the gap is
   under-training of the dense model at this budget (it also runs 2x slower per step here: 0.94 vs
   0.45 s), not an advantage of the pattern.
+"""
 
+CHOSEN = """\
 ## What the wiki-lead pilot says
 
 None of (a)-(e) appeared within the pilot's budget on wiki-lead8 / wiki-lead (about 80 minutes of
@@ -118,54 +133,16 @@ per run:
   windows (stride 32, c 8, merged), 2,000 steps of 8 windows (2x the pilot), AdamW 1e-3, every run's
   test split also scored at minimum contexts 64, 128, 256, 448, so st-table3's model is st-table2's
   fixed run.
+"""
 
+SHOWS = """\
 ## What the `cpu` scale shows
 
 Whole-split bits on linux-doc (valid / test, 1.07M bytes each). linux-doc's valid split is harder than
 its test split for every model (about 0.5 bits), so compare within a split.
+"""
 
-| run | steps | valid | test | avg span | longest z | FLOPs / token |
-|---|---|---|---|---|---|---|
-| fixed S = 64 | 3,000 | 3.208 | 2.667 | 64 | | 0.52M |
-| fixed S = 512 | 3,000 | 3.213 | 2.737 | 512 | | 1.21M |
-| adaptive S = 1024 | 3,000 | 3.143 | 2.596 | 54.3 | 88.8 | 0.51M |
-| adaptive S = 64 | 3,000 | 3.180 | 2.616 | 38.9 | 16.4 | 0.49M |
-| adaptive S = 512 | 3,000 | 3.059 | 2.589 | 45.9 | 37.1 | 0.50M |
-| adaptive S = 8192, lambda 0.5e-6 (Table 1 small) | 3,000 | 3.142 | 2.613 | 49.5 | 63.4 | 0.50M |
-| adaptive S = 8192, 6 x 96 (Table 1 large) | 3,000 | 2.913 | 2.383 | 42.9 | 57.9 | 1.52M |
-| dynamic S = 1024 (Table 3) | 3,000 | 3.095 | 2.613 | 160.5 | 365.4 | 0.67M |
-| fixed S = 1024 | 3,000 | 3.326 | 2.764 | 1024 | | 2.2M |
-
-Quick-validation curves (65,536 valid bytes), fixed span:
-
-| step | S = 64 | S = 512 | gap |
-|---|---|---|---|
-| 300 | 4.122 | 4.336 | +0.213 |
-| 900 | 3.692 | 3.816 | +0.124 |
-| 1,500 | 3.458 | 3.536 | +0.078 |
-| 2,100 | 3.391 | 3.481 | +0.090 |
-| 2,700 | 3.309 | 3.416 | +0.107 |
-| 3,000 | 3.256 | 3.320 | +0.064 |
-
-Adaptive S = 1024, mean z per layer (tokens) against steps:
-
-| step | layer 1 | layer 2 | layer 3 | layer 4 | longest z |
-|---|---|---|---|---|---|
-| 300 | 0.6 | 13.2 | 25.2 | 4.0 | 77.7 |
-| 900 | 1.9 | 22.9 | 27.2 | 7.5 | 86.1 |
-| 1,500 | 4.3 | 27.5 | 29.9 | 8.4 | 87.7 |
-| 2,100 | 4.4 | 32.5 | 32.8 | 7.6 | 84.7 |
-| 2,700 | 4.9 | 35.2 | 36.8 | 9.6 | 89.8 |
-| 3,000 | 4.5 | 37.5 | 36.3 | 11.0 | 88.8 |
-
-Sparse Transformer (2,000 steps):
-
-| pattern | valid | test | test at min context 64 / 128 / 256 / 448 | s/step (shared cores) |
-|---|---|---|---|---|
-| dense | 3.265 | 2.788 | 2.7881 / 2.7879 / 2.7896 / 2.7953 | 1.71 |
-| fixed | 3.092 | 2.618 | 2.6185 / 2.6179 / 2.6198 / 2.6275 | 0.42 |
-| strided | 2.997 | 2.513 | 2.5126 / 2.5127 / 2.5140 / 2.5171 | 0.45 |
-
+VERDICTS = """\
 ### The verdicts
 
 - **(a) not reproduced**: fixed S = 512 is 3.213 dev bits against 3.208 at S = 64 (needed: 0.05
@@ -201,3 +178,151 @@ span is 0.05 dev bits better than the static one, not "the same within 0.02".
 
 CPU time: the `cpu` runs of this scale took about 5.5 CPU-hours (two single-thread chains for 2.4
 hours sharing the cores with other work, then fixed S = 1024 for 20 minutes on 2 threads), the pilot about 1.5.
+"""
+
+
+def runs(store: pd.DataFrame, manifest: str, **spec: object) -> pd.DataFrame:
+    """The finished runs of ``manifest`` at scale cpu whose spec has the given dotted values (``__`` for ``.``)."""
+    rows = store[(store["manifest"] == manifest) & (store["scale"] == "cpu") & (store["status"] == "finished")]
+    for key, value in spec.items():
+        rows = rows[rows[key.replace("__", ".")] == value]
+    return rows.drop_duplicates("run_id")
+
+
+def one(store: pd.DataFrame, manifest: str, **spec: object) -> pd.Series:
+    found = runs(store, manifest, **spec)
+    if len(found) != 1:
+        raise SystemExit(f"cpu-scale: {manifest} {spec}: {len(found)} finished runs in the store, expected 1")
+    return found.iloc[0]
+
+
+def quick_curves(root: Path, named: dict[str, pd.Series], gap: tuple[str, str] | None = None) -> pd.DataFrame:
+    """Quick-validation bits against step of each named run (one column each), and ``gap[1] - gap[0]``."""
+    columns = {}
+    for label, run in named.items():
+        metrics = pd.read_csv(root / "runs" / run["manifest"] / run["run_id"] / "metrics.csv")
+        columns[label] = metrics.dropna(subset=[QUICK]).set_index("step")[QUICK]
+    frame = pd.DataFrame(columns).dropna()
+    if gap:
+        frame["gap"] = frame[gap[1]] - frame[gap[0]]
+    return frame.rename_axis("step").reset_index()
+
+
+def layer_spans(root: Path, run: pd.Series, steps: list[int]) -> pd.DataFrame:
+    """Mean z of each layer's heads (and the longest z) at ``steps``, from the run's logged spans."""
+    metrics = pd.read_csv(root / "runs" / run["manifest"] / run["run_id"] / "metrics.csv").set_index("step")
+    layers = sorted({int(c.split("/")[2]) for c in metrics if c.startswith("model/spans/")})
+    out = pd.DataFrame({"step": steps})
+    for layer in layers:
+        heads = [c for c in metrics if c.startswith(f"model/spans/{layer}/")]
+        out[f"layer {layer + 1}"] = [metrics.loc[s, heads].mean() for s in steps]
+    out["longest z"] = [metrics.loc[s, "model/span_max"] for s in steps]
+    return out
+
+
+def sweep(run: pd.Series) -> str:
+    return " / ".join(f"{run[f'test_bits_ctx{c}']:.4f}" for c in CONTEXTS)
+
+
+def adaptive_label(run: pd.Series) -> str:
+    label = f"{run['model.span.kind']} S = {int(run['model.span.limit'])}"
+    if (run["model.layers"], run["model.d_model"]) != (4, 64):
+        label += f", {run['model.layers']} x {run['model.d_model']}"
+    if run["model.span.loss_coef"] != 2e-6:
+        label += f", lambda {run['model.span.loss_coef']:g}"
+    return label
+
+
+def study(root: Path) -> str:
+    store = table(root)
+    fixed = {f"S = {s}": one(store, "cpu-pilot-fixed", model__span__limit=s) for s in (64, 512)}
+    dense, sparse = (one(store, "cpu-pilot-st", model__pattern=p) for p in ("dense", "fixed"))
+    cpu_as = pd.concat(
+        runs(store, m, family="adaptive_span") for m in ("as-fig3", "as-table1", "as-table3", "as-fig4")
+    ).drop_duplicates("run_id")
+    cpu_as = cpu_as.sort_values(["model.span.kind", "model.layers", "model.span.limit"])
+    cpu_fixed = {f"S = {s}": one(store, "as-fig3", model__span__kind="fixed", model__span__limit=s) for s in (64, 512)}
+    adaptive = one(store, "as-fig3", model__span__kind="adaptive", model__span__limit=1024)
+    st = [one(store, "st-table2-enwik8", model__pattern=p) for p in ("dense", "fixed", "strided")]
+    quick_steps = quick_curves(root, cpu_fixed)["step"].tolist()
+
+    def finals(named: dict[str, pd.Series]) -> pd.DataFrame:
+        return pd.DataFrame(
+            [
+                {"run": k, "valid": r["valid_bits"], "test": r["test_bits"], "s/step": r["seconds_per_step"]}
+                for k, r in named.items()
+            ]
+        )
+
+    sections = [
+        "# The `cpu` scale: a pilot, measured",
+        f"Generated by `analysis/studies/cpu_scale.py` from the run store ({root}).",
+        GOAL,
+        PILOT_A,
+        markdown_table(quick_curves(root, fixed, gap=("S = 64", "S = 512"))),
+        "Final (whole splits, seconds per step on the shared cores):",
+        markdown_table(finals(fixed)),
+        PILOT_A_AFTER,
+        PILOT_BC,
+        PILOT_DE,
+        markdown_table(quick_curves(root, {"dense": dense, "fixed": sparse})),
+        markdown_table(
+            pd.DataFrame(
+                {
+                    "minimum context": CONTEXTS,
+                    "dense test bits": [dense[f"test_bits_ctx{c}"] for c in CONTEXTS],
+                    "fixed test bits": [sparse[f"test_bits_ctx{c}"] for c in CONTEXTS],
+                }
+            )
+        ),
+        markdown_table(finals({"dense": dense, "fixed": sparse})),
+        PILOT_DE_AFTER,
+        CHOSEN,
+        SHOWS,
+        markdown_table(
+            pd.DataFrame(
+                {
+                    "run": [adaptive_label(r) for _, r in cpu_as.iterrows()],
+                    "steps": cpu_as["steps"],
+                    "valid": cpu_as["valid_bits"],
+                    "test": cpu_as["test_bits"],
+                    "avg span": cpu_as["avg_span"],
+                    "longest z": np.where(cpu_as["model.span.kind"] == "fixed", np.nan, cpu_as["span_max"]),
+                    "FLOPs / token": [f"{f / 1e6:.2f}M" for f in cpu_as["flops_per_token"]],
+                }
+            )
+        ),
+        "Quick-validation curves (65,536 valid bytes), fixed span:",
+        markdown_table(quick_curves(root, cpu_fixed, gap=("S = 64", "S = 512"))),
+        "Adaptive S = 1024, mean z per layer (tokens) against steps:",
+        markdown_table(layer_spans(root, adaptive, quick_steps)),
+        f"Sparse Transformer ({int(st[0]['steps']):,} steps):",
+        markdown_table(
+            pd.DataFrame(
+                {
+                    "pattern": [r["model.pattern"] for r in st],
+                    "valid": [r["valid_bits"] for r in st],
+                    "test": [r["test_bits"] for r in st],
+                    "test at min context " + " / ".join(map(str, CONTEXTS)): [sweep(r) for r in st],
+                    "s/step (shared cores)": [r["seconds_per_step"] for r in st],
+                }
+            )
+        ),
+        VERDICTS,
+    ]
+    return "\n\n".join(s.strip("\n") for s in sections) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", help="results root (default: $REPRO_RESULTS or results/)")
+    parser.add_argument("--out", help="the markdown file (default: <results>/studies/cpu-scale.md)")
+    args = parser.parse_args(argv)
+    root = results_root(args.results)
+    out = Path(args.out) if args.out else root / "studies" / "cpu-scale.md"
+    atomic.write_text(out, study(root))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

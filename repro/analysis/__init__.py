@@ -1,1 +1,0 @@
-"""The renderers of the two papers' tables and figures (registered with repro.report.renderers)."""

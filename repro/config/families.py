@@ -1,0 +1,57 @@
+"""The ``model`` section of each model family: its keys, defaults and bounds (no torch: a manifest is
+checked without the model). ``FAMILIES`` maps ``model.family`` to its schema; the model that a schema
+configures is ``repro.models.<family>`` (``repro.models.family``), whose docstring explains the keys."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from repro.config.fields import Float, Int, Section, later
+
+
+class SparseTransformerConfig(Section):
+    layers: Int = Field(4, ge=1)
+    d_model: Int = Field(256, ge=1)
+    heads: Int = Field(4, ge=1)
+    ff_mult: Float = Field(4.0, gt=0)  # W1 output = ff_mult * d_model
+    qk_mult: Float = Field(1.0, gt=0)  # query/key width = qk_mult * d_model (values stay d_model)
+    dropout: Float = Field(0.0, ge=0, lt=1)  # at the end of each residual branch (the paper uses no attention dropout)
+    pattern: Literal["dense", "strided", "fixed"] = "dense"
+    stride: Int = Field(128, ge=1)  # l; also the row length of the ``attn`` position embedding
+    c: Int | None = Field(32, ge=1)  # summary positions per block (fixed)
+    combine: Literal["interleaved", "merged", "multihead"] = "merged"
+    embedding: Literal["attn", "data"] = "attn"
+    checkpointing: bool = False  # recompute each residual block in the backward pass
+    impl: Literal["auto", "blocked", "flex", "masked"] = "auto"
+    init_std: Float = Field(0.02, gt=0)  # base std of weights and embeddings (W2, Wp: init_std / sqrt(2N))
+    init: Literal["normal", "paper"] = later("normal")  # see repro.models.sparse_transformer
+    dropout_embedding: bool = later(True)  # also drop the summed embeddings (the paper does not)
+
+
+class SpanConfig(Section):
+    kind: Literal["fixed", "adaptive", "dynamic"] = "adaptive"
+    limit: Int = Field(8192, ge=1)  # S, the maximum span
+    ramp: Int = Field(32, ge=1)  # R, the width of the soft mask's ramp
+    loss_coef: Float = Field(2.0e-6, ge=0)  # lambda
+    loss_mode: Literal["mean_times_S", "sum"] = "mean_times_S"
+    init: Float = Field(0.0, ge=0, le=1)  # initial z' (z = S z')
+    dynamic_bias_init: Float = -4.0  # b of z_t = S sigmoid(v . x_t + b)
+
+
+class AdaptiveSpanConfig(Section):
+    layers: Int = Field(12, ge=1)
+    d_model: Int = Field(512, ge=1)
+    d_ff: Int = Field(2048, ge=1)
+    heads: Int = Field(8, ge=1)
+    dropout: Float = Field(0.3, ge=0, lt=1)  # on attention weights and ReLU outputs
+    init: Literal["official", "paper"] = "official"  # W_q, W_k, W_v, W_o: see repro.models.adaptive_span
+    window: Literal["paper", "official"] = later("paper")  # which distances a query sees: the same docstring
+    span: SpanConfig = Field(default_factory=SpanConfig)
+
+
+FAMILIES: dict[str, type[Section]] = {
+    "sparse_transformer": SparseTransformerConfig,
+    "adaptive_span": AdaptiveSpanConfig,
+}

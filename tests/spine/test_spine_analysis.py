@@ -1,0 +1,125 @@
+"""Renderers are files: the shipped ones in analysis/, a manifest's own named by its `analysis:` key; and
+the commands that only read manifests and the store never import torch."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from repro.cli import main
+from repro.report import renderers
+from repro.store.runs import table
+
+USER_RENDERER = '''
+import pandas as pd
+
+from repro.report.renderers import Context, renderer
+
+
+@renderer("squares", reference={"sides": list})
+def squares(ctx: Context):
+    """Each side of the manifest's reference with its square."""
+    sides = ctx.reference("sides")
+    frame = pd.DataFrame({"side": sides, "area": [s * s for s in sides]})
+    return [(ctx.write_table("squares", frame, "Squares"), "the squares")]
+'''
+
+MANIFEST = """
+name: user-squares
+title: Squares from a renderer of the user's
+paper: none
+analysis: {file}
+renders: [squares]
+reference:
+  sides: [1, 2, 3]
+"""
+
+
+def _user_manifest(folder: Path, renderer_text: str = USER_RENDERER, name: str = "mine.py") -> Path:
+    (folder / "figs").mkdir(parents=True)
+    (folder / "figs" / name).write_text(renderer_text)
+    path = folder / "squares.yaml"
+    path.write_text(MANIFEST.format(file=f"figs/{name}"))
+    return path
+
+
+def test_every_shipped_renderer_comes_from_a_file_of_analysis():
+    known = renderers.registry()
+    files = {Path(fn.__code__.co_filename).resolve() for fn in known.values()}
+    assert files == {p.resolve() for p in renderers.SHIPPED.glob("*.py")}
+    assert {"curves", "as-fig2", "st-table1"} <= set(known)
+
+
+def test_a_manifest_renders_with_its_own_renderer_file(tmp_path, capsys, monkeypatch):
+    """The file is found relative to the manifest (not the working directory), its reference key is
+    accepted because it declares it, and `repro report` writes what it draws."""
+    path = _user_manifest(tmp_path / "mine")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", str(path)]) == 0
+    assert main(["report", str(path), "--results", str(tmp_path / "results")]) == 0
+    capsys.readouterr()
+    table = pd.read_csv(tmp_path / "results" / "reports" / "tables" / "user-squares-squares-none.csv")
+    assert table.to_dict("list") == {"side": [1, 2, 3], "area": [1, 4, 9]}
+    assert "squares" not in renderers.registry()  # another manifest does not see it
+
+
+@pytest.mark.parametrize(
+    "text, name, expected",
+    [
+        (USER_RENDERER, "missing.py", "analysis: figs/missing.py: no such renderer file"),
+        ("raise RuntimeError('half written')\n", "mine.py", "the renderer file does not load: RuntimeError: half"),
+        (
+            USER_RENDERER.replace('"squares", ', '"st-table1", '),
+            "mine.py",
+            "renderer 'st-table1' is already defined in",
+        ),
+    ],
+)
+def test_a_bad_renderer_file_is_one_line_naming_it(tmp_path, capsys, text, name, expected):
+    path = _user_manifest(tmp_path, text)
+    if name == "missing.py":
+        path.write_text(MANIFEST.format(file="figs/missing.py"))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
+
+
+@pytest.mark.parametrize("argv", [["list"], ["validate"], ["show", "smoke"], ["report", "smoke", "--results", "{tmp}"]])
+def test_reading_manifests_and_the_store_imports_no_torch(tmp_path, argv):
+    """`list`, `validate`, `show` and `report` (of a manifest whose renderers need no model function)
+    check manifests against the torch-free schemas of repro.config: a fresh process, then sys.modules."""
+    argv = [a.format(tmp=tmp_path / "results") for a in argv]
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from repro.cli import main
+        rc = main({argv!r})
+        print(rc, sorted(m for m in sys.modules if m == "torch" or m.startswith(("torch.", "lightning"))))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_the_cpu_scale_study_writes_its_tables_from_the_store(tmp_path):
+    """The study reads the committed store across manifests (not a report: outside reports/); each row of
+    its `cpu` table is the stored run's summary."""
+    root = Path(__file__).resolve().parents[2] / "results"
+    script = Path(__file__).resolve().parents[2] / "analysis" / "studies" / "cpu_scale.py"
+    out = tmp_path / "cpu-scale.md"
+    done = subprocess.run(
+        [sys.executable, str(script), "--results", str(root), "--out", str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    store = renderers.finished_runs(table(root))
+    run = store[(store["manifest"] == "as-fig3") & (store["model.span.kind"] == "fixed")]
+    run = run[(run["scale"] == "cpu") & (run["model.span.limit"] == 1024)].iloc[0]
+    row = next(line for line in text.splitlines() if line.startswith("| fixed S = 1024 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:4] == [renderers.format_value(run["valid_bits"]), renderers.format_value(run["test_bits"])]
+    assert cells[6] == f"{run['flops_per_token'] / 1e6:.2f}M"
