@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import paper_patterns as paper
 import pytest
 
 from repro.config.manifest import resolve
@@ -130,14 +131,15 @@ def test_table4_picks_the_largest_model_within_budget(tmp_path):
     assert "152M" in md and "1,024 MiB" in md
 
 
-def test_fig2_draws_attention_maps(tmp_path):
+def test_fig2_draws_attention_maps(tmp_path, drawn):
     (spec,) = resolve("st-fig2").expand("tiny")
     run = _store_run(tmp_path, spec)
     att = np.random.default_rng(0).random((4, 2, 575)).astype(np.float32)
+    att /= att.sum(-1, keepdims=True)
     run.write_arrays(
         "analysis.npz",
         {
-            "attention_query": att / att.sum(-1, keepdims=True),
+            "attention_query": att,
             "query_position": np.array(574),
             "sequence": np.arange(784) % 256,
             "shape": np.array([28, 28, 1]),
@@ -145,20 +147,44 @@ def test_fig2_draws_attention_maps(tmp_path):
         },
     )
     files = _render(tmp_path, "st-fig2")
-    assert len(files) == 1 and files[0][0].stat().st_size > 0 and "row 20, column 14" in files[0][1]
+    assert len(files) == 1 and files[0][0].exists() and "row 20, column 14" in files[0][1]
+    axes = drawn[f"fig2-{spec.run_id}"]  # (heads rows) x (input + 4 layers)
+    assert len(axes) == 2 * 5
+    for h in range(2):
+        assert (axes[5 * h]["images"][0] == (np.arange(784) % 256).reshape(28, 28)).all()  # the input image
+        for layer in range(4):
+            grid = axes[5 * h + 1 + layer]["images"][0].reshape(-1)
+            # input j holds element j - 1: pixel p is weighted by the query's attention to input p + 1
+            assert np.allclose(grid[:574], att[layer, h, 1:]) and (grid[574:] == 0).all()
 
 
-def test_fig3_needs_no_runs(tmp_path):
+def test_fig3_needs_no_runs(tmp_path, drawn):
+    """The matrices drawn are the paper's patterns (n = 36, l = 6, c = 1; ``paper_patterns``)."""
     files = _render(tmp_path, "st-fig3", "none")
     assert len(files) == 2 and all(p.exists() for p, _ in files)
     assert "every earlier input reached in 2 layers" in files[0][1]
+    shown = {ax["title"]: ax["images"][0] for ax in drawn["fig3-matrices"] if ax["images"]}
+    for pattern, halves in (("strided", ("local", "stride")), ("fixed", ("block", "summary"))):
+        for name in (*halves, pattern):
+            want = paper.mask(name, 36, 6, 1)
+            assert (shown[f"{pattern}: {name if name != pattern else 'union'}"] == want).all(), name
+    assert (shown["dense: union"] == np.tril(np.ones((36, 36), bool))).all()
+    grid = {ax["title"]: ax["images"][0] for ax in drawn["fig3-grid"] if ax["images"]}
+    row = paper.mask("strided", 36, 6)[27].astype(float)
+    row[27] = 0.5  # the output itself, half-shaded
+    assert (grid["strided: union"] == row.reshape(6, 6)).all()
 
 
-def test_fig4_and_fig5(tmp_path):
+def test_fig4_and_fig5(tmp_path, drawn):
+    stored = {}
     for spec, peak, sps in zip(resolve("st-fig4").expand("tiny"), [900, 700], [1.0, 1.3]):
         _store_run(tmp_path, spec, peak_memory_bytes=peak * 2**20, seconds_per_step=sps, valid_bits=5.0)
+        stored[bool(spec.model.checkpointing)] = (peak, sps)
     files = _render(tmp_path, "st-fig4")
     assert files and files[0][0].exists()
+    memory, time = drawn["fig4"]  # bars: checkpointing off, on
+    assert memory["bars"] == pytest.approx([stored[False][0], stored[True][0]])
+    assert time["bars"] == pytest.approx([stored[False][1], stored[True][1]])
     _, results = render(resolve("st-fig4"), tmp_path)
     assert all(r.verdict.status == "reproduced" for r in results)
 

@@ -1,9 +1,14 @@
-"""The two attention windows of the adaptive-span model give the same bits to within seed noise on a tiny
-model: the paper's (the query and its S - 1 predecessors) and the official code's (the S previous tokens).
+"""The two attention windows of the adaptive-span model give the same bits on a tiny model: the paper's
+(the query and its S - 1 predecessors) and the official code's (the S previous tokens).
+
+"The same" is a bound on the paired difference (same seed, initial weights and batches), relative to what
+the models learned (unigram bits minus theirs, about 1.4 bits here): under a tenth of it on average over
+4 seeds, under a quarter at every seed. A test of "not significant at two standard errors" would pass
+more easily the noisier the runs were; a bound does not.
 
 Measured here (2 layers x 32, S = 64, block 32, batch 8, 150 Adam steps on a synthetic word language):
 paper - official = +0.17, +0.15, +0.08, -0.12 bits for seeds 0-3 (around 1.7-2.0 bits; unigram 3.3):
-a mean of +0.07 with a standard error of 0.065, i.e. not significant at two standard errors.
+a mean of +0.07.
 """
 
 from __future__ import annotations
@@ -65,12 +70,12 @@ def train_and_score(window: str, seed: int, train: np.ndarray, valid: np.ndarray
     return total / count / math.log(2)
 
 
-def test_paper_and_official_windows_agree_within_seed_noise(corpus):
+def test_paper_and_official_windows_agree(corpus):
     torch.set_num_threads(1)
     train, valid = corpus
     bits = {w: np.array([train_and_score(w, s, train, valid) for s in SEEDS]) for w in ("paper", "official")}
     level = unigram_bits(train, valid, 12)
     assert (bits["paper"] < 0.7 * level).all() and (bits["official"] < 0.7 * level).all()  # both learned
+    learned = level - np.concatenate(list(bits.values())).mean()
     diff = bits["paper"] - bits["official"]  # paired: same seed, same initial weights, same batches
-    stderr = diff.std(ddof=1) / math.sqrt(len(diff))
-    assert abs(diff.mean()) < 2 * stderr, (bits, diff)
+    assert abs(diff.mean()) < 0.1 * learned and np.abs(diff).max() < 0.25 * learned, (bits, diff, learned)

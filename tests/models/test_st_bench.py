@@ -36,18 +36,8 @@ def test_st_bench_attention_records():
     ]
     for r in recs:
         assert "error" not in r, r
-        for key in (
-            "pattern",
-            "n",
-            "stride",
-            "c",
-            "impl",
-            "fwd_seconds",
-            "fwd_bwd_seconds",
-            "peak_memory_bytes",
-            "speedup_vs_dense",
-        ):
-            assert key in r
+        assert list(r)[: len(bench.FIRST)] == bench.FIRST  # the documented keys lead every record, in order
+        assert (r["n"], r["stride"], r["c"]) == (256, 16, 4)
         assert r["fwd_seconds"] > 0 and r["peak_memory_bytes"] >= 0 and r["rounds"] == 1
         assert r["timing"] == "interleaved" and r["memory_vs_dense"] >= 0 and r["threads"] >= 1
         assert r["fwd_bwd_cpu_seconds"] > 0 and r["cpu_speedup_vs_dense"] > 0

@@ -1,15 +1,18 @@
-"""Every attention kernel equals dense masked attention on the same pattern (float64 values and
-gradients); FlexAttention forward checked on CPU, full check on CUDA when available."""
+"""Every attention kernel (blocked on CPU, flex where it runs, and the dense masked reference) equals dense
+attention under the paper's pattern as written out in ``paper_patterns`` (independent of
+repro's predicates, parts and plans), values and gradients in float64; the FlexAttention forward is
+checked on CPU, its values and gradients on CUDA when one is available. Seeds are fixed."""
 
 import functools
 import warnings
 
 import numpy as np
+import paper_patterns as paper
 import pytest
 import torch
 
 from repro.models import patterns as P
-from repro.models.kernels import attend, reference
+from repro.models.kernels import attend
 from repro.models.kernels import blocked as BK
 from repro.models.kernels.plan import plan, window
 
@@ -18,15 +21,18 @@ CASES = [  # pattern, combine, n, stride, c, heads
     ("strided", "merged", 29, 5, None, 1),
     ("strided", "multihead", 24, 4, None, 4),
     ("strided", "multihead", 18, 6, None, 3),
+    ("strided", "multihead", 23, 5, None, 2),
     ("fixed", "merged", 24, 4, 1, 3),
     ("fixed", "merged", 30, 8, 2, 5),
     ("fixed", "merged", 26, 4, 4, 2),
     ("fixed", "multihead", 24, 4, 1, 4),
     ("fixed", "multihead", 32, 8, 2, 6),
     ("local", "merged", 21, 4, None, 2),
+    ("local", "merged", 15, 3, None, 1),
     ("stride", "merged", 21, 4, None, 2),
     ("block", "merged", 21, 7, None, 2),
     ("summary", "merged", 24, 6, 2, 3),
+    ("summary", "merged", 22, 4, 2, 3),
     ("dense", "merged", 19, 4, None, 2),
 ]
 
@@ -39,21 +45,52 @@ def rand(B, H, n, d, device="cpu", dtype=torch.float64, grad=True):
     return [torch.randn(B, H, n, d, device=device, dtype=dtype, requires_grad=grad) for _ in range(3)]
 
 
+def paper_attention(q, k, v, pattern, l, c, combine="merged"):
+    """Dense attention under the paper's pattern (``paper_patterns``), for q's heads and length."""
+    return paper.attention(q, k, v, paper.layer_mask(pattern, combine, q.shape[2], l, c, q.shape[1]))
+
+
+def assert_matches_paper(o, q, k, v, pattern, l, c, combine="merged", atol=1e-12, grad_atol=1e-11):
+    """``o`` (computed from q, k, v) equals dense attention under the paper's pattern, and so do its
+    gradients with respect to q, k and v (where they require grad) for a random output gradient."""
+    r = paper_attention(q, k, v, pattern, l, c, combine)
+    assert o.shape == r.shape and torch.allclose(o, r, atol=atol), (o - r).abs().max()
+    if not o.requires_grad:
+        return
+    g = torch.randn_like(o)
+    for a, b in zip(torch.autograd.grad(o, (q, k, v), g), torch.autograd.grad(r, (q, k, v), g)):
+        assert torch.allclose(a, b, atol=grad_atol), (a - b).abs().max()
+
+
 @pytest.mark.parametrize("impl,chunk", [("blocked", 300), ("blocked", 2**20), ("masked", None)])
 @pytest.mark.parametrize("pattern,combine,n,l,c,H", CASES)
-def test_st_kernel_equals_masked_reference(impl, chunk, pattern, combine, n, l, c, H, monkeypatch):
-    torch.manual_seed(hash((pattern, combine, n)) % 1000)
-    if chunk:  # 300: several chunks per part, one query block per summary call; else one chunk
+def test_st_kernel_equals_the_papers_pattern(impl, chunk, pattern, combine, n, l, c, H, monkeypatch):
+    """The CPU kernel in small chunks (300: several per part, one query block per summary call) and in one,
+    and the masked reference that the model's ``impl: masked`` runs."""
+    torch.manual_seed(0)
+    if chunk:
         monkeypatch.setattr(BK, "CHUNK_ELEMENTS", chunk)
     q, k, v = rand(2, H, n, 6)
-    o = attend(q, k, v, pattern, l, c, combine=combine, impl=impl)
-    r = reference(q, k, v, pattern, l, c, combine=combine)
-    assert o.shape == r.shape and torch.allclose(o, r, atol=1e-12)
-    g = torch.randn_like(o)
-    ga = torch.autograd.grad(o, (q, k, v), g)
-    gr = torch.autograd.grad(r, (q, k, v), g)
-    for a, b in zip(ga, gr):
-        assert torch.allclose(a, b, atol=1e-11)
+    assert_matches_paper(attend(q, k, v, pattern, l, c, combine=combine, impl=impl), q, k, v, pattern, l, c, combine)
+
+
+def test_st_paper_patterns_are_the_papers_sets():
+    """The test's own definition, on the paper's examples: strided l = 3 at query 7, the local half the last
+    l keys (the project's choice; the paper's A1 also holds i - l, which the stride half holds anyway), fixed
+    l = 4, c = 1 at query 9, the second summary head one position earlier, heads wrapping modulo l // c."""
+    rows = lambda *a, **kw: np.nonzero(paper.mask(*a, **kw)[-1])[0].tolist()  # noqa: E731
+    assert rows("strided", 8, 3) == [1, 4, 5, 6, 7]
+    assert rows("local", 8, 3) == [5, 6, 7] and rows("local", 8, 3, local_keys=4) == [4, 5, 6, 7]
+    assert (paper.mask("strided", 40, 5) == paper.mask("strided", 40, 5, local_keys=6)).all()
+    assert rows("fixed", 10, 4, 1) == [3, 7, 8, 9] and rows("fixed", 10, 4, 1, 1) == [2, 6, 8, 9]
+    assert rows("summary", 10, 4, 2, 0) == [2, 3, 6, 7] and rows("summary", 10, 4, 2, 2) == rows("summary", 10, 4, 2)
+    assert paper.heads("fixed", "multihead", 5) == [
+        ("block", 0),
+        ("block", 1),
+        ("block", 2),
+        ("summary", 0),
+        ("summary", 1),
+    ]
 
 
 def test_st_kernel_gradcheck():
@@ -68,7 +105,7 @@ def test_st_kernel_qk_width_differs_from_v():
     q, k = (torch.randn(1, 2, 16, 3, dtype=torch.float64) for _ in range(2))
     v = torch.randn(1, 2, 16, 5, dtype=torch.float64)
     for p, c in (("strided", None), ("fixed", 2)):
-        assert torch.allclose(attend(q, k, v, p, 4, c, impl="blocked"), reference(q, k, v, p, 4, c))
+        assert_matches_paper(attend(q, k, v, p, 4, c, impl="blocked"), q, k, v, p, 4, c)
 
 
 def test_st_blocked_takes_the_models_layout():
@@ -77,7 +114,7 @@ def test_st_blocked_takes_the_models_layout():
     for B in (1, 2):
         q, k, v = (torch.randn(B, 32, 2, 4, dtype=torch.float64).transpose(1, 2) for _ in range(3))
         for p, c in (("strided", None), ("fixed", 2), ("local", None)):
-            assert torch.allclose(attend(q, k, v, p, 8, c, impl="blocked"), reference(q, k, v, p, 8, c))
+            assert_matches_paper(attend(q, k, v, p, 8, c, impl="blocked"), q, k, v, p, 8, c)
 
 
 def test_st_blocked_is_the_cpu_kernel():
@@ -87,10 +124,11 @@ def test_st_blocked_is_the_cpu_kernel():
 
 
 def test_st_kernel_half_precision_runs():
+    torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 32, 8, dtype=torch.bfloat16) for _ in range(3))
     o = attend(q, k, v, "fixed", 8, 2, impl="blocked")
     assert o.dtype == torch.bfloat16
-    assert torch.allclose(o.float(), reference(q.float(), k.float(), v.float(), "fixed", 8, 2), atol=3e-2)
+    assert_matches_paper(o.float(), q.float(), k.float(), v.float(), "fixed", 8, 2, atol=3e-2)
 
 
 @pytest.mark.parametrize("pattern,c", [("strided", None), ("fixed", 4), ("summary", 4), ("local", None)])
@@ -165,11 +203,7 @@ def test_st_blocked_computes_any_split_of_the_table(monkeypatch):
     torch.manual_seed(0)
     for n, l in ((24, 4), (29, 5)):  # windows; own and previous tiles (odd l)
         q, k, v = rand(2, 2, n, 6)
-        o, r = attend(q, k, v, "strided", l, impl="blocked"), reference(q, k, v, "strided", l)
-        assert torch.allclose(o, r, atol=1e-12)
-        g = torch.randn_like(o)
-        for a, b in zip(torch.autograd.grad(o, (q, k, v), g), torch.autograd.grad(r, (q, k, v), g)):
-            assert torch.allclose(a, b, atol=1e-11)
+        assert_matches_paper(attend(q, k, v, "strided", l, impl="blocked"), q, k, v, "strided", l, None)
 
 
 @pytest.mark.parametrize(
@@ -192,7 +226,7 @@ def test_st_flex_forward_cpu(pattern, combine, n, l, c, H):
     q, k, v = rand(1, H, n, 16, dtype=torch.float32, grad=False)
     v = torch.randn(1, H, n, 24)  # value width may differ from the query/key width
     o = attend(q, k, v, pattern, l, c, combine=combine, impl="flex")
-    assert torch.allclose(o, reference(q, k, v, pattern, l, c, combine=combine), atol=1e-5)
+    assert_matches_paper(o, q, k, v, pattern, l, c, combine, atol=1e-5)
 
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
@@ -215,7 +249,7 @@ def test_st_flex_cuda_values_and_grads(pattern, combine, n, l, c, H, dv):
     v = torch.randn(2, H, n, dv, device="cuda", requires_grad=True)
     o = attend(q, k, v, pattern, l, c, combine=combine, impl="flex")
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    r = reference(qd, kd, vd, pattern, l, c, combine=combine)
+    r = paper_attention(qd, kd, vd, pattern, l, c, combine)
     assert (o.double() - r).abs().max().item() < 2e-3
     g = torch.randn_like(o)
     ga = torch.autograd.grad(o, (q, k, v), g)

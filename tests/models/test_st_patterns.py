@@ -1,40 +1,18 @@
-"""Pattern semantics against brute-force loops, the validity checker, Figure 3 matrices."""
+"""Pattern semantics against the paper's sets (``paper_patterns``), the validity checker, Figure 3 matrices."""
 
 import numpy as np
+import paper_patterns as paper
 import pytest
 
 from repro.models import patterns as P
 
 
-def brute(pattern, n, l, c=None, head=0):
-    m = np.zeros((n, n), dtype=bool)
-    for i in range(n):
-        for j in range(i + 1):
-            local = i - l < j
-            strd = (i - j) % l == 0
-            block = j // l == i // l
-            summ = False
-            if c is not None:
-                sub = head % (l // c)
-                summ = l - (sub + 1) * c <= j % l < l - sub * c
-            m[i, j] = {
-                "dense": True,
-                "local": local,
-                "stride": strd,
-                "strided": local or strd,
-                "block": block,
-                "summary": summ,
-                "fixed": block or summ,
-            }[pattern]
-    return m
-
-
 @pytest.mark.parametrize("pattern", P.ALL_NAMES)
 @pytest.mark.parametrize("n,l,c,head", [(20, 4, 1, 0), (23, 5, 2, 1), (32, 8, 2, 5), (17, 3, 3, 0)])
-def test_st_allowed_matches_brute_force(pattern, n, l, c, head):
+def test_st_allowed_is_the_papers_pattern(pattern, n, l, c, head):
     a = P.allowed(pattern, n, l, c, head)
     assert a.dtype == bool and a.shape == (n, n)
-    assert (a == brute(pattern, n, l, c, head)).all()
+    assert (a == paper.mask(pattern, n, l, c, head)).all()
     assert not np.triu(a, 1).any()  # causal
     assert (a.sum(1) == P.keys_per_query(pattern, n, l, c, head)).all()
     for i in (0, n // 2, n - 1):

@@ -1,4 +1,4 @@
-"""A tiny manifest for the spine tests (a 1-layer dense LM on a `file` corpus), and a child that kills itself."""
+"""A tiny manifest for the spine tests (a 1-layer dense LM on a `file` corpus)."""
 
 from __future__ import annotations
 
@@ -26,22 +26,3 @@ def tiny_manifest(
         + grid
         + claims
     )
-
-
-# A child process that trains the manifest ARGV[1]'s first tiny run into results root ARGV[2] and
-# SIGKILLs itself after step ARGV[3] (the resume tests' interrupted run).
-KILLER = textwrap.dedent("""\
-    import os, signal, sys
-    import lightning.pytorch as pl
-    from pathlib import Path
-    from repro.config import manifest
-    from repro.train import runner
-
-    class KillAt(pl.Callback):
-        def on_train_batch_end(self, trainer, *args):
-            if trainer.global_step == int(sys.argv[3]):
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    m = manifest.load(sys.argv[1])
-    runner.run_spec(m.expand("tiny")[0], m, Path(sys.argv[2]), callbacks=[KillAt()])
-    """)

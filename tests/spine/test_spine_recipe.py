@@ -13,7 +13,6 @@ from pathlib import Path
 import lightning.pytorch as pl
 import pytest
 import torch
-from spine_manifests import KILLER
 
 from repro.config import manifest as manifests
 from repro.data import open_split
@@ -23,6 +22,25 @@ from repro.store.runs import RunDir
 from repro.train import runner
 from repro.train.evaluation import evaluate
 from repro.train.selection import BEST
+
+# A child process that trains the manifest ARGV[1]'s first tiny run into results root ARGV[2] and
+# SIGKILLs itself after step ARGV[3] (the interrupted run; tests/faults holds the fault matrix, this checks
+# that the recipe's selection and stream passes survive one).
+KILLER = textwrap.dedent("""\
+    import os, signal, sys
+    import lightning.pytorch as pl
+    from pathlib import Path
+    from repro.config import manifest
+    from repro.train import runner
+
+    class KillAt(pl.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step == int(sys.argv[3]):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    m = manifest.load(sys.argv[1])
+    runner.run_spec(m.expand("tiny")[0], m, Path(sys.argv[2]), callbacks=[KillAt()])
+    """)
 
 TEXT = (
     "it is a truth universally acknowledged that a single man in possession of a good fortune must be in "
