@@ -15,8 +15,10 @@ suffixes, an empty match fits every run) and shows ``paper <metric>`` beside its
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import pandas as pd
 from repro.config import claims
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
 from repro.files import atomic
+from repro.files.locks import FileLock
 from repro.report import lookup, renderers
 from repro.report.renderers import Context, markdown_table, reference_for
 from repro.store.runs import scan, short_names, table
@@ -101,8 +104,24 @@ def _parts(manifest: Manifest, root: Path) -> dict[str, tuple[Manifest, pd.DataF
     return out
 
 
+@contextlib.contextmanager
+def writing(root: Path) -> Iterator[None]:
+    """Hold the reports folder's lock (reports of one store wait for each other) and remove the temp
+    files a killed report left there (its files are atomic: a kill leaves only those)."""
+    out_dir = root / "reports"
+    with FileLock(out_dir / ".lock", wait=True):
+        for folder in (out_dir, out_dir / "figures", out_dir / "tables"):
+            atomic.clean_temps(folder)
+        yield
+
+
 def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     """Write the manifest's report; returns its path and the claims judged at every stored scale."""
+    with writing(root):
+        return _render(manifest, root)
+
+
+def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     runs, corrupt = scan(root, manifest.name)
     out_dir = root / "reports"
     lines = [
@@ -248,10 +267,15 @@ def _missing(value: Any) -> bool:
 
 def render_all(root: Path) -> Path:
     """Every manifest's report plus ``REPORT.md``: per paper, each artefact and its claims' verdicts."""
+    with writing(root):
+        return _render_all(root)
+
+
+def _render_all(root: Path) -> Path:
     manifests = [lookup.load(p) for p in discover().values()]
     sections: dict[str, list[str]] = {}
     for manifest in sorted(manifests, key=lambda m: m.name):
-        path, results = render(manifest, root)
+        path, results = _render(manifest, root)
         stored = table(root, manifest.name)
         scales = ", ".join(sorted(set(stored["scale"]))) if not stored.empty else "no runs"
         block = sections.setdefault(manifest.paper, [])

