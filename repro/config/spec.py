@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from repro.config.cells import cell_text
 from repro.config.fields import later, plain
 from repro.data import catalog
 from repro.data.text import FILE_KINDS
@@ -137,9 +138,7 @@ class RunSpec:
     @property
     def cell_name(self) -> str:
         """The grid cell in words, e.g. ``kind=adaptive limit=4096`` (the W&B run name)."""
-        if not self.cell:
-            return self.manifest
-        return " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in self.cell.items())
+        return cell_text(self.cell) if self.cell else self.manifest
 
 
 @dataclass(frozen=True)

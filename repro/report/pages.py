@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from repro.config import claims
+from repro.config.cells import value_text
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
 from repro.files import atomic
 from repro.report import lookup, renderers
@@ -232,7 +233,7 @@ def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str]) -> pd.DataFr
     out = []
     for _, row in rows.iterrows():
         cell = {k: row[k] for k in keys if k in row}
-        record = {names[k]: v for k, v in cell.items()}
+        record = {names[k]: value_text(v) if isinstance(v, (dict, list)) else v for k, v in cell.items()}
         record.update({c: row[c] for c in COLUMNS if c in row and not _missing(row[c])})
         reference = reference_for(manifest, cell)
         if "label" in reference:
