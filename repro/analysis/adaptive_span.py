@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from repro.models.span import soft_mask
-from repro.report.renderers import Context, finished_runs, pyplot, renderer
+from repro.report.renderers import Context, finished_runs, legend, pyplot, renderer
 
 Files = list[tuple[Path, str]]
 
@@ -237,7 +237,7 @@ def fig2(ctx: Context) -> Files:
         ax.set_title(f"masks learned by our heads (S={S:g}, R={r:g})", fontsize=8)
         break
     if learned:
-        ax.legend(fontsize=6)
+        legend(ax, fontsize=6)
         ax.set_xlabel("distance x = t - r")
         ax.set_ylabel("m_z(x)")
     else:
@@ -506,7 +506,7 @@ def ablate_lambda(ctx: Context) -> Files:
     ax.set_xscale("log")
     ax.set_xlabel("average span (tokens)")
     ax.set_ylabel("dev bits")
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     fig.suptitle(_title(ctx, "Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
     out = ctx.save_figure(fig, "lambda")
     paper_lambda = ctx.reference("paper_lambda")

@@ -19,7 +19,9 @@ def cmd_sample(args) -> int:
     samples = sampling.sample(
         model, vocab.size, args.n, length, temperature=args.temperature, prompt=prompt, generator=generator
     )
-    for path in sampling.write_samples(samples, vocab, info, run.path / "samples", f"seed{args.seed}"):
+    for path in sampling.write_samples(
+        samples, vocab, info, run.path / "samples", f"seed{args.seed}-temp{args.temperature:g}"
+    ):
         print(f"wrote {path}")
     if info.kind == "text":
         print(vocab.decode(samples[0].numpy()))

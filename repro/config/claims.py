@@ -158,11 +158,8 @@ def _judge(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
         return Verdict("not evaluable", str(why))
     except ZeroDivisionError:
         return Verdict("not evaluable", "a stored value divides by zero")
-    shown = "; ".join(
-        dict.fromkeys(  # a selection the check names twice is shown once
-            f"{m}[{', '.join(f'{k}={v}' for k, v in f.items())}] = {_fmt(values[f'_s{i}'])}"
-            for i, (m, f) in enumerate(selections)
-        )
+    shown = "; ".join(  # a selection the check names twice is shown once
+        dict.fromkeys(f"{_shown(m, f)} = {_fmt(values[f'_s{i}'])}" for i, (m, f) in enumerate(selections))
     )
     holds = bool(_as_series(result).all()) if isinstance(result, pd.Series) else bool(result)
     if not holds and isinstance(result, pd.Series) and len(result) > 1:
@@ -191,24 +188,31 @@ def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict
         used.add(matches[0])
         rows = rows[rows[matches[0]].astype(str) == value]
     if rows.empty:
-        raise NotEvaluable(f"no run matches {metric}[{filters}]")
+        raise NotEvaluable(f"no run matches {_shown(metric, filters)}")
     unfinished = rows[rows["status"] != "finished"]
     if not unfinished.empty:
-        raise NotEvaluable(f"{len(unfinished)} run(s) of {metric}[{filters}] are not finished")
+        raise NotEvaluable(f"{len(unfinished)} run(s) of {_shown(metric, filters)} are not finished")
     if metric not in rows or rows[metric].isna().any():
-        raise NotEvaluable(f"metric {metric!r} is missing from the runs of {metric}[{filters}]")
+        raise NotEvaluable(f"metric {metric!r} is missing from the runs of {_shown(metric, filters)}")
     free = [c for c in cell_keys if c not in used]
     if len(rows) == 1:
         return float(rows[metric].iloc[0])
     if not free:
-        raise NotEvaluable(f"{len(rows)} runs share the cell of {metric}[{filters}]")
+        raise NotEvaluable(f"{len(rows)} runs share the cell of {_shown(metric, filters)}")
     index = pd.Series(  # the cell in words: its one free value, or every free key=value
         [value_text(r[free[0]]) if len(free) == 1 else cell_text(r[free].to_dict()) for _, r in rows.iterrows()],
         index=rows.index,
     )
     if not index.is_unique:
-        raise NotEvaluable(f"several runs share a cell of {metric}[{filters}]: {sorted(index[index.duplicated()])}")
+        raise NotEvaluable(
+            f"several runs share a cell of {_shown(metric, filters)}: {sorted(index[index.duplicated()])}"
+        )
     return pd.Series(rows[metric].astype(float).values, index=index)
+
+
+def _shown(metric: str, filters: dict[str, str]) -> str:
+    """A selection as the check writes it: ``valid_bits[kind=adaptive]``."""
+    return f"{metric}[{', '.join(f'{k}={v}' for k, v in filters.items())}]"
 
 
 def _eval(node: ast.AST, values: dict[str, Any]) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.report.renderers import Context, pyplot, renderer
+from repro.report.renderers import Context, legend, pyplot, renderer
 
 
 @renderer("curves", reads=("metrics.csv:train/bits", "metrics.csv:valid/bits_quick"))
@@ -24,6 +24,6 @@ def curves(ctx: Context) -> list[tuple[Path, str]]:
     ax.set_xlabel("step")
     ax.set_ylabel("bits per symbol")
     ax.set_title(f"{ctx.manifest.name}: training curves\n{ctx.label}", fontsize=9)
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     path = ctx.save_figure(fig, "curves")
     return [(path, f"Training curves ({ctx.label})")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import pandas as pd
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from repro.config import claims
 from repro.config import manifest as manifests
 from repro.config.cells import cell_text, value_text
-from repro.report import lookup
+from repro.report import lookup, prune
 
 ROW = {"name": "moh-audio", "seq_len": 1024, "block": 1024}
 
@@ -68,3 +69,124 @@ def test_a_reader_that_leaves_early_is_no_error(command):
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait() == 0 and err == ""
+
+
+def _store(root, spec, **summary):
+    from repro.store.runs import RunDir
+
+    run = RunDir(root, spec.manifest, spec.run_id)
+    run.write_spec(
+        {"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell, **spec.resolved()}
+    )
+    run.write_summary({"status": "finished", "dataset": "file", "scale": spec.scale, **summary})
+    return run
+
+
+def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_manifest):
+    """Only `--max-steps` runs of a `-m` derived manifest are stored: its report says it is derived, that
+    none of its runs is stored and which command trains them; claims name the command, not a dict."""
+    from repro.report import pages
+    from repro.train.runner import with_max_steps
+
+    claims_text = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
+    path = write_manifest(grid="grid:\n  model.stride: [16, 8]\n", claims=claims_text)
+    root = tmp_path / "results"
+    (m,) = lookup.select(str(path), ["-m", "model.stride=8,16", "train.steps=20"], root)
+    for spec in m.expand("tiny"):
+        _store(root, with_max_steps(spec, 5), test_bits=3.0)
+    page, results = pages.render(m, root)
+    text = page.read_text()
+    assert "**Derived** from `m.yaml` with `train.steps=20 model.stride=8,16`" in text
+    assert "dataset: ?" not in text and "no run of the current resolution stored" in text
+    fill = f"`repro run {m.command} --scale tiny`"
+    assert f"None of the 2 run(s) of the current resolution is stored: {fill} trains them" in text
+    assert [r.verdict.detail for r in results] == [f"no run of the current resolution is stored: {fill}"]
+    assert "[{" not in text and "{}" not in text
+
+
+def test_tables_of_manifests_with_dots_in_their_names_never_collide(tmp_path):
+    """`write_table` appends .md/.csv: a derived manifest's dotted name keeps its scale and stem."""
+    from types import SimpleNamespace
+
+    from repro.report.renderers import Context
+
+    written = set()
+    for name in (
+        "as-ablate-ramp.model.span.ramp_16_48.train.steps_30",
+        "as-ablate-ramp.model.span.ramp_16_48.train.steps_40",
+    ):
+        for scale in ("tiny", "cpu"):
+            for stem in ("ramp", "other"):
+                ctx = Context(SimpleNamespace(name=name), pd.DataFrame(), scale, tmp_path)
+                md = ctx.write_table(stem, pd.DataFrame({"a": [1]}), "t", label="l")
+                assert md.name == f"{name}-{stem}-{scale}.md" and md.with_name(md.name[:-3] + ".csv").is_file()
+                written.add(md)
+    assert len(written) == 8
+
+
+def test_report_all_removes_figures_no_report_references(tmp_path, capsys):
+    from repro.cli import main
+
+    root = tmp_path / "results"
+    figures = root / "reports" / "figures"
+    figures.mkdir(parents=True)
+    for name in ("as-fig1-fig1-0123456789ab-tiny", "st-fig2-fig2-tiny"):
+        for ext in ("png", "pdf"):
+            (figures / f"{name}.{ext}").write_bytes(b"x")
+    (root / "reports" / "cpu-scale.md").write_text("kept: ![a figure](figures/st-fig2-fig2-tiny.png)\n")
+    part = lookup.load(manifests.discover()["st-table1-audio"])
+    _store(root, part.expand("tiny")[0], valid_bits=5.6, test_bits=5.3, unigram_bits=7.7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels" among them
+        assert main(["report", "--all"]) == 0
+    assert "removed 2 file(s)" in capsys.readouterr().out
+    assert not list(figures.glob("as-fig1-fig1-0123456789ab-tiny.*"))
+    assert sorted(p.name for p in figures.glob("st-fig2-fig2-*")) == ["st-fig2-fig2-tiny.pdf", "st-fig2-fig2-tiny.png"]
+    assert not prune.unreferenced(root)  # every file a report wrote is linked from one
+    text = (root / "REPORT.md").read_text()
+    assert (
+        "`st-table1` — gathers `st-table1-cifar10`, `st-table1-enwik8`, `st-table1-imagenet64`, `st-table1-audio`; their runs stored at: tiny"
+        in text
+    )
+
+
+def test_status_shows_cells_seeds_steps_so_far_and_a_gathering_manifests_parts(tmp_path, capsys, write_manifest):
+    from repro.cli import main
+    from repro.store.runs import RunDir
+
+    root = tmp_path / "results"
+    part = lookup.load(manifests.discover()["st-table1-cifar10"])
+    _store(root, part.expand("tiny")[0], valid_bits=3.9)
+    m = lookup.load(write_manifest(grid="grid:\n  model.stride: [16, 8]\n"))
+    done, stopped = m.expand("tiny")
+    _store(root, done, test_bits=2.5)
+    RunDir(root, m.name, stopped.run_id).write_spec(
+        {"run_id": stopped.run_id, "manifest": m.name, "scale": "tiny", "cell": stopped.cell, **stopped.resolved()}
+    )
+    RunDir(root, m.name, stopped.run_id).write_summary({"status": "interrupted", "scale": "tiny"})
+    RunDir(root, m.name, stopped.run_id).append_metrics(
+        [{"step": 5, "train/bits": 4.0}, {"step": 10, "train/bits": 3.5}]
+    )
+    assert main(["status"]) == 0
+    lines = {line.split()[1]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert lines[done.run_id][2:6] == ["stride=16", "0", "tiny", "finished"]
+    assert lines[stopped.run_id][2:7] == ["stride=8", "0", "tiny", "interrupted", "10/30"]
+    for group in ("st-table1", "table1"):
+        assert main(["status", group]) == 0
+        out = capsys.readouterr().out
+        assert "st-table1 trains nothing; it gathers 4 manifests: st-table1-cifar10," in out
+        assert f"st-table1-cifar10  {part.expand('tiny')[0].run_id}  -" in out
+
+
+def test_a_legend_only_where_something_is_labelled():
+    from repro.report.renderers import legend, pyplot
+
+    plt = pyplot()
+    fig, (empty, drawn) = plt.subplots(1, 2)
+    drawn.plot([0, 1], [1, 0], label="a run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        legend(empty, fontsize=7)
+        legend(drawn, fontsize=7)
+    assert empty.get_legend() is None and drawn.get_legend() is not None
+    plt.close(fig)
