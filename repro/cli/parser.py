@@ -125,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
     p.add_argument("--run-id", default=None, metavar="ID", help="only the run with this id (what a job runs)")
+    p.add_argument(
+        "--retrain-checkpoint",
+        action="store_true",
+        help="train finished runs that have no checkpoint (checkpoints are not committed) again, check that "
+        "the retrained run reproduces the stored bits, and keep its checkpoint (for `repro sample`)",
+    )
     cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
     cluster.add_argument(
         "--launcher",

@@ -146,6 +146,7 @@ def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         ]
         if not rows.empty:
             lines += [evaluation_note(rows), ""]
+        lines += [f"- left out: {why}" for _, why in manifest.left_out(scale)] + [""] * bool(manifest.left_out(scale))
         lines += [
             markdown_table(frame)
             if not rows.empty

@@ -190,3 +190,66 @@ def test_a_legend_only_where_something_is_labelled():
         legend(drawn, fontsize=7)
     assert empty.get_legend() is None and drawn.get_legend() is not None
     plt.close(fig)
+
+
+def test_only_runs_the_cells_the_overrides_leave_valid(capsys, write_manifest):
+    """An override that makes one cell invalid (final_phase beyond its steps) leaves that cell out, says
+    why, and --only runs the others; an override that leaves no valid cell is the error it was."""
+    from repro.cli import main
+
+    path = write_manifest(grid="grid:\n  train.steps: [30, 60]\n")
+    assert main(["run", str(path), "train.final_phase=40", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("left out, its overrides make this cell invalid: ") and "(grid cell steps=30)" in out[0]
+    assert len(out) == 2 and "steps=60  [to run]" in out[1]
+    assert main(["run", str(path), "train.final_phase=40", "--only", "steps=60", "--dry-run"]) == 0
+    assert "left out" not in capsys.readouterr().out  # --only excluded it anyway
+    assert main(["run", str(path), "train.final_phase=90", "--dry-run"]) == 2
+    assert "train.final_phase: got 90; allowed: <= train.steps = 30 (grid cell steps=30)" in capsys.readouterr().err
+
+
+def test_a_run_prints_only_the_suites_lines_then_its_checkpoint_is_retrained_and_sampled(
+    tmp_path, capsys, write_manifest, isolated_env
+):
+    """A real tiny run with W&B offline prints none of the libraries' chatter; with its checkpoint gone
+    (as in a clone), `repro sample` names the command that brings it back, which retrains the run, checks
+    the stored bits and keeps the checkpoint; then samples longer than a block come back, all of them,
+    each after the prompt."""
+    import os
+    import shutil
+
+    from repro.cli import main
+    from repro.store.runs import RunDir
+
+    path = write_manifest()
+    env = {**os.environ, **isolated_env, "WANDB_MODE": "offline"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "repro", "run", str(path)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = proc.stdout + proc.stderr
+    for chatter in ("anonymous setting", "litlogger", "LeafSpec", "No artists with labels"):
+        assert chatter not in shown, chatter
+    assert "ETA" in shown and "finished:" in shown
+
+    (spec,) = lookup.load(path).expand("tiny")
+    run = RunDir(tmp_path / "results", spec.manifest, spec.run_id)
+    stored = run.summary()
+    assert stored["eval_seconds"] >= 0  # what the next plan's ETA adds per run
+    shutil.rmtree(run.checkpoints)
+    assert main(["sample", spec.run_id]) == 2
+    err = capsys.readouterr().err
+    command = f"repro run {spec.manifest} --scale tiny --run-id {spec.run_id} --retrain-checkpoint"
+    assert f"`{command}` trains it again" in err
+    assert main([*command.split()[1:2], str(path), *command.split()[3:]]) == 0  # the manifest by its path here
+    assert "checkpoint retrained and kept (valid_bits" in capsys.readouterr().out
+    assert run.last_checkpoint is not None and run.summary() == stored  # the stored run untouched
+    assert not (tmp_path / "results" / ".retrain").exists()
+
+    assert main(["sample", spec.run_id, "--n", "3", "--length", "70", "--prompt", "the history of "]) == 0
+    out = capsys.readouterr().out
+    samples = out.split("--- sample ")[1:]
+    assert len(samples) == 3 and samples[2].startswith("3 of 3 (70 symbols after the prompt)")
+    for text in samples:
+        body = text.split("---\n", 1)[1].rstrip("\n")
+        assert body.startswith("the history of ") and len(body) == len("the history of ") + 70
