@@ -203,6 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
             name, parents=[common], help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None
         )
         q.add_argument("--json", action="store_true", help="print the records as JSON")
+        q.add_argument(
+            "--out",
+            metavar="PATH",
+            default=None,
+            help=f"write the records here (default: <results>/bench/{name}.json, or, when that file exists, "
+            f"a new {name}.<UTC time>.json beside it)",
+        )
+        q.add_argument("--replace", action="store_true", help="replace an existing record file (the committed one)")
         mod.add_arguments(q)
         q.set_defaults(func=cmd_bench, bench_module=mod)
 

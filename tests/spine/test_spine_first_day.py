@@ -253,3 +253,31 @@ def test_a_run_prints_only_the_suites_lines_then_its_checkpoint_is_retrained_and
     for text in samples:
         body = text.split("---\n", 1)[1].rstrip("\n")
         assert body.startswith("the history of ") and len(body) == len("the history of ") + 70
+
+
+def test_a_benchmark_never_replaces_the_stored_record_unless_asked(tmp_path):
+    from repro.cli.bench import target
+    from repro.cli.parser import build_parser
+    from repro.errors import UserError
+
+    stored = tmp_path / "bench" / "attention.json"
+    assert target(tmp_path, "attention", None, False) == stored  # nothing there yet
+    stored.parent.mkdir()
+    stored.write_text("[]\n")
+    beside = target(tmp_path, "attention", None, False)
+    assert beside.parent == stored.parent and beside.name.startswith("attention.2") and beside.suffix == ".json"
+    assert target(tmp_path, "attention", None, True) == stored
+    with pytest.raises(UserError, match="--out .*: the file exists; pass --replace"):
+        target(tmp_path, "attention", str(stored), False)
+    args = build_parser().parse_args(["bench", "attention", "--out", "x.json", "--replace"])
+    assert args.out == "x.json" and args.replace
+
+
+def test_the_eta_counts_evaluation():
+    from repro.progress import plan_line
+
+    # 3 runs left of 100 steps at 0.05 s/step (15 s) and 44 s of evaluation each (132 s)
+    assert plan_line(2, 4, 60, 300, 0.05, 3, 44.0) == (
+        "[2/4] elapsed 1m00s, ETA 2m27s (stored s/step and evaluation time)"
+    )
+    assert plan_line(1, 4, 0, 400, 0.05, 4, None).endswith("ETA 20s (stored s/step; evaluation not timed yet)")
