@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import warnings
@@ -281,3 +282,21 @@ def test_the_eta_counts_evaluation():
         "[2/4] elapsed 1m00s, ETA 2m27s (stored s/step and evaluation time)"
     )
     assert plan_line(1, 4, 0, 400, 0.05, 4, None).endswith("ETA 20s (stored s/step; evaluation not timed yet)")
+
+
+MEASURED = re.compile(r"\b(measured|tiny reading|reading the|observ\w*|honestly|came out|we got|gave)\b[^.;]*\d", re.I)
+OUR_BITS = re.compile(
+    r"\b\d\.\d{2,}\b[^.;]*\b(dev|test|valid) bits\b|\b(dev|test|valid) bits\b[^.;]*\b\d\.\d{2,}", re.I
+)
+
+
+def test_notes_say_what_was_chosen_not_what_was_measured():
+    """Measured numbers live in the reports (regenerated from the store); a manifest's notes that quoted
+    them would contradict the report printed beside them once the runs change."""
+    for name, path in manifests.discover(manifests.SHIPPED).items():
+        notes = " ".join(manifests.load(path).notes.split())
+        for sentence in re.split(r"(?<=[.;])\s", notes):
+            if "paper" in sentence.lower():
+                continue  # the paper's numbers are the reference, not ours
+            assert not MEASURED.search(sentence), (name, sentence)
+            assert not OUR_BITS.search(sentence), (name, sentence)
