@@ -300,3 +300,17 @@ def test_notes_say_what_was_chosen_not_what_was_measured():
                 continue  # the paper's numbers are the reference, not ours
             assert not MEASURED.search(sentence), (name, sentence)
             assert not OUR_BITS.search(sentence), (name, sentence)
+
+
+def test_help_opens_with_what_the_tool_does_and_the_first_commands():
+    from repro.cli.parser import build_parser
+
+    text = build_parser().format_help()
+    opening = text.split("\n\n", 1)[1]
+    assert opening.startswith("Reproduce the tables and figures of Adaptive Attention Span")
+    steps = opening.split("first steps:", 1)[1].split("\n\n")[0]
+    assert [line.split()[:2] for line in steps.strip().splitlines()] == [
+        ["repro", "list"],
+        ["repro", "run"],
+        ["repro", "report"],
+    ]
