@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.config.cells import cell_text
 from repro.report.renderers import Context, legend, pyplot, renderer
 
 
@@ -16,7 +17,7 @@ def curves(ctx: Context) -> list[tuple[Path, str]]:
         metrics = ctx.run_dir(row["run_id"]).metrics()
         if metrics.empty or "train/bits" not in metrics:
             continue
-        label = " ".join(f"{k}={row[k]}" for k in ctx.manifest.grid_for(ctx.scale)) or row["run_id"]
+        label = cell_text({k: row[k] for k in ctx.manifest.grid_for(ctx.scale)}) or row["run_id"]
         ax.plot(metrics["step"], metrics["train/bits"], label=f"{label} (train)")
         if "valid/bits_quick" in metrics:
             valid = metrics.dropna(subset=["valid/bits_quick"])
