@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.report.renderers import Context, finished_runs, pyplot, renderer
+from repro.models.span import soft_mask
+from repro.report.renderers import Context, finished_runs, legend, pyplot, renderer
 
 Files = list[tuple[Path, str]]
 
@@ -35,7 +36,6 @@ def mask_curve(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
     """The soft mask m_z at the distances ``x`` (``repro.models.span.soft_mask``), as numpy for plotting."""
     import torch  # here: `repro validate` loads every renderer file and needs no torch
 
-    from repro.models.span import soft_mask
 
     return soft_mask(torch.as_tensor(x, dtype=torch.float64), z, ramp).numpy()
 
@@ -239,7 +239,7 @@ def fig2(ctx: Context) -> Files:
         ax.set_title(f"masks learned by our heads (S={S:g}, R={r:g})", fontsize=8)
         break
     if learned:
-        ax.legend(fontsize=6)
+        legend(ax, fontsize=6)
         ax.set_xlabel("distance x = t - r")
         ax.set_ylabel("m_z(x)")
     else:
@@ -508,7 +508,7 @@ def ablate_lambda(ctx: Context) -> Files:
     ax.set_xscale("log")
     ax.set_xlabel("average span (tokens)")
     ax.set_ylabel("dev bits")
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     fig.suptitle(_title(ctx, "Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
     out = ctx.save_figure(fig, "lambda")
     paper_lambda = ctx.reference("paper_lambda")

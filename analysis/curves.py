@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.report.renderers import Context, pyplot, renderer
+from repro.config.cells import cell_text
+from repro.report.renderers import Context, legend, pyplot, renderer
 
 
 @renderer("curves", reads=("metrics.csv:train/bits", "metrics.csv:valid/bits_quick"))
@@ -16,7 +17,7 @@ def curves(ctx: Context) -> list[tuple[Path, str]]:
         metrics = ctx.run_dir(row["run_id"]).metrics()
         if metrics.empty or "train/bits" not in metrics:
             continue
-        label = " ".join(f"{k}={row[k]}" for k in ctx.manifest.grid_for(ctx.scale)) or row["run_id"]
+        label = cell_text({k: row[k] for k in ctx.manifest.grid_for(ctx.scale)}) or row["run_id"]
         ax.plot(metrics["step"], metrics["train/bits"], label=f"{label} (train)")
         if "valid/bits_quick" in metrics:
             valid = metrics.dropna(subset=["valid/bits_quick"])
@@ -24,6 +25,6 @@ def curves(ctx: Context) -> list[tuple[Path, str]]:
     ax.set_xlabel("step")
     ax.set_ylabel("bits per symbol")
     ax.set_title(f"{ctx.manifest.name}: training curves\n{ctx.label}", fontsize=9)
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     path = ctx.save_figure(fig, "curves")
     return [(path, f"Training curves ({ctx.label})")]

@@ -13,7 +13,7 @@ never import models" and keeps the picture identical to what the kernels compute
 from __future__ import annotations
 
 import math
-import shutil
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import pandas as pd
 
 from repro.files import atomic
 from repro.models import patterns as P
-from repro.report.renderers import Context, finished_runs, format_value, pyplot, renderer
+from repro.report.renderers import Context, finished_runs, format_value, legend, pyplot, renderer
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -124,7 +124,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
     ax.bar(x + 0.2, shown["paper bits"].astype(float) if len(shown) else [], 0.4, label="paper (its own data)")
     ax.set_xticks(x, labels, fontsize=7)
     ax.set_ylabel("bits per byte / dim")
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     ax.set_title(f"Table 1: ours vs the paper\n{label}", fontsize=9)
     path = ctx.save_figure(fig, stem)
     return [(md, "table"), (path, f"Table 1, ours beside the paper's Sparse Transformer ({label})")]
@@ -185,13 +185,13 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     axes[0].set_ylabel("bits")
     lo = np.nanmin(np.r_[frame[f"our {metric}"].astype(float), frame["paper bits (test)"].astype(float)])
     axes[0].set_ylim(max(0.0, lo - 0.3), None)
-    axes[0].legend(fontsize=7)
+    legend(axes[0], fontsize=7)
     axes[1].bar(x - 0.2, frame["our speed-up vs dense"].astype(float), 0.4, label="ours")
     axes[1].bar(x + 0.2, frame["paper speed-up vs dense"].astype(float), 0.4, label="paper")
     axes[1].axhline(1.0, color="k", lw=0.8)
     axes[1].set_xticks(x, frame["pattern"])
     axes[1].set_ylabel("training speed-up vs dense")
-    axes[1].legend(fontsize=7)
+    legend(axes[1], fontsize=7)
     fig.suptitle(f"{ctx.manifest.name}: patterns, bits and speed\n{ctx.label}", fontsize=9)
     path = ctx.save_figure(fig, "table2")
     return [(md, "table"), (path, f"Table 2 ({ctx.label}): bits and training speed-up per pattern")]
@@ -323,9 +323,8 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
             "peak memory on CPU = the process's peak resident set (runtime and data included)",
         ],
     )
-    atomic.write_text(
-        ctx.out_dir / "tables" / f"{ctx.manifest.name}-table4-largest-{ctx.scale}.csv", chosen.to_csv(index=False)
-    )
+    largest = ctx.out_dir / "tables" / f"{ctx.manifest.name}-table4-largest-{ctx.scale}.csv"
+    atomic.write_text(largest, chosen.to_csv(index=False))
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.6))
     for d, group in frame.groupby("d_model"):
@@ -341,12 +340,16 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length (samples)")
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     axes[0].set_ylabel("peak memory (MiB)")
     axes[1].set_ylabel("valid bits per sample")
     fig.suptitle(f"Table 4: length vs model size under a memory budget\n{ctx.label}", fontsize=9)
     path = ctx.save_figure(fig, "table4")
-    return [(md, "table"), (path, f"Table 4 ({ctx.label}): peak memory and bits per length and width; {verdict}")]
+    return [
+        (md, "table"),
+        (path, f"Table 4 ({ctx.label}): peak memory and bits per length and width; {verdict}"),
+        (largest, "the largest fitting model per length (csv)"),
+    ]
 
 
 # -- Figure 2 ----------------------------------------------------------------------------------
@@ -517,22 +520,26 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
 
 @renderer("st-fig5", reads=("samples/",), reference={"figure5": str})  # the paper's caption
 def fig5(ctx: Context) -> list[tuple[Path, str]]:
-    """The newest sample grid under each run's samples/ (written by ``repro sample``)."""
+    """The newest sample grid under each run's samples/ (written by ``repro sample``), titled with the run,
+    the sampling temperature and the scale and data."""
     out = []
     for _, run in finished_runs(ctx.runs).iterrows():
         rd = ctx.run_dir(run["run_id"])
         found = sorted((rd.path / "samples").glob("*.png"), key=lambda p: p.stat().st_mtime)
         if not found:
             continue
-        dest = ctx.figure_path(f"fig5-{run['run_id']}")
-        shutil.copyfile(found[-1], dest)
-        out.append(
-            (
-                dest,
-                f"Figure 5 ({ctx.label}): unconditional samples, temperature 1.0, from run "
-                f"{run['run_id']} (samples/{found[-1].name})",
-            )
+        temperature = re.search(r"-temp([0-9.]+)$", found[-1].stem)
+        drawn = f"temperature {temperature.group(1)}" if temperature else "temperature not recorded"
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(5, 5.4))
+        ax.imshow(plt.imread(found[-1]))
+        ax.axis("off")
+        ax.set_title(
+            f"Figure 5: unconditional samples, {drawn}\nrun {run['run_id']} (samples/{found[-1].name})\n{ctx.label}",
+            fontsize=8,
         )
+        dest = ctx.save_figure(fig, f"fig5-{run['run_id']}")
+        out.append((dest, f"Figure 5 ({ctx.label}): unconditional samples, {drawn}, from run {run['run_id']}"))
     return out
 
 

@@ -20,7 +20,19 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def plan_line(k: int, n: int, elapsed: float, remaining_steps: int, per_step: float | None) -> str:
-    """``[k/n] elapsed 3m12s, ETA 10m04s`` (the training steps left at the stored s/step)."""
-    eta = f"ETA {duration(per_step * remaining_steps)} (stored s/step)" if per_step else "ETA after a run is timed"
-    return f"[{k}/{n}] elapsed {duration(elapsed)}, {eta}"
+def plan_line(
+    k: int,
+    n: int,
+    elapsed: float,
+    remaining_steps: int,
+    per_step: float | None,
+    remaining_runs: int = 0,
+    per_run: float | None = None,
+) -> str:
+    """``[k/n] elapsed 3m12s, ETA 10m04s``: the training steps left at the stored s/step, plus each run
+    left's evaluation (and start-up) at the seconds the stored or just finished runs took for theirs."""
+    if not per_step:
+        return f"[{k}/{n}] elapsed {duration(elapsed)}, ETA after a run is timed"
+    left = per_step * remaining_steps + (per_run or 0.0) * remaining_runs
+    counted = "stored s/step and evaluation time" if per_run is not None else "stored s/step; evaluation not timed yet"
+    return f"[{k}/{n}] elapsed {duration(elapsed)}, ETA {duration(left)} ({counted})"

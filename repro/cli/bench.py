@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+from pathlib import Path
 
 from repro.cli.common import fmt, store_root
 from repro.console import print_table
+from repro.errors import UserError
 from repro.files import atomic
 
 BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention", "st-step": "repro.bench.st_step"}
 
 
 def cmd_bench(args) -> int:
+    out = target(store_root(args), args.bench, args.out, args.replace)  # before the benchmark runs
     records = args.bench_module.main(args)
-    out = store_root(args) / "bench" / f"{args.bench}.json"
     atomic.write_text(out, json.dumps(records, indent=2) + "\n")
     if args.json:
         print(json.dumps(records, indent=2))
@@ -22,3 +25,16 @@ def cmd_bench(args) -> int:
         print_table([cols, *([fmt(r.get(c)) for c in cols] for r in records)])
         print(f"stored in {out}")
     return 0
+
+
+def target(root: Path, bench: str, out: str | None, replace: bool) -> Path:
+    """Where the records go: ``--out PATH``, else ``<results>/bench/<bench>.json``; an existing file (the
+    stored record, committed with the suite) is replaced only with ``--replace``; without it, a new
+    ``<bench>.<UTC time>.json`` beside it (or UserError for an existing ``--out``)."""
+    path = Path(out) if out else root / "bench" / f"{bench}.json"
+    if replace or not path.exists():
+        return path
+    if out:
+        raise UserError(f"--out {out}: the file exists; pass --replace to replace it, or choose another path")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return path.with_name(f"{bench}.{stamp}.json")

@@ -44,6 +44,8 @@ def json_value(value):
 
 
 def fmt(value) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return ""
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)

@@ -7,6 +7,7 @@ one line); 3 a run was skipped because another process trains it; 128 + N stoppe
 
 from __future__ import annotations
 
+import os
 import sys
 
 from repro.cli.common import allow_read
@@ -29,7 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     args.entry = main  # what a launcher's job calls again (`repro run` hands it to submitit)
     try:
         allow_read(getattr(args, "allow_read", None) or [])
-        return args.func(args) or 0
+        status = args.func(args) or 0
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return status
+    except BrokenPipeError:  # the reader left (`repro status | head -1`): what it read was all it wanted
+        _quiet_stdout()
+        return 0
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -44,6 +50,13 @@ def main(argv: list[str] | None = None) -> int:
             "interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint", file=sys.stderr
         )
         return 130
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit does not fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from repro.cli.common import override_args, save, select, store_root
 from repro.config import manifest as manifests
+from repro.config.cells import value_text
 from repro.console import print_table
 from repro.errors import UserError
 from repro.report import lookup
@@ -70,7 +71,7 @@ def cmd_show(args) -> int:
         rows = [
             (
                 s.run_id,
-                *(str(s.cell[k] if k in s.cell else _dotted(s.resolved(), k)) for k in shown),
+                *(value_text(s.cell[k] if k in s.cell else _dotted(s.resolved(), k)) for k in shown),
                 s.data.label,
                 str(s.data.block),
                 s.family,

@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
     p.add_argument("--run-id", default=None, metavar="ID", help="only the run with this id (what a job runs)")
+    p.add_argument(
+        "--retrain-checkpoint",
+        action="store_true",
+        help="train finished runs that have no checkpoint (checkpoints are not committed) again, check that "
+        "the retrained run reproduces the stored bits, and keep its checkpoint (for `repro sample`)",
+    )
     cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
     cluster.add_argument(
         "--launcher",
@@ -200,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
             name, parents=[common], help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None
         )
         q.add_argument("--json", action="store_true", help="print the records as JSON")
+        q.add_argument(
+            "--out",
+            metavar="PATH",
+            default=None,
+            help=f"write the records here (default: <results>/bench/{name}.json, or, when that file exists, "
+            f"a new {name}.<UTC time>.json beside it)",
+        )
+        q.add_argument("--replace", action="store_true", help="replace an existing record file (the committed one)")
         mod.add_arguments(q)
         q.set_defaults(func=cmd_bench, bench_module=mod)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from repro.cli.common import override_args, select, store_root
 from repro.errors import UserError
-from repro.report import lookup, renderers
+from repro.report import lookup, prune, renderers
 from repro.report import pages as report
 
 
@@ -12,6 +12,9 @@ def cmd_report(args) -> int:
     root = store_root(args)
     if args.all:
         print(f"wrote {report.render_all(root)}")
+        removed = prune.remove_unreferenced(root)
+        if removed:
+            print(f"removed {len(removed)} file(s) of reports/figures and reports/tables that no report references")
         return 0
     if not args.name:
         raise UserError("report: name a manifest or pass --all")

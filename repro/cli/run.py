@@ -22,6 +22,7 @@ def cmd_run(args) -> int:
     from repro.track.loggers import resolve_mode, wandb_dir
     from repro.train import (  # torch and Lightning (see the module docstring), as every lazy import here
         distributed,
+        retrain,
         runner,
     )
 
@@ -32,6 +33,11 @@ def cmd_run(args) -> int:
                 f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number of {what}"
             )
     _check_launcher(args)
+    if args.retrain_checkpoint and (args.launcher or args.max_steps is not None or args.devices * args.num_nodes > 1):
+        raise UserError(
+            "--retrain-checkpoint: retrains here, in one process, the runs as stored; allowed without "
+            "--launcher, --max-steps, --devices and --num-nodes"
+        )
     if args.launcher and distributed.launched_by():
         raise UserError(
             f"--launcher {args.launcher}: this process is one of those {distributed.launched_by()} started; "
@@ -44,6 +50,10 @@ def cmd_run(args) -> int:
         print(f"{m.name} trains nothing; `repro report {m.command}` draws it")
     plan = [m for m in plan if m.base is not None]
     root = store_root(args)
+    for m in plan:
+        for cell, why in m.left_out(args.scale) if args.scale in m.scale_names() else []:
+            if _picked(cell, args.only):
+                say(f"left out, its overrides make this cell invalid: {why}")
     specs = [
         (m, runner.with_max_steps(s, args.max_steps))
         for m in plan
@@ -86,18 +96,33 @@ def cmd_run(args) -> int:
         atomic.make_dirs(wandb_dir(root))
     failed = busy = 0
     started = time.monotonic()
+    beside_training: list[float] = []  # this session's runs: wall seconds beyond their training steps
     for i, (m, spec) in enumerate(specs, 1):
-        left = sum(s.train.steps for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished)
-        line = progress.plan_line(i, len(specs), time.monotonic() - started, left, _per_step(root, specs))
+        todo = [(n, s) for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished]
+        line = progress.plan_line(
+            i,
+            len(specs),
+            time.monotonic() - started,
+            sum(s.train.steps for _, s in todo),
+            _per_step(root, specs),
+            len(todo),
+            _per_run(root, specs, beside_training),
+        )
         echo(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
+        began = time.monotonic()
         try:
-            outcome = runner.run_spec(
-                spec, m, root, devices=args.devices, num_nodes=args.num_nodes, wandb_mode=mode, echo=echo
-            )
+            if args.retrain_checkpoint:
+                outcome = retrain.checkpoint(spec, m, root, echo=echo)
+            else:
+                outcome = runner.run_spec(
+                    spec, m, root, devices=args.devices, num_nodes=args.num_nodes, wandb_mode=mode, echo=echo
+                )
         finally:  # bad data writes nothing; once a run is stored, the store knows its manifest's name
             if world.leads and RunDir(root, m.name, spec.run_id).path.exists():
                 _remember(root, m, known)
         s = outcome.summary
+        if outcome.status == "finished" and s.get("train_seconds"):
+            beside_training.append(max(0.0, time.monotonic() - began - float(s["train_seconds"])))
         if outcome.status in ("failed", "busy"):
             failed += outcome.status == "failed"
             busy += outcome.status == "busy"
@@ -108,6 +133,14 @@ def cmd_run(args) -> int:
             f"on {s.get('dataset')}"
         )
     return 1 if failed else 3 if busy else 0
+
+
+def _picked(cell: dict, only: list[str]) -> bool:
+    """Whether ``--only`` keeps this cell (each KEY=VALUE: a key equal to KEY or ending in .KEY)."""
+    pairs = [item.partition("=")[::2] for item in only]
+    return all(
+        any((k == key or k.endswith("." + key)) and str(v) == value for k, v in cell.items()) for key, value in pairs
+    )
 
 
 def _ensure_data(specs) -> None:
@@ -171,6 +204,15 @@ def _remember(root: Path, m, known: dict[str, Path]) -> None:
     """Record a manifest that discovery does not find (or one with overrides), so that its name works later."""
     if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
         store.record_source(root, m.name, m.path, m.args)
+
+
+def _per_run(root: Path, specs: list, measured: list[float]) -> float | None:
+    """Mean seconds a run takes beyond its training steps (evaluation, analysis, start-up): the stored
+    ``eval_seconds`` of the finished runs among ``specs`` and what this session's runs took; None before any."""
+    runs = [RunDir(root, m.name, s.run_id) for m, s in specs]
+    stored = [run.summary().get("eval_seconds") for run in runs if run.finished]
+    values = [float(v) for v in stored if v is not None] + measured
+    return sum(values) / len(values) if values else None
 
 
 def _per_step(root: Path, specs: list) -> float | None:

@@ -30,14 +30,28 @@ def cmd_sample(args) -> int:
     run = runner.find_run(store_root(args), args.run)
     model, spec, vocab, info = runner.load_trained(run)
     prompt = vocab.encode(args.prompt) if args.prompt else None
+    if prompt is not None and len(prompt) > spec.data.block:
+        raise UserError(f"--prompt: {len(prompt)} symbols; allowed: at most the block, {spec.data.block}")
     room = spec.data.block - (len(prompt) if prompt is not None else 1) + 1
-    length = min(args.length or room, room)
+    length = args.length or room
+    if info.kind == "image" and length > room:  # one image is one block: there is nothing after it
+        print(f"--length {length}: an image has {room} symbols after its start; drawing {room}")
+        length = room
     generator = torch.Generator().manual_seed(args.seed)
-    samples = sampling.sample(
+    samples = sampling.sample_long(
         model, vocab.size, args.n, length, temperature=args.temperature, prompt=prompt, generator=generator
     )
-    for path in sampling.write_samples(samples, vocab, info, run.path / "samples", f"seed{args.seed}"):
+    if prompt is not None:  # the prompt is part of what is shown and written
+        samples = torch.cat([torch.as_tensor(prompt, dtype=torch.long)[None].expand(args.n, -1), samples], dim=1)
+    stem = f"seed{args.seed}-temp{args.temperature:g}"
+    for path in sampling.write_samples(samples, vocab, info, run.path / "samples", stem):
         print(f"wrote {path}")
     if info.kind == "text":
-        print(vocab.decode(samples[0].numpy()))
+        for i, row in enumerate(samples.numpy()):
+            print(
+                f"--- sample {i + 1} of {args.n} ({length} symbols after the prompt) ---"
+                if prompt is not None
+                else f"--- sample {i + 1} of {args.n} ({length} symbols) ---"
+            )
+            print(vocab.decode(row))
     return 0

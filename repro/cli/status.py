@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
-from repro.cli.common import fmt, json_value, select, store_root
+from repro.cli.common import fmt, json_value, override_args, select, store_root
+from repro.config.cells import cell_text
 from repro.console import print_table
+from repro.report import lookup
 from repro.store.runs import CorruptFile, RunDir, scan
 from repro.train import launch
 
@@ -23,11 +26,16 @@ def run_state(run: RunDir) -> str:
 
 def cmd_status(args) -> int:
     root = store_root(args)
-    names = [m.name for m in select(args)] if args.name else [None]
+    # a gathering manifest (parts, no runs of its own) shows its parts' runs
+    found = select(args) if args.name else []
+    for m in found:
+        if m.base is None and m.parts and not args.json:
+            print(f"{m.name} trains nothing; it gathers {len(m.parts)} manifests: {', '.join(m.parts)}")
+    names = [m.name for m in lookup.with_parts(found, override_args(args))] if args.name else [None]
     scanned = [scan(root, name) for name in names]
-    runs = [r for frame, _ in scanned for r in frame.to_dict("records")]
+    runs = [_described(root, r) for frame, _ in scanned for r in frame.to_dict("records")]
     corrupt = [line for _, lines in scanned for line in lines]
-    cols = ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits")
+    cols = ("manifest", "run_id", "cell", "seed", "scale", "status", "steps", "valid_bits", "test_bits")
     jobs = _jobs(root, names, runs)
     if jobs:
         cols += ("job", "job_state")
@@ -44,6 +52,23 @@ def cmd_status(args) -> int:
     for line in corrupt:
         print(f"corrupt: {line}")
     return 0
+
+
+def _described(root: Path, row: dict) -> dict:
+    """A scanned run with its grid cell in words, its seed, and, unfinished, its steps so far out of its
+    steps (``120/600``: the last step its metrics logged)."""
+    run = RunDir(root, row["manifest"], row["run_id"])
+    cell = run.spec().get("cell") or {}  # scan read it: readable
+    row = {**row, "cell": cell_text(cell) or "-", "seed": row.get("train.seed")}
+    if row.get("status") != "finished" and _missing(row.get("steps")):
+        logged = run.metrics()
+        done = int(logged["step"].max()) if "step" in logged and logged["step"].notna().any() else 0
+        row["steps"] = f"{done}/{row['train.steps']}" if not _missing(row.get("train.steps")) else str(done)
+    return row
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _jobs(root: Path, names: list, runs: list[dict]) -> dict:

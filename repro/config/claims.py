@@ -12,6 +12,10 @@ second line holds when adaptive beats fixed at every span limit; a cell with two
 paired by position. A selection of one run is a number. Functions: mean, min, max, abs, all, any, and
 first/last (the value at the first/last cell in grid order, e.g. the smallest and largest S).
 
+``learned[key=value, ...]`` is the suite's one definition of "the model learned the data" (``LEARNED``):
+each selected run's valid bits below 0.8 times the unigram bits of its data (``learned_test[...]``: its
+test bits, where only the test split is scored).
+
 A claim may carry preconditions (``requires``), checks in the same language that must hold for the claim
 to say anything (the spans moved, the baseline uses its context, the model learned the data). The claim
 is reproduced when its expression is true everywhere; when a precondition does not hold it is *not
@@ -28,8 +32,14 @@ from typing import Any
 
 import pandas as pd
 
+from repro.config.cells import cell_text, value_text
 from repro.errors import UserError
 
+# "The model learned the data", one definition for every manifest: its bits (valid, or test where only
+# the test split is scored) below LEARNED_FRACTION of the unigram bits of its data, run by run.
+LEARNED_FRACTION = 0.8
+LEARNED = {"learned": "valid_bits", "learned_test": "test_bits"}
+_LEARNED = re.compile(r"\b(learned_test|learned)\[([^\[\]]*)\]")
 _SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\[([^\[\]]*)\]")
 _FUNCTIONS = {
     "mean": lambda s: _as_series(s).mean(),
@@ -80,8 +90,12 @@ def parse(check: str) -> tuple[ast.Expression, list[tuple[str, dict[str, str]]]]
         selections.append((match.group(1), filters))
         return f"_s{len(selections) - 1}"
 
+    def learned(match: re.Match) -> str:
+        f = match.group(2)
+        return f"({LEARNED[match.group(1)]}[{f}] < {LEARNED_FRACTION} * unigram_bits[{f}])"
+
     try:
-        tree = ast.parse(_SELECTION.sub(replace, check), mode="eval")
+        tree = ast.parse(_SELECTION.sub(replace, _LEARNED.sub(learned, check)), mode="eval")
     except SyntaxError as err:
         raise ClaimError(f"claim {check!r} does not parse: {err.msg}") from None
     for node in ast.walk(tree):
@@ -126,6 +140,8 @@ def evaluate(check: str, runs: pd.DataFrame, cell_keys: list[str], requires: lis
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
     metrics), after its preconditions ``requires``."""
     for precondition in requires:
+        if precondition == check:  # a claim that the models learned is no precondition of itself
+            continue
         verdict = _judge(precondition, runs, cell_keys)
         if verdict.status != "reproduced":
             why = "does not hold" if verdict.status == "not reproduced" else "cannot be checked"
@@ -142,11 +158,12 @@ def _judge(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
         return Verdict("not evaluable", str(why))
     except ZeroDivisionError:
         return Verdict("not evaluable", "a stored value divides by zero")
-    shown = "; ".join(
-        f"{m}[{', '.join(f'{k}={v}' for k, v in f.items())}] = {_fmt(values[f'_s{i}'])}"
-        for i, (m, f) in enumerate(selections)
+    shown = "; ".join(  # a selection the check names twice is shown once
+        dict.fromkeys(f"{_shown(m, f)} = {_fmt(values[f'_s{i}'])}" for i, (m, f) in enumerate(selections))
     )
     holds = bool(_as_series(result).all()) if isinstance(result, pd.Series) else bool(result)
+    if not holds and isinstance(result, pd.Series) and len(result) > 1:
+        shown += f"; fails at {', '.join(str(k) for k, ok in result.items() if not ok)}"
     return Verdict("reproduced" if holds else "not reproduced", shown)
 
 
@@ -171,25 +188,37 @@ def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict
         used.add(matches[0])
         rows = rows[rows[matches[0]].astype(str) == value]
     if rows.empty:
-        raise NotEvaluable(f"no run matches {metric}[{filters}]")
+        raise NotEvaluable(f"no run matches {_shown(metric, filters)}")
     unfinished = rows[rows["status"] != "finished"]
     if not unfinished.empty:
-        raise NotEvaluable(f"{len(unfinished)} run(s) of {metric}[{filters}] are not finished")
+        raise NotEvaluable(f"{len(unfinished)} run(s) of {_shown(metric, filters)} are not finished")
     if metric not in rows or rows[metric].isna().any():
-        raise NotEvaluable(f"metric {metric!r} is missing from the runs of {metric}[{filters}]")
+        raise NotEvaluable(f"metric {metric!r} is missing from the runs of {_shown(metric, filters)}")
     numbers = pd.to_numeric(rows[metric], errors="coerce")
     if numbers.isna().any() or isinstance(rows[metric].iloc[0], bool):
         bad = rows[metric][numbers.isna()].iloc[0] if numbers.isna().any() else rows[metric].iloc[0]
-        raise NotEvaluable(f"metric {metric!r} of a run of {metric}[{filters}] is {str(bad)[:40]!r}, not a number")
+        raise NotEvaluable(
+            f"metric {metric!r} of a run of {_shown(metric, filters)} is {str(bad)[:40]!r}, not a number"
+        )
     free = [c for c in cell_keys if c not in used]
     if len(rows) == 1:
         return float(numbers.iloc[0])
     if not free:
-        raise NotEvaluable(f"{len(rows)} runs share the cell of {metric}[{filters}]")
-    index = rows[free].astype(str).agg(",".join, axis=1)
+        raise NotEvaluable(f"{len(rows)} runs share the cell of {_shown(metric, filters)}")
+    index = pd.Series(  # the cell in words: its one free value, or every free key=value
+        [value_text(r[free[0]]) if len(free) == 1 else cell_text(r[free].to_dict()) for _, r in rows.iterrows()],
+        index=rows.index,
+    )
     if not index.is_unique:
-        raise NotEvaluable(f"several runs share a cell of {metric}[{filters}]: {sorted(index[index.duplicated()])}")
+        raise NotEvaluable(
+            f"several runs share a cell of {_shown(metric, filters)}: {sorted(index[index.duplicated()])}"
+        )
     return pd.Series(numbers.astype(float).values, index=index)
+
+
+def _shown(metric: str, filters: dict[str, str]) -> str:
+    """A selection as the check writes it: ``valid_bits[kind=adaptive]``."""
+    return f"{metric}[{', '.join(f'{k}={v}' for k, v in filters.items())}]"
 
 
 def _eval(node: ast.AST, values: dict[str, Any]) -> Any:

@@ -32,6 +32,7 @@ from typing import Any
 
 from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
 from repro.config import claims
+from repro.config.cells import cell_text
 from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
@@ -129,7 +130,20 @@ class Manifest:
         return {k: [self.set[k]] if k in self.set else v for k, v in grid.items()}
 
     def expand(self, scale: str) -> list[RunSpec]:
-        """Every run of the manifest at ``scale``, in grid order."""
+        """Every run of the manifest at ``scale``, in grid order (a derived manifest's: those its overrides
+        leave valid, see :meth:`left_out`)."""
+        runs, left = self._expand(scale)
+        if left and not runs:
+            raise left[0][1]
+        return runs
+
+    def left_out(self, scale: str) -> list[tuple[dict[str, Any], ManifestError]]:
+        """The grid cells at ``scale`` that this derived manifest's overrides make invalid (``train.steps=80``
+        below one variant's ``final_phase``), each with why: left out, so that ``--only`` can pick the valid
+        ones; a manifest without overrides has none (an invalid cell is its error)."""
+        return self._expand(scale)[1]
+
+    def _expand(self, scale: str) -> tuple[list[RunSpec], list[tuple[dict[str, Any], ManifestError]]]:
         if scale not in self.scale_names():
             default = " (the default)" if scale == DEFAULT_SCALE else ""
             raise ManifestError(
@@ -137,7 +151,7 @@ class Manifest:
                 f"{self.scale_names()[0]} (its scales: {', '.join(self.scale_names())})"
             )
         if self.base is None:
-            return []
+            return [], []
         overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k != "grid"}
         config = _merge(copy.deepcopy(self.base), overrides)
         grid = self.grid_for(scale)
@@ -147,7 +161,7 @@ class Manifest:
                 f"{self.path}: grid: {cells:,} runs at scale {scale}; allowed: at most {MAX_CELLS:,} "
                 "(the product of the grid's list lengths)"
             )
-        runs = []
+        runs, left = [], []
         for values in itertools.product(*grid.values()):
             cell = dict(zip(grid, values))
             resolved = copy.deepcopy(config)
@@ -161,10 +175,14 @@ class Manifest:
             try:
                 run = build_run(self.name, scale, cell, resolved)
             except SpecError as err:
-                where = f" (grid cell {cell})" if cell else ""
-                raise ManifestError(f"{self.path}: {err}{where}") from None
+                where = f" (grid cell {cell_text(cell)})" if cell else ""
+                error = ManifestError(f"{self.path}: {err}{where}")
+                if not (self.set or self.sweep):
+                    raise error from None
+                left.append((cell, error))
+                continue
             runs.append(self._pin_file(run) if run.data.name == "file" else run)
-        return runs
+        return runs, left
 
     def _pin_file(self, run: RunSpec) -> RunSpec:
         """A `file` corpus: its path resolved against this manifest's folder and its sha256 recorded."""
@@ -324,8 +342,9 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
         args=list(args),
         folders=list(dict.fromkeys([path.resolve().parent, *folders])),
     )
-    for scale in manifest.scale_names():
-        manifest.expand(scale)
+    expanded = [manifest._expand(scale) for scale in manifest.scale_names()]  # an invalid cell raises here
+    if not any(runs for runs, _ in expanded) and any(left for _, left in expanded):  # overrides that leave no run
+        raise next(left[0][1] for _, left in expanded if left)
     if "runs" in manifest.reference:
         _check_reference_runs(manifest, manifest.reference["runs"])
     _check_claim_cells(manifest)

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from repro.config.cells import cell_text
 from repro.config.families import FAMILIES
 from repro.config.fields import Float, Int, Section, SpecError, build, later, plain, show
 from repro.data import catalog
@@ -129,7 +130,7 @@ class RunSpec:
     @property
     def cell_name(self) -> str:
         """The grid cell in words, e.g. ``kind=adaptive limit=4096`` (the W&B run name)."""
-        return cell_words(self.cell) or self.manifest
+        return cell_text(self.cell) or self.manifest
 
     def record(self, code_version: str | None) -> dict[str, Any]:
         """The run's spec.yaml: its id, where it comes from, the code that trained it, the resolved spec."""
@@ -147,17 +148,6 @@ def from_record(record: dict[str, Any]) -> RunSpec:
     """The RunSpec of a stored spec.yaml (or a W&B run's config, which holds the same keys)."""
     sections = {k: record.get(k) for k in SECTIONS}
     return build_run(record.get("manifest"), record.get("scale"), record.get("cell") or {}, sections)
-
-
-def cell_words(cell: dict[str, Any]) -> str:
-    """A grid cell as ``key=value`` words, each key by its last dotted part; a mapping value (a grid row
-    over a whole section, e.g. ``data: {name: audio, seq_len: 1024}``) as its own items:
-    ``name=audio seq_len=1024``. Empty for an empty cell."""
-    words = []
-    for key, value in cell.items():
-        items = value.items() if isinstance(value, dict) else [(key, value)]
-        words += [f"{str(k).rsplit('.', 1)[-1]}={v}" for k, v in items]
-    return " ".join(words)
 
 
 def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str, Any]) -> RunSpec:

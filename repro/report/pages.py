@@ -26,11 +26,12 @@ from typing import Any
 import pandas as pd
 
 from repro.config import claims
+from repro.config.cells import value_text
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
 from repro.files import atomic
 from repro.files.locks import FileLock
 from repro.report import lookup, renderers
-from repro.report.renderers import Context, markdown_table, reference_for
+from repro.report.renderers import Context, markdown_table, reference_for, table_csv
 from repro.store.runs import scan, short_names, table
 
 COLUMNS = [
@@ -131,6 +132,7 @@ def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         "",
     ]
     lines += [f"- corrupt run, left out (`repro run` redoes it): {line}" for line in corrupt] + [""] * bool(corrupt)
+    lines += derived_note(manifest)
     if manifest.description:
         lines += [manifest.description.strip(), ""]
     results: list[ClaimResult] = []
@@ -152,18 +154,23 @@ def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         keys = cell_keys(manifest, scale)
         frame = _table(manifest, rows, keys)
         csv_frames.append(frame.assign(scale=scale))
+        fill = f"`repro run {manifest.command} --scale {scale}`"
         lines += [
-            f"## Scale `{scale}` — dataset: {renderers.datasets(rows)}",
+            f"## Scale `{scale}` — dataset: {renderers.datasets(rows)}"
+            if not rows.empty
+            else f"## Scale `{scale}` — no run of the current resolution stored",
             "",
             SCALE_NOTE.get(scale, f"**Scale: {scale}**"),
             "",
         ]
         if not rows.empty:
             lines += [evaluation_note(rows), ""]
+        lines += [f"- left out: {why}" for _, why in manifest.left_out(scale)] + [""] * bool(manifest.left_out(scale))
         lines += [
             markdown_table(frame)
             if not rows.empty
-            else f"No run of the current resolution is stored: `repro run {manifest.command} --scale {scale}`.",
+            else f"None of the {len(manifest.expand(scale))} run(s) of the current resolution is stored: {fill} "
+            f"trains them; then `repro report {manifest.command}` fills this section.",
             "",
         ]
         if not others.empty:
@@ -182,7 +189,11 @@ def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         if judged:
             lines += [f"### Claims at scale `{scale}`", ""]
         for claim in judged:
-            verdict = claims.evaluate(claim.check, rows, keys, claim.requires)
+            verdict = (
+                claims.evaluate(claim.check, rows, keys, claim.requires)
+                if not rows.empty
+                else claims.Verdict("not evaluable", f"no run of the current resolution is stored: {fill}")
+            )
             results.append(ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict))
             lines += [f"- **{claim.id}** — {claim.text} — **{verdict.status}** (`{claim.check}`: {verdict.detail})"]
         lines.append("")
@@ -193,6 +204,23 @@ def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     if csv_frames:
         atomic.write_text(out_dir / f"{manifest.name}.csv", pd.concat(csv_frames).to_csv(index=False))
     return path, results
+
+
+def derived_note(manifest: Manifest) -> list[str]:
+    """What a manifest derived by overrides is (``-m``/``KEY=VALUE`` on the command line, or a saved file
+    that ``include:``s another with ``set``/``sweep``): the lines that open its report."""
+    if not (manifest.set or manifest.sweep):
+        return []
+    changes = " ".join(
+        [f"{k}={value_text(v)}" for k, v in manifest.set.items()]
+        + [f"{k}={','.join(value_text(x) for x in v)}" for k, v in manifest.sweep.items()]
+    )
+    return [
+        f"**Derived** from `{manifest.path.name}` with `{changes}` ({'sweeps: grid axes' if manifest.sweep else 'set in every run'}): "
+        f"its runs are stored apart, under `runs/{manifest.name}/`, and only they enter the tables, figures and "
+        f"claims below. The description and notes are the file's, written for its own settings.",
+        "",
+    ]
 
 
 def evaluation_note(rows: pd.DataFrame) -> str:
@@ -238,7 +266,7 @@ def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
         return [
             table_md,
             "",
-            f"([{path.name}]({path.relative_to(out_dir)}), [csv]({path.with_suffix('.csv').relative_to(out_dir)}))",
+            f"([{path.name}]({path.relative_to(out_dir)}), [csv]({table_csv(path).relative_to(out_dir)}))",
             "",
         ]
     if path.suffix in (".png", ".svg", ".jpg", ".jpeg", ".gif"):
@@ -251,7 +279,7 @@ def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str]) -> pd.DataFr
     out = []
     for _, row in rows.iterrows():
         cell = {k: row[k] for k in keys if k in row}
-        record = {names[k]: v for k, v in cell.items()}
+        record = {names[k]: value_text(v) if isinstance(v, (dict, list)) else v for k, v in cell.items()}
         record.update({c: row[c] for c in COLUMNS if c in row and not _missing(row[c])})
         reference = reference_for(manifest, cell)
         if "label" in reference:
@@ -265,6 +293,18 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def stored_line(manifest: Manifest, root: Path) -> str:
+    """``runs stored at: tiny, cpu``; a gathering manifest's are its parts' (it trains none itself)."""
+    names = manifest.parts if manifest.base is None and manifest.parts else [manifest.name]
+    scales = sorted({s for name in names for s in set(table(root, name).get("scale", []))})
+    where = (
+        "runs stored at"
+        if names == [manifest.name]
+        else f"gathers {', '.join(f'`{n}`' for n in names)}; their runs stored at"
+    )
+    return f"{where}: {', '.join(scales) or 'no runs'}"
+
+
 def render_all(root: Path) -> Path:
     """Every manifest's report plus ``REPORT.md``: per paper, each artefact and its claims' verdicts."""
     with writing(root):
@@ -276,13 +316,11 @@ def _render_all(root: Path) -> Path:
     sections: dict[str, list[str]] = {}
     for manifest in sorted(manifests, key=lambda m: m.name):
         path, results = _render(manifest, root)
-        stored = table(root, manifest.name)
-        scales = ", ".join(sorted(set(stored["scale"]))) if not stored.empty else "no runs"
         block = sections.setdefault(manifest.paper, [])
         block += [
             f"### [{manifest.title}](reports/{path.name})",
             "",
-            f"`{manifest.name}` — runs stored at: {scales}",
+            f"`{manifest.name}` — {stored_line(manifest, root)}",
             "",
         ]
         block += [f"- {r.id} ({r.scale}): {r.text} — **{r.verdict.status}** — {r.verdict.detail}" for r in results]

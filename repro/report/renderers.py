@@ -93,9 +93,10 @@ class Context:
         for folder in (self.out_dir, base.parent):
             atomic.refuse_link(folder)
         lines = [f"# {title}", "", label or self.label, "", markdown_table(frame), ""] + [f"- {n}" for n in notes]
-        atomic.write_text(base.with_suffix(".csv"), frame.to_csv(index=False))
-        atomic.write_text(base.with_suffix(".md"), "\n".join(lines) + "\n")
-        return base.with_suffix(".md")
+        # appended, never Path.with_suffix: a derived manifest's name has dots (as-ablate-ramp.train.steps_30)
+        atomic.write_text(table_csv(base), frame.to_csv(index=False))
+        atomic.write_text(base.with_name(base.name + ".md"), "\n".join(lines) + "\n")
+        return base.with_name(base.name + ".md")
 
     @property
     def label(self) -> str:
@@ -103,6 +104,12 @@ class Context:
         if self.scale == "none":
             return "analytic: no training, no data"
         return f"scale: {self.scale} | data: {datasets(self.runs)}"
+
+
+def table_csv(path: Path) -> Path:
+    """The ``.csv`` beside a table ``path`` (``.md``, or the name without its extension)."""
+    name = path.name.removesuffix(".md")
+    return path.with_name(name + ".csv")
 
 
 def reference_for(manifest: Any, cell: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +133,13 @@ def pyplot():
 
     sns.set_theme(style="whitegrid", context="paper")
     return plt
+
+
+def legend(ax: Any, **options: Any) -> None:
+    """A legend of the axes' labelled lines, none when nothing is labelled (no runs' curves to draw, say):
+    matplotlib would warn "No artists with labels found"."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**options)
 
 
 def format_value(value: Any, digits: int = 4) -> str:

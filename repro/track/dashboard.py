@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from repro.config.spec import cell_words
+from repro.config.cells import cell_text
 from repro.errors import UserError
 from repro.store.runs import RunDir, table
 from repro.track.loggers import PROJECT, grid_columns, per_head_view, split_constants
@@ -108,7 +108,7 @@ def cell_columns(cell: dict[str, Any], taken: set[str]) -> dict[str, Any]:
 def run_name(spec: dict[str, Any], twin: bool = False) -> str:
     """``<grid values> · <manifest>`` (the manifest alone for a single-run manifest); ``twin`` (another
     stored run of the same manifest, scale and cell) adds the run id's start."""
-    words = cell_words(spec.get("cell") or {})
+    words = cell_text(spec.get("cell") or {})
     name = f"{words} · {spec['manifest']}" if words else spec["manifest"]
     return f"{name} #{spec['run_id'][:6]}" if twin else name
 
@@ -193,7 +193,7 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
         (row["manifest"], row["run_id"]): RunDir(root, row["manifest"], row["run_id"]).spec()
         for _, row in runs.iterrows()
     }
-    cells = Counter((s["manifest"], s.get("scale"), cell_words(s.get("cell") or {})) for s in specs.values())
+    cells = Counter((s["manifest"], s.get("scale"), cell_text(s.get("cell") or {})) for s in specs.values())
     for _, row in runs.iterrows():
         run, spec = RunDir(root, row["manifest"], row["run_id"]), specs[row["manifest"], row["run_id"]]
         key, name = f"{row['manifest']}/{row['run_id']}", project(str(spec.get("scale")))
@@ -213,7 +213,7 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
             store.delete_run(name, key, run_id=key)
         paper = references(spec["manifest"], spec.get("cell") or {})
         rows, steps, constants = run_metrics(run, paper)
-        twin = cells[spec["manifest"], spec.get("scale"), cell_words(spec.get("cell") or {})] > 1
+        twin = cells[spec["manifest"], spec.get("scale"), cell_text(spec.get("cell") or {})] > 1
         store.bulk_log(
             project=name,
             run=run_name(spec, twin),

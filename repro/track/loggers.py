@@ -129,6 +129,9 @@ class SpanViewLogger(WandbLogger):
 
     def __init__(self, *args: Any, heatmap_every: int = 1, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # Lightning passes anonymous=None to wandb.init, which then warns that the setting has no effect
+        if self._wandb_init.get("anonymous") is None:
+            self._wandb_init.pop("anonymous", None)
         self.heatmap_every = heatmap_every
         self._seen = 0
         self._last: tuple[int, dict[str, list[list[float]]]] | None = None  # unlogged latest heatmap

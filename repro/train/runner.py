@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,7 +35,7 @@ from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
-from repro.train import distributed, signals
+from repro.train import distributed, quiet, signals
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.module import (
     BoundaryCheckpoint,
@@ -293,7 +294,15 @@ def _train(
             selected = load_selected(spec, run.checkpoints, module.model)
             if selected["selected"] == "best_valid":
                 module.checkpoint_stats = None  # the statistics of the weights scored, not of the last ones
-            final = {"steps": spec.train.steps, **selected, **_evaluate_and_analyse(spec, module, trainer, run, data)}
+            started = time.perf_counter()
+            scores = _evaluate_and_analyse(spec, module, trainer, run, data)
+            # eval_seconds: what `repro run`'s ETA adds per run beside the training steps
+            final = {
+                "steps": spec.train.steps,
+                **selected,
+                **scores,
+                "eval_seconds": round(time.perf_counter() - started, 2),
+            }
     except signals.Interrupted as err:
         err.detail = _stopped(run, wb, err.exit_status)
         raise
@@ -363,6 +372,7 @@ def _trainer(
     world: distributed.World,
     callbacks: Sequence[pl.Callback],
 ) -> pl.Trainer:
+    quiet.install()
     return pl.Trainer(
         accelerator="auto",
         devices=world.devices,
@@ -429,7 +439,13 @@ def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[Langu
     """The model of a stored run with the weights it scored (last or best), its spec, vocabulary and dataset info."""
     found = checkpoints.latest(run.checkpoints, run_id=run.run_id)
     if found is None:
-        raise UserError(f"{run.path}: no checkpoint (checkpoints are not committed: re-run it with `repro run`)")
+        stored = run.spec()
+        name = stored.get("manifest", run.path.parent.name)
+        raise UserError(
+            f"{run.path}: no checkpoint (checkpoints are not committed); `repro run {name} --scale "
+            f"{stored.get('scale')} --run-id {run.run_id} --retrain-checkpoint` trains it again, checks that it "
+            "reproduces the stored bits and keeps its checkpoint"
+        )
     spec = from_record(run.spec())
     _, vocab = datasets.open_split(spec.data.name, "valid", **spec.data.options())
     info = datasets.dataset_info(spec.data.name)

@@ -76,6 +76,44 @@ def sample(
     return out
 
 
+def sample_long(
+    model: LanguageModel,
+    vocab_size: int,
+    n_samples: int,
+    length: int,
+    *,
+    temperature: float = 1.0,
+    prompt: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.LongTensor:
+    """(n_samples, length) symbols after ``prompt`` (or the start token), for any ``length``: within one
+    block as :func:`sample`; beyond it, the context window slides: when it is full, the last half block
+    of symbols becomes the new context (prefilled) and sampling goes on from there."""
+    keep = max(1, model.block // 2)
+    context = None if prompt is None else torch.as_tensor(prompt, dtype=torch.long)
+    if context is not None and context.dim() == 1:
+        context = context[None].expand(n_samples, -1)
+    if context is not None and context.shape[1] > model.block:
+        raise ValueError(f"the prompt's {context.shape[1]} symbols exceed the model's block of {model.block}")
+    chunks, produced = [], 0
+    while produced < length:
+        room = model.block - (context.shape[1] if context is not None else 1) + 1
+        chunk = sample(
+            model,
+            vocab_size,
+            n_samples,
+            min(room, length - produced),
+            temperature=temperature,
+            prompt=context,
+            generator=generator,
+        )
+        chunks.append(chunk)
+        produced += chunk.shape[1]
+        history = chunk if context is None else torch.cat([context, chunk], dim=1)
+        context = history[:, -keep:]
+    return torch.cat(chunks, dim=1) if chunks else torch.empty(n_samples, 0, dtype=torch.long)
+
+
 def write_samples(samples: torch.Tensor, vocab, info, out_dir, stem: str = "samples") -> list:
     """Save samples as a text file, an image grid (PNG) or mu-law audio (WAV), each written atomically
     (:mod:`repro.files.atomic`); returns the paths."""

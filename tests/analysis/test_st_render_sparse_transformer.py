@@ -10,7 +10,9 @@ import paper_patterns as paper
 import pytest
 
 from repro.config.manifest import resolve
-from repro.report.pages import context, render, renderers
+from repro.report import renderers
+from repro.report.pages import context, render
+from repro.report.renderers import pyplot
 from repro.store.runs import RunDir
 
 ST = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "experiments" / "sparse_transformer").glob("*.yaml"))
@@ -192,9 +194,13 @@ def test_fig4_and_fig5(tmp_path, drawn):
     run = _store_run(tmp_path, spec)
     assert [f for f in _render(tmp_path, "st-fig5") if f[0].name.startswith("st-fig5-fig5")] == []  # no samples yet
     (run.path / "samples").mkdir()
-    (run.path / "samples" / "seed0.png").write_bytes(b"\x89PNG fake")
+    grid = np.zeros((56, 56, 3))
+    grid[:28, :28] = 1.0
+    pyplot().imsave(run.path / "samples" / "seed0-temp0.9.png", grid)  # what `repro sample --temperature 0.9` names
     files = [f for f in _render(tmp_path, "st-fig5") if f[0].name.startswith("st-fig5-fig5")]
-    assert len(files) == 1 and files[0][0].read_bytes() == b"\x89PNG fake"
+    assert len(files) == 1 and "temperature 0.9" in files[0][1] and "scale: tiny" in files[0][1]
+    drawn = pyplot().imread(files[0][0])  # redrawn with its title (temperature, run, scale and data), not copied
+    assert drawn.shape[0] > 56 and drawn.shape[0] > drawn.shape[1]
 
 
 @pytest.mark.parametrize(

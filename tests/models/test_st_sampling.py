@@ -41,3 +41,19 @@ def test_st_sample_prompt_and_greedy():
     b = sample(NoCache(m), 16, 2, 10, temperature=0, prompt=p)
     assert torch.equal(a, b) and torch.equal(a[0], a[1])
     assert m.training  # mode restored
+
+
+def test_st_sample_beyond_one_block_slides_the_window():
+    """Longer than the block: the first block is exactly what `sample` draws, and the rest continues from
+    the last half block (here checked against sampling that window by hand)."""
+    from repro.train.sampling import sample_long
+
+    torch.manual_seed(0)
+    m = Model(Config(layers=2, d_model=32, heads=4, pattern="strided", stride=4), 16, 16)
+    p = torch.tensor([1, 2, 3, 4])
+    long = sample_long(m, 16, 2, 40, temperature=0, prompt=p)
+    assert long.shape == (2, 40)
+    first = sample(m, 16, 2, 13, temperature=0, prompt=p)  # block 16 - prompt 4 + 1
+    assert torch.equal(long[:, :13], first)
+    window = torch.cat([p[None].expand(2, -1), first], dim=1)[:, -8:]
+    assert torch.equal(long[:, 13:22], sample(m, 16, 2, 9, temperature=0, prompt=window))

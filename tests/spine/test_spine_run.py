@@ -74,8 +74,8 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
 
     capsys.readouterr()
     assert main(["sample", spec.run_id[:6], "--n", "2", "--length", "12", "--prompt", "when in"]) == 0
-    text = (run.path / "samples" / "seed0.txt").read_text().split("\n\n----\n\n")
-    assert len(text) == 2 and all(len(t.strip("\n")) == 12 for t in text)
+    text = (run.path / "samples" / "seed0-temp1.txt").read_text().split("\n\n----\n\n")  # seed and temperature
+    assert len(text) == 2 and all(t.startswith("when in") and len(t.strip("\n")) == 7 + 12 for t in text)
 
 
 def test_a_spec_finished_under_another_manifest_is_reused_not_retrained(tmp_path, write_manifest, capsys):

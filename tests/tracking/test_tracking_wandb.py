@@ -10,7 +10,7 @@ import numpy as np
 from wandb_files import read_run
 
 from repro.config import manifest as manifests
-from repro.config.spec import cell_words
+from repro.config.cells import cell_text
 from repro.store.runs import RunDir
 from repro.track.loggers import STEP, SpanViewLogger, grid_columns, per_head_view, split_constants
 
@@ -44,11 +44,11 @@ def test_split_constants_moves_the_models_constants_off_the_series():
     assert series == {"train/bits": 2.0, "model/avg_span": 3.0} and constants == {"params": 10.0}
 
 
-def test_cell_words_name_a_grid_row_by_its_values():
-    assert cell_words({"model.span.kind": "fixed", "model.span.limit": 64}) == "kind=fixed limit=64"
+def test_cell_text_names_a_grid_row_by_its_values():
+    assert cell_text({"model.span.kind": "fixed", "model.span.limit": 64}) == "kind=fixed limit=64"
     row = {"data": {"name": "audio", "seq_len": 1024}, "model.d_model": 32}
-    assert cell_words(row) == "name=audio seq_len=1024 d_model=32"  # no Python dict in a run name
-    assert cell_words({}) == ""
+    assert cell_text(row) == "name=audio seq_len=1024 d_model=32"  # no Python dict in a run name
+    assert cell_text({}) == ""
 
 
 def test_grid_columns_use_short_names_unless_taken():
