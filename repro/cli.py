@@ -20,7 +20,7 @@ from pathlib import Path
 
 import shtab
 
-from repro import analysis, atomic, data, launch, lookup, overrides, progress, report, signals, store
+from repro import analysis, atomic, data, launch, lookup, overrides, progress, report, signals, store, throughput
 from repro import manifest as manifests
 from repro.console import print_table
 from repro.data import cli as data_cli
@@ -528,7 +528,7 @@ def cmd_status(args) -> int:
     scanned = [scan(root, name) for name in names]
     runs = [r for frame, _ in scanned for r in frame.to_dict("records")]
     corrupt = [line for _, lines in scanned for line in lines]
-    cols = ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits")
+    cols = ("manifest", "run_id", "scale", "status", "steps", "valid_bits", "test_bits", "mfu")
     jobs = _jobs(root, names, runs)
     if jobs:
         cols += ("job", "job_state")
@@ -647,6 +647,9 @@ def cmd_sample(args) -> int:
 
 def cmd_bench(args) -> int:
     records = args.bench_module.main(args)
+    for rec in records:  # a training step's achieved model FLOP/s and MFU (docs/throughput.md)
+        if "error" not in rec:
+            rec.update(throughput.bench_fields(_root(args), rec))
     out = _root(args) / "bench" / f"{args.bench}.json"
     atomic.write_text(out, json.dumps(records, indent=2) + "\n")
     if args.json:

@@ -13,6 +13,7 @@ from the checkpoint it names and write nothing.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from repro import checkpoints, distributed, signals
+from repro import checkpoints, distributed, signals, throughput
 from repro import data as datasets
 from repro.analysis.probes import figure_arrays
 from repro.checkpoints import StoreCheckpointIO
@@ -299,6 +300,7 @@ def _train(
             if selected["selected"] == "best_valid":
                 module.checkpoint_stats = None  # the statistics of the weights scored, not of the last ones
             final = {"steps": spec.train.steps, **selected, **_evaluate_and_analyse(spec, module, trainer, run, data)}
+            final.update(_throughput(spec, final, trainer, run, world))
     except signals.Interrupted as err:
         err.detail = _stopped(run, wb, err.exit_status)
         raise
@@ -394,6 +396,29 @@ def _trainer(
         default_root_dir=str(run.path),
         use_distributed_sampler=False,
     )
+
+
+def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, world: distributed.World) -> dict:
+    """Achieved model FLOP/s and MFU against the device's peak, the FLOPs convention, and the load the
+    machine carried over training (repro.throughput, docs/throughput.md)."""
+    metrics = trainer.callback_metrics
+    load = {key: float(metrics[key]) for key in (TrainingMeter.LOAD_MEAN, TrainingMeter.LOAD_MAX) if key in metrics}
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    own = world.processes * (1 if device == "cuda" else torch.get_num_threads())
+    return {
+        **load,
+        "cpus": os.cpu_count(),
+        "ran_alone": throughput.ran_alone(load.get(TrainingMeter.LOAD_MAX), own),
+        **throughput.summary_fields(
+            run.path.parent.parent.parent,
+            device,
+            spec.train.precision,
+            final.get("flops_per_token"),
+            spec.train.batch_size * spec.data.block,
+            final.get(TrainingMeter.SECONDS),
+            world.processes if device == "cuda" else 1,
+        ),
+    }
 
 
 def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, run: RunDir, data: RunData) -> dict:
