@@ -100,7 +100,7 @@ def _measure(case: dict) -> dict:
         loss = F.cross_entropy(out.logits.float().flatten(0, 1), y.flatten())
         if out.aux_loss is not None:
             loss = loss + out.aux_loss
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=True)  # as the trainer does (Lightning)
         loss.backward()
         opt.step()
         model.after_optimizer_step()
