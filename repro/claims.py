@@ -201,11 +201,12 @@ def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict
 
 def _check_alone(rows: pd.DataFrame, metric: str, filters: dict[str, str]) -> None:
     """NotEvaluable unless every run of a timing selection ran alone (see the module docstring)."""
+    what = f"{metric}[{', '.join(f'{k}={v}' for k, v in filters.items())}]"
     alone = rows["ran_alone"] if "ran_alone" in rows else pd.Series([None] * len(rows), index=rows.index)
     unknown = int(alone.isna().sum())
     if unknown:
         raise NotEvaluable(
-            f"{metric}[{filters}]: {unknown} of {len(rows)} run(s) have no load record (stored before the load "
+            f"{what}: {unknown} of {len(rows)} run(s) have no load record (stored before the load "
             "was recorded); a timing claim needs runs that ran alone"
         )
     shared = rows[~alone.astype(bool)]
@@ -213,7 +214,7 @@ def _check_alone(rows: pd.DataFrame, metric: str, filters: dict[str, str]) -> No
         loads = shared["load_average_max"] if "load_average_max" in shared else pd.Series(dtype=float)
         cpus = shared["cpus"].iloc[0] if "cpus" in shared else "?"
         raise NotEvaluable(
-            f"{metric}[{filters}]: {len(shared)} of {len(rows)} run(s) shared the machine (1-minute load up to "
+            f"{what}: {len(shared)} of {len(rows)} run(s) shared the machine (1-minute load up to "
             f"{loads.max():.2f} on {cpus} cores); a timing claim needs runs that ran alone"
         )
 

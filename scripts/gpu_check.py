@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             status, tail = "timeout", [f"killed after {timeout} s"]
         seconds = round(time.perf_counter() - started, 1)
         found = records_of(name, scratch)
+        shutil.rmtree(scratch, ignore_errors=True)  # its records are kept below
         failed += status != 0 or not found
         write({"step": name, "status": status, "seconds": seconds, "command": "repro " + " ".join(cli), "tail": tail})
         for record in found:
