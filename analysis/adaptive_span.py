@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.models.span import soft_mask
 from repro.report.renderers import Context, finished_runs, legend, pyplot, renderer
 
 Files = list[tuple[Path, str]]
@@ -36,6 +35,7 @@ def mask_curve(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
     """The soft mask m_z at the distances ``x`` (``repro.models.span.soft_mask``), as numpy for plotting."""
     import torch  # here: `repro validate` loads every renderer file and needs no torch
 
+    from repro.models.span import soft_mask
 
     return soft_mask(torch.as_tensor(x, dtype=torch.float64), z, ramp).numpy()
 

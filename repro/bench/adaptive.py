@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch threads (0: torch's default; 1 keeps timings stable on a shared CPU)",
     )
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    parser.add_argument(
+        "--precision", default="32", choices=["32", "bf16"], help="32, or bf16 under autocast (bf16-mixed)"
+    )
 
 
 def _measure(case: dict) -> dict:
@@ -92,11 +95,12 @@ def _measure(case: dict) -> dict:
             torch.cuda.synchronize(dev)
 
     def step(state):
-        out = model(x, state)
-        loss = F.cross_entropy(out.logits.flatten(0, 1), y.flatten())
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=case["precision"] == "bf16"):
+            out = model(x, state)
+        loss = F.cross_entropy(out.logits.float().flatten(0, 1), y.flatten())
         if out.aux_loss is not None:
             loss = loss + out.aux_loss
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=True)  # as the trainer does (Lightning)
         loss.backward()
         opt.step()
         model.after_optimizer_step()
@@ -164,6 +168,7 @@ def main(args: argparse.Namespace) -> list[dict]:
         warmup=args.warmup,
         threads=args.threads,
         device=args.device,
+        precision=args.precision,
     )
     fixed = _run({**shared, "kind": "fixed", "span": None})
     records = [fixed]

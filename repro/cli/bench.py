@@ -10,6 +10,7 @@ from repro.cli.common import fmt, store_root
 from repro.console import print_table
 from repro.errors import UserError
 from repro.files import atomic
+from repro.train import throughput
 
 BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention", "st-step": "repro.bench.st_step"}
 
@@ -17,6 +18,9 @@ BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attenti
 def cmd_bench(args) -> int:
     out = target(store_root(args), args.bench, args.out, args.replace)  # before the benchmark runs
     records = args.bench_module.main(args)
+    for rec in records:  # a training step's achieved model FLOP/s and MFU (docs/throughput.md)
+        if "error" not in rec:
+            rec.update(throughput.bench_fields(store_root(args), rec))
     atomic.write_text(out, json.dumps(records, indent=2) + "\n")
     if args.json:
         print(json.dumps(records, indent=2))

@@ -35,7 +35,7 @@ def cmd_status(args) -> int:
     scanned = [scan(root, name) for name in names]
     runs = [_described(root, r) for frame, _ in scanned for r in frame.to_dict("records")]
     corrupt = [line for _, lines in scanned for line in lines]
-    cols = ("manifest", "run_id", "cell", "seed", "scale", "status", "steps", "valid_bits", "test_bits")
+    cols = ("manifest", "run_id", "cell", "seed", "scale", "status", "steps", "valid_bits", "test_bits", "mfu")
     jobs = _jobs(root, names, runs)
     if jobs:
         cols += ("job", "job_state")

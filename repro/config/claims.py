@@ -20,6 +20,12 @@ A claim may carry preconditions (``requires``), checks in the same language that
 to say anything (the spans moved, the baseline uses its context, the model learned the data). The claim
 is reproduced when its expression is true everywhere; when a precondition does not hold it is *not
 evaluable*, with the failed precondition and its numbers.
+
+A timing metric (:data:`TIMED`) counts only from runs whose summary says they ran alone (``ran_alone``:
+the 1-minute load average sampled over training stayed within the run's own threads); a run that
+shared the machine, or one stored before the load was recorded, makes the claim not evaluable, saying
+which and at what load. Peak memory is the process's own high-water mark, which other processes do
+not move, so it needs no such record.
 """
 
 from __future__ import annotations
@@ -60,6 +66,9 @@ _COMPARE = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
 }
+
+
+TIMED = ("seconds_per_step", "train_seconds", "model_flops_per_second", "mfu")
 
 
 class ClaimError(UserError):
@@ -194,6 +203,8 @@ def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict
         raise NotEvaluable(f"{len(unfinished)} run(s) of {_shown(metric, filters)} are not finished")
     if metric not in rows or rows[metric].isna().any():
         raise NotEvaluable(f"metric {metric!r} is missing from the runs of {_shown(metric, filters)}")
+    if metric in TIMED:
+        _check_alone(rows, metric, filters)
     numbers = pd.to_numeric(rows[metric], errors="coerce")
     if numbers.isna().any() or isinstance(rows[metric].iloc[0], bool):
         bad = rows[metric][numbers.isna()].iloc[0] if numbers.isna().any() else rows[metric].iloc[0]
@@ -219,6 +230,26 @@ def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict
 def _shown(metric: str, filters: dict[str, str]) -> str:
     """A selection as the check writes it: ``valid_bits[kind=adaptive]``."""
     return f"{metric}[{', '.join(f'{k}={v}' for k, v in filters.items())}]"
+
+
+def _check_alone(rows: pd.DataFrame, metric: str, filters: dict[str, str]) -> None:
+    """NotEvaluable unless every run of a timing selection ran alone (see the module docstring)."""
+    what = f"{metric}[{', '.join(f'{k}={v}' for k, v in filters.items())}]"
+    alone = rows["ran_alone"] if "ran_alone" in rows else pd.Series([None] * len(rows), index=rows.index)
+    unknown = int(alone.isna().sum())
+    if unknown:
+        raise NotEvaluable(
+            f"{what}: {unknown} of {len(rows)} run(s) have no load record (stored before the load "
+            "was recorded); a timing claim needs runs that ran alone"
+        )
+    shared = rows[~alone.astype(bool)]
+    if not shared.empty:
+        loads = shared["load_average_max"] if "load_average_max" in shared else pd.Series(dtype=float)
+        cpus = shared["cpus"].iloc[0] if "cpus" in shared else "?"
+        raise NotEvaluable(
+            f"{what}: {len(shared)} of {len(rows)} run(s) shared the machine (1-minute load up to "
+            f"{loads.max():.2f} on {cpus} cores); a timing claim needs runs that ran alone"
+        )
 
 
 def _eval(node: ast.AST, values: dict[str, Any]) -> Any:

@@ -33,6 +33,15 @@ def keys_from_band(a: torch.Tensor, P: int) -> torch.Tensor:
     return a.view(*a.shape[:-1], c, c + P)
 
 
+def windows(t: torch.Tensor, chunk: int, P: int) -> torch.Tensor:
+    """The keys (or values) of every chunk of queries, (B, H, P + Mp, d_h) -> (B, H, n, chunk + P, d_h):
+    overlapping windows, or for a single chunk the tensor itself as a view (no unfold, whose backward
+    materialises a zero-filled gradient and scatters into it)."""
+    if t.shape[2] == chunk + P:
+        return t.unsqueeze(2)
+    return t.unfold(2, chunk + P, chunk).transpose(-1, -2)
+
+
 def chunk_size(M: int, W: int, minimum: int = 64) -> int:
     """Queries per chunk: about the band width (cost M (chunk + W)), at most the block."""
     return max(1, min(M, max(minimum, W)))
@@ -53,7 +62,7 @@ def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
         q = F.pad(q, (0, 0, 0, Mp - M))
         k = F.pad(k, (0, 0, 0, Mp - M))
     q = q.reshape(B, H, n, chunk, dh)
-    s = q @ k.unfold(2, chunk + P, chunk)  # (B, H, n, chunk, chunk + P)
+    s = q @ windows(k, chunk, P).transpose(-1, -2)  # (B, H, n, chunk, chunk + P)
     return (band_from_keys(s, P) + q @ pe).view(B, H, Mp, W)
 
 
@@ -118,5 +127,5 @@ def band_attention(
     a = softmax(band_scores(q, k, pe, chunk=chunk), mask, invalid)  # (B, H, Mp, W)
     a = F.dropout(a, dropout, training)
     a = keys_from_band(a.view(B, H, n, chunk, W), P)  # (B, H, n, chunk, chunk + P)
-    out = a @ v.unfold(2, chunk + P, chunk).transpose(-1, -2)  # (B, H, n, chunk, d_h)
+    out = a @ windows(v, chunk, P)  # (B, H, n, chunk, d_h)
     return out.reshape(B, H, Mp, dh)[:, :, :M]

@@ -43,6 +43,7 @@ COLUMNS = [
     "flops_per_token",
     "avg_span",
     "seconds_per_step",
+    "mfu",
     "peak_memory_bytes",
     "steps",
 ]

@@ -10,6 +10,7 @@ measure training and print its progress off a TTY.
 from __future__ import annotations
 
 import math
+import os
 import random
 import signal
 import time
@@ -342,28 +343,36 @@ class BoundaryCheckpoint(pl.Callback):
 
 class TrainingMeter(pl.Callback):
     """Median wall-clock seconds per training step (each session's first ``skip`` steps, warm-up, not
-    counted), the peak memory of training and the training wall time, measured in the process that
-    trains and kept in the checkpoint, so a resumed run reports its whole training.
+    counted), the peak memory of training, the training wall time and the machine's 1-minute load
+    average (sampled at the start and every ``load_every`` seconds: its mean and maximum), measured in
+    the process that trains and kept in the checkpoint, so a resumed run reports its whole training.
 
     Results go into ``trainer.callback_metrics`` at the end of every fit (even one that had no step
     left to train), which Lightning carries back to the main process under ``ddp_spawn``.
     """
 
     SECONDS, PEAK, TRAIN_SECONDS = "seconds_per_step", "peak_memory_bytes", "train_seconds"
+    LOAD_MEAN, LOAD_MAX = "load_average_mean", "load_average_max"
 
-    def __init__(self, skip: int = 3):
-        self.skip = skip
+    def __init__(self, skip: int = 3, load_every: float = 10.0):
+        self.skip, self.load_every = skip, load_every
+        self.loads: list[float] = []  # 1-minute load averages sampled over training, every session
         self.times: list[float] = []  # step times after warm-up, every session of the run
         self.warm: list[float] = []  # warm-up step times (used only when a run is too short for others)
         self.peak, self.seconds = 0, 0.0  # earlier sessions' peak memory and training seconds
         self._device: torch.device | None = None
-        self._started = self._t0 = 0.0
+        self._started = self._t0 = self._loaded = 0.0
         self._steps = 0
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._device = pl_module.device
         memory.reset_peak(self._device)
         self._started, self._steps = time.perf_counter(), 0
+        self._sample_load()
+
+    def _sample_load(self) -> None:
+        self.loads.append(os.getloadavg()[0])
+        self._loaded = time.perf_counter()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._t0 = time.perf_counter()
@@ -371,6 +380,8 @@ class TrainingMeter(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         (self.times if self._steps >= self.skip else self.warm).append(time.perf_counter() - self._t0)
         self._steps += 1
+        if time.perf_counter() - self._loaded >= self.load_every:
+            self._sample_load()
 
     def _peak(self) -> int:
         return max(self.peak, memory.peak_bytes(self._device)) if self._device is not None else self.peak
@@ -384,19 +395,26 @@ class TrainingMeter(pl.Callback):
             "warm": torch.tensor(self.warm, dtype=torch.float64),
             "peak": self._peak(),
             "seconds": self._seconds(),
+            "loads": torch.tensor(self.loads, dtype=torch.float64),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.times, self.warm = state["times"].tolist(), state["warm"].tolist()
         self.peak, self.seconds = int(state["peak"]), float(state["seconds"])
+        self.loads = state["loads"].tolist() if "loads" in state else []  # checkpoints before loads were kept
 
     def on_fit_end(self, trainer, pl_module) -> None:
+        if self._device is not None:
+            self._sample_load()
         times = self.times or self.warm
         if times:
             trainer.callback_metrics[self.SECONDS] = torch.tensor(float(np.median(times)))
         if self._device is not None or self.peak:
             trainer.callback_metrics[self.PEAK] = torch.tensor(float(self._peak()))
         trainer.callback_metrics[self.TRAIN_SECONDS] = torch.tensor(round(self._seconds(), 2), dtype=torch.float64)
+        if self.loads:
+            trainer.callback_metrics[self.LOAD_MEAN] = torch.tensor(float(np.mean(self.loads)))
+            trainer.callback_metrics[self.LOAD_MAX] = torch.tensor(float(np.max(self.loads)))
 
 
 class ProgressLines(pl.Callback):

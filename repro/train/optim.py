@@ -46,22 +46,22 @@ class AdagradClip(torch.optim.Optimizer):
             grads = [p.grad for p in params]
             if group["weight_decay"]:
                 grads = torch._foreach_add(grads, params, alpha=group["weight_decay"])
-            sums = []
             for p in params:
                 state = self.state[p]
                 if not state:
                     state["sum"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["step"] = torch.zeros((), dtype=torch.float32)
-                state["step"] += 1
-                sums.append(state["sum"])
+            sums = [self.state[p]["sum"] for p in params]
+            torch._foreach_add_([self.state[p]["step"] for p in params], 1)
             torch._foreach_addcmul_(sums, grads, grads)
             std = torch._foreach_sqrt(sums)
             torch._foreach_add_(std, EPS)
             update = torch._foreach_div(grads, std)
             lr, clip = group["lr"], group["clip"]
             if clip > 0:
-                rates = [torch.where(n > clip, clip / (n + EPS), 1.0).mul_(-lr) for n in torch._foreach_norm(grads)]
-                torch._foreach_mul_(update, rates)
+                norms = torch.stack(torch._foreach_norm(grads))  # one rate per tensor, computed at once
+                rates = torch.where(norms > clip, clip / (norms + EPS), 1.0).mul_(-lr)
+                torch._foreach_mul_(update, list(rates.unbind()))
             else:
                 torch._foreach_mul_(update, -lr)
             torch._foreach_add_(params, update)

@@ -13,6 +13,7 @@ from the checkpoint it names and write nothing.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -35,7 +36,7 @@ from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
-from repro.train import distributed, quiet, signals
+from repro.train import distributed, quiet, signals, throughput
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.module import (
     BoundaryCheckpoint,
@@ -303,6 +304,7 @@ def _train(
                 **scores,
                 "eval_seconds": round(time.perf_counter() - started, 2),
             }
+            final.update(_throughput(spec, final, trainer, run, world))
     except signals.Interrupted as err:
         err.detail = _stopped(run, wb, err.exit_status)
         raise
@@ -399,6 +401,29 @@ def _trainer(
         default_root_dir=str(run.path),
         use_distributed_sampler=False,
     )
+
+
+def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, world: distributed.World) -> dict:
+    """Achieved model FLOP/s and MFU against the device's peak, the FLOPs convention, and the load the
+    machine carried over training (repro.train.throughput, docs/throughput.md)."""
+    metrics = trainer.callback_metrics
+    load = {key: float(metrics[key]) for key in (TrainingMeter.LOAD_MEAN, TrainingMeter.LOAD_MAX) if key in metrics}
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    own = world.processes * (1 if device == "cuda" else torch.get_num_threads())
+    return {
+        **load,
+        "cpus": os.cpu_count(),
+        "ran_alone": throughput.ran_alone(load.get(TrainingMeter.LOAD_MAX), own),
+        **throughput.summary_fields(
+            run.path.parent.parent.parent,
+            device,
+            spec.train.precision,
+            final.get("flops_per_token"),
+            spec.train.batch_size * spec.data.block,
+            final.get(TrainingMeter.SECONDS),
+            world.processes if device == "cuda" else 1,
+        ),
+    }
 
 
 def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, run: RunDir, data: RunData) -> dict:

@@ -32,6 +32,7 @@ def _store_run(root: Path, spec, **summary) -> RunDir:
         "seconds_per_step": 0.1,
         "peak_memory_bytes": 600 * 2**20,
         "unigram_bits": 7.5,
+        "ran_alone": True,  # timing claims count only runs that ran alone
     }
     run.write_summary({**base, **summary})
     run.append_metrics([{"step": 10, "train/bits": 5.0}, {"step": 20, "train/bits": 4.0}])

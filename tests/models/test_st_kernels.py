@@ -70,6 +70,8 @@ def test_st_kernel_equals_the_papers_pattern(impl, chunk, pattern, combine, n, l
     torch.manual_seed(0)
     if chunk:
         monkeypatch.setattr(BK, "CHUNK_ELEMENTS", chunk)
+    if chunk == 300:  # residue classes through the fused kernel (else, at these few blocks, by offsets)
+        monkeypatch.setattr(BK, "SMALL_RESIDUE", 0)
     q, k, v = rand(2, H, n, 6)
     assert_matches_paper(attend(q, k, v, pattern, l, c, combine=combine, impl=impl), q, k, v, pattern, l, c, combine)
 

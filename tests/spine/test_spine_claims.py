@@ -103,3 +103,20 @@ def test_two_runs_in_one_cell_are_never_paired_by_position():
     doubled = pd.concat([TRIVIAL, TRIVIAL.iloc[[1]].assign(valid_bits=2.0)], ignore_index=True)
     verdict = claims.evaluate(ADAPTIVE_WINS, doubled, KEYS)
     assert verdict.status == "not evaluable" and "share a cell" in verdict.detail
+
+
+TIMED = RUNS.assign(seconds_per_step=[0.30, 0.35, 0.20, 0.25], ran_alone=True, load_average_max=2.1, cpus=2)
+FASTER = "seconds_per_step[kind=adaptive] < seconds_per_step[kind=fixed]"
+
+
+def test_timing_claims_count_only_runs_that_ran_alone():
+    assert claims.evaluate(FASTER, TIMED, KEYS).status == "reproduced"
+    loaded = TIMED.assign(ran_alone=[True, True, False, True], load_average_max=[2.1, 2.1, 4.3, 2.1])
+    verdict = claims.evaluate(FASTER, loaded, KEYS)
+    assert verdict.status == "not evaluable" and "1 of 2 run(s) shared the machine" in verdict.detail
+    assert "4.30 on 2 cores" in verdict.detail
+    older = TIMED.drop(columns=["ran_alone"])  # stored before the load was recorded
+    verdict = claims.evaluate(FASTER, older, KEYS)
+    assert verdict.status == "not evaluable" and "no load record" in verdict.detail
+    # a claim on other metrics of the same runs is judged as before
+    assert claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", loaded, KEYS).status == "reproduced"

@@ -47,6 +47,10 @@ CHUNK_ELEMENTS = 2**20
 # included
 ROWS_PER_CALL = 1024
 NEG_INF = float("-inf")
+# blocks per sequence up to which the unshifted residue classes (nb positions each) are computed by
+# offsets (:meth:`_Residues._few_first`): the fused kernel's cost per attention problem dominates there
+# (n = 512, l = 128: S x 128 problems of 4 x 4 scores)
+SMALL_RESIDUE = 16
 
 
 def _chunks(total: int, per_item: int, start: int = 0):
@@ -196,26 +200,36 @@ class _Window(_Run):
         h = self.h
         return slice(e * h, (e + 1) * h), slice(0, (e + 1) * h), slice(self.l - e * h, None)
 
-    def _tiles(self, t, t0, t1):  # tiles [t0, t1) of one sequence t (n, .): (t1 - t0, 1, h, .)
-        return t.view(-1, 1, self.h, *t.shape[1:])[t0:t1]
+    def _tiles(self, t, t0, t1):  # tiles [t0, t1) of sequences t (k, n, .): (k, t1 - t0, h, .)
+        return t.view(t.shape[0], -1, self.h, *t.shape[2:])[:, t0:t1]
 
-    def _windows(self, t, t0, t1):  # their keys in t (n, d): (t1 - t0, 1, l + h, d), overlapping views
-        rs = t.stride(0)
-        size, start = (t1 - t0, 1, self.l + self.h, t.shape[1]), t.storage_offset() + (t0 * self.h - self.l) * rs
-        return t.as_strided(size, (self.h * rs, rs, rs, 1), start)
+    def _windows(self, t, t0, t1):  # their keys in t (k, n, d): (k, t1 - t0, l + h, d), overlapping views
+        rs = t.stride(1)
+        size = (t.shape[0], t1 - t0, self.l + self.h, t.shape[2])
+        start = t.storage_offset() + (t0 * self.h - self.l) * rs
+        return t.as_strided(size, (t.stride(0), self.h * rs, rs, 1), start)
 
     def _calls(self, S, n, d):
-        """(sequence, first tile, end tile) of every call on whole windows (tiles of the first block excluded)."""
+        """(sequences, first tile, end tile) of every call on whole windows (tiles of the first block
+        excluded), the sequences as the kernel's batch and their tiles as its heads: whole sequences
+        together while their windows fit one chunk (few calls at short n), else one sequence's tiles in
+        chunks."""
+        tiles, first, per_tile = n // self.h, self.l // self.h, (self.l + self.h) * d
+        if (tiles - first) * per_tile <= CHUNK_ELEMENTS:
+            for s0, s1 in _chunks(S, (tiles - first) * per_tile):
+                yield slice(s0, s1), first, tiles
+            return
         for s in range(S):
-            for t0, t1 in _chunks(n // self.h, (self.l + self.h) * d, self.l // self.h):
-                yield s, t0, t1
+            for t0, t1 in _chunks(tiles, per_tile, first):
+                yield slice(s, s + 1), t0, t1
 
     def _fold(self, dst, g, t0):
-        """Add the window gradients g (tiles, 1, l + h, .) of tiles from t0 into dst (n, .): part j of
+        """Add the window gradients g (k, tiles, l + h, .) of tiles from t0 into dst (k, n, .): part j of
         tile t's window is key tile t - 2 + j."""
-        g, dst = g.reshape(len(g), 3, self.h, -1), dst.view(-1, self.h, dst.shape[-1])
+        g = g.reshape(*g.shape[:2], 3, self.h, -1)
+        dst = dst.view(dst.shape[0], -1, self.h, dst.shape[-1])
         for j in range(3):
-            dst[t0 - 2 + j : t0 - 2 + j + len(g)] += g[:, j]
+            dst[:, t0 - 2 + j : t0 - 2 + j + g.shape[1]] += g[:, :, j]
 
     def forward(self, q, k, v, o, lse, scale):
         S, n, d = q.shape
@@ -225,11 +239,11 @@ class _Window(_Run):
             op, lp = _FWD(q[:, None, rows], k[:, None, keys], v[:, None, keys], 0.0, False, attn_mask=bias, scale=scale)
             _merge(o[:, None, rows], lse[:, None, rows], op, lp.masked_fill_(empty, NEG_INF))
         bias, empty = self._masks(q, S)
-        for s, t0, t1 in self._calls(S, n, d):
-            qc, kc, vc = self._tiles(q[s], t0, t1), self._windows(k[s], t0, t1), self._windows(v[s], t0, t1)
-            i = s % len(bias)
-            op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=bias[i, None], scale=scale)
-            _merge(self._tiles(o[s], t0, t1), self._tiles(lse[s], t0, t1), op, lp.masked_fill_(empty[i], NEG_INF))
+        for ss, t0, t1 in self._calls(S, n, d):
+            b, e = (bias[ss], empty[ss]) if len(bias) > 1 else (bias, empty)
+            qc, kc, vc = self._tiles(q[ss], t0, t1), self._windows(k[ss], t0, t1), self._windows(v[ss], t0, t1)
+            op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=b, scale=scale)
+            _merge(self._tiles(o[ss], t0, t1), self._tiles(lse[ss], t0, t1), op, lp.masked_fill_(e, NEG_INF))
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv):
         S, n, d = q.shape
@@ -240,13 +254,14 @@ class _Window(_Run):
             grads = _BWD(*ts, lse[:, None, rows], 0.0, False, attn_mask=bias, scale=scale)
             _accumulate((dq[:, None, rows], dk[:, None, keys], dv[:, None, keys]), grads)
         bias, _ = self._masks(q, S)
-        for s, t0, t1 in self._calls(S, n, d):
-            qs = [self._tiles(t[s], t0, t1) for t in (do, q, o, lse)]
-            kc, vc = self._windows(k[s], t0, t1), self._windows(v[s], t0, t1)
-            gq, gk, gv = _BWD(*qs[:2], kc, vc, *qs[2:], 0.0, False, attn_mask=bias[s % len(bias), None], scale=scale)
-            self._tiles(dq[s], t0, t1).add_(gq)
-            self._fold(dk[s], gk, t0)
-            self._fold(dv[s], gv, t0)
+        for ss, t0, t1 in self._calls(S, n, d):
+            qs = [self._tiles(t[ss], t0, t1) for t in (do, q, o, lse)]
+            kc, vc = self._windows(k[ss], t0, t1), self._windows(v[ss], t0, t1)
+            b = bias[ss] if len(bias) > 1 else bias
+            gq, gk, gv = _BWD(*qs[:2], kc, vc, *qs[2:], 0.0, False, attn_mask=b, scale=scale)
+            self._tiles(dq[ss], t0, t1).add_(gq)
+            self._fold(dk[ss], gk, t0)
+            self._fold(dv[ss], gv, t0)
 
 
 class _Residues(_Run):
@@ -258,15 +273,61 @@ class _Residues(_Run):
     def covers_all(self) -> bool:
         return self.plan.shift == 0
 
+    def _natural(self, t, S, n):  # (S, l, nb, .) -> (S, n, .)
+        return t.transpose(1, 2).reshape(S, n, *t.shape[3:])
+
     def first(self, q, k, v, scale):
         S, n, _ = q.shape
+        if n // self.l <= SMALL_RESIDUE:
+            return self._few_first(q, k, v, scale)
         o, lse = _FWD(*(self._view(t) for t in (q, k, v)), 0.0, True, scale=scale)
-        return o.transpose(1, 2).reshape(S, n, -1), lse.transpose(1, 2).reshape(S, n)
+        return self._natural(o, S, n), self._natural(lse, S, n)
 
     def first_backward(self, do, q, k, v, o, lse, scale):
         S, n, _ = q.shape
+        if n // self.l <= SMALL_RESIDUE:
+            return self._few_backward(do, q, k, v, o, lse, scale)
         grads = _BWD(*(self._view(t) for t in (do, q, k, v, o, lse)), 0.0, True, scale=scale)
-        return tuple(g.transpose(1, 2).reshape(S, n, -1) for g in grads)
+        return tuple(self._natural(g, S, n) for g in grads)
+
+    # Few blocks (nb <= SMALL_RESIDUE): query block a, residue r sees the keys of blocks a - j, j = 0..a,
+    # at the same residue; per block offset j these are elementwise products of q's blocks j.. with k's
+    # blocks ..nb-j (a loop over offsets, each over all sequences and positions), exact FLOPs, no tiny GEMMs.
+
+    def _blocks(self, t):  # (S, n, .) -> (S, nb, l, .), a view
+        return t.view(t.shape[0], -1, self.l, *t.shape[2:])
+
+    def _offset_scores(self, qb, kb, j, scale):  # (S, nb - j, l): query blocks j.. against key blocks ..nb-j
+        return (qb[:, j:] * kb[:, : qb.shape[1] - j]).sum(-1).mul_(scale)
+
+    def _few_first(self, q, k, v, scale):
+        qb, kb, vb = (self._blocks(t) for t in (q, k, v))
+        S, nb, l, _ = qb.shape
+        sc = q.new_full((S, nb, l, nb), NEG_INF)
+        for j in range(nb):
+            sc[:, j:, :, j] = self._offset_scores(qb, kb, j, scale)
+        lse = torch.logsumexp(sc, -1)
+        p = torch.exp(sc - lse.unsqueeze(-1))
+        o = p[..., 0:1] * vb
+        for j in range(1, nb):
+            o[:, j:].addcmul_(p[:, j:, :, j : j + 1], vb[:, : nb - j])
+        return o.view(S, -1, vb.shape[-1]), lse.view(S, -1)
+
+    def _few_backward(self, do, q, k, v, o, lse, scale):
+        """P = exp(s - lse), dS = P (dP - rowsum(dO O)), with the union's lse and O (merged)."""
+        qb, kb, vb, dob, lb = (self._blocks(t) for t in (q, k, v, do, lse))
+        nb = qb.shape[1]
+        rows = (dob * self._blocks(o)).sum(-1)  # (S, nb, l)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dqb, dkb, dvb = (self._blocks(t) for t in (dq, dk, dv))
+        for j in range(nb):
+            p = torch.exp(self._offset_scores(qb, kb, j, scale) - lb[:, j:])
+            ds = p * ((dob[:, j:] * vb[:, : nb - j]).sum(-1) - rows[:, j:])
+            ds.mul_(scale)
+            dqb[:, j:].addcmul_(ds.unsqueeze(-1), kb[:, : nb - j])
+            dkb[:, : nb - j].addcmul_(ds.unsqueeze(-1), qb[:, j:])
+            dvb[:, : nb - j].addcmul_(p.unsqueeze(-1), dob[:, j:])
+        return dq, dk, dv
 
     def _calls(self, ts, d):
         """Per sequence and chunk of residues: the query-side (shifted) and key-side views of ``ts``."""

@@ -1,0 +1,226 @@
+"""Achieved model FLOP/s and MFU (model FLOPs utilisation) of a training step, against the peak of the
+device it ran on, and the machine's load while it ran (docs/throughput.md).
+
+Model FLOP/s = 3 x forward FLOPs per predicted token x predicted tokens per step / seconds per step.
+The forward count is the model's analytic one (``model.flops_per_token()``: matrix products only, 2
+FLOPs per multiply-accumulate; sparse attention at the keys its pattern allows, an adaptive span at
+its effective spans), so MFU measures useful work, not what a kernel happens to compute. The 3 is the
+forward plus a backward of twice its FLOPs (gradients for inputs and for weights); recomputation
+(checkpointing), the optimizer, softmax and norms are not counted.
+
+Peaks: a known GPU from :data:`GPU_PEAKS` (vendor dense peaks, no structured sparsity); any other device
+measured once with a square GEMM (:func:`measure_peak`, the best of a few repeats) and cached under the
+results root in ``machine/peak-flops.json``, keyed by the CPU model (or GPU name), torch's thread count
+and torch's version. A peak measured while others load the machine is low (MFU then reads high): the
+cache keeps the load average it was measured at; ``python -m repro.train.throughput --measure`` redoes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+from repro.files import atomic
+
+CONVENTION = (
+    "3 x analytic forward FLOPs per predicted token (matrix products, 2 per MAC; sparse attention at its "
+    "allowed keys, adaptive span at its effective spans) x tokens per step / median seconds per step; "
+    "the 3 = forward + backward (2x forward); recomputation, optimizer, softmax and norms not counted"
+)
+BACKWARD_FACTOR = 3.0
+GEMM_SIZE = 2048
+# Dense peaks in FLOP/s from the vendors' data sheets (tensor cores without structured sparsity):
+# name fragment (checked in order) -> {dtype: peak}. fp32 = plain fp32 (no TF32).
+GPU_PEAKS: list[tuple[str, dict[str, float]]] = [
+    ("H200", {"bf16": 989e12, "fp16": 989e12, "tf32": 495e12, "fp32": 67e12}),
+    ("H100 PCIe", {"bf16": 756e12, "fp16": 756e12, "tf32": 378e12, "fp32": 51e12}),
+    ("H100", {"bf16": 989e12, "fp16": 989e12, "tf32": 495e12, "fp32": 67e12}),
+    ("A100", {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12}),
+    ("V100", {"fp16": 125e12, "fp32": 15.7e12}),  # no bf16 or tf32 units
+]
+CACHE = Path("machine") / "peak-flops.json"
+
+
+def compute_dtype(precision: str, device_type: str) -> str:
+    """The dtype a run's matrix products use: ``bf16``, ``fp16``, ``tf32`` or ``fp32``."""
+    precision = str(precision)
+    if precision.startswith("bf16"):
+        return "bf16"
+    if precision.startswith("16"):
+        return "fp16"
+    if device_type == "cuda":
+        import torch
+
+        return "tf32" if torch.get_float32_matmul_precision() != "highest" else "fp32"
+    return "fp32"
+
+
+def device_key(device_type: str, threads: int) -> str:
+    """What a measured peak is valid for: the processor, torch's threads and torch's version."""
+    import torch
+
+    name = torch.cuda.get_device_name(0) if device_type == "cuda" else _cpu_model()
+    return f"{name} | {threads} threads | torch {torch.__version__}"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown cpu"
+
+
+def table_peak(device_name: str, dtype: str) -> float | None:
+    """A known GPU's peak for ``dtype`` (None: not in the table)."""
+    for fragment, peaks in GPU_PEAKS:
+        if fragment.lower() in device_name.lower():
+            return peaks.get(dtype)
+    return None
+
+
+def measure_peak(device_type: str, dtype: str, threads: int, size: int = GEMM_SIZE, repeats: int = 5) -> float:
+    """FLOP/s of the best of ``repeats`` square matrix products in ``dtype`` (after a warm-up) on
+    ``threads`` torch threads: ``size`` wide, or narrower where a 256-wide product shows the machine
+    would take more than about 0.2 s for one (bf16 on a CPU without AVX-512 runs a slow fallback at
+    well under 1 GFLOP/s: a 2048-wide product there takes a minute)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rough = _gemm(device_type, dtype, 256, 1)
+        fits = int((0.2 * rough / 2) ** (1 / 3)) // 128 * 128
+        return max(rough, _gemm(device_type, dtype, max(256, min(size, fits)), repeats))
+    finally:
+        torch.set_num_threads(before)
+
+
+def _gemm(device_type: str, dtype: str, size: int, repeats: int) -> float:
+    import torch
+
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)
+    dev = torch.device("cuda" if device_type == "cuda" else "cpu")
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(size, size, generator=g).to(dev, torch_dtype) for _ in range(2))
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    torch.mm(a, b)
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * size**3 / best
+
+
+def peak(root: Path, device_type: str, precision: str, threads: int | None = None, remeasure: bool = False) -> dict:
+    """``{"peak_flops_per_second", "peak_source", "compute_dtype"}`` for this machine on ``threads``
+    torch threads (default: torch's current number), see the module docstring; a measured peak is
+    cached under ``root``."""
+    import torch
+
+    threads = threads or torch.get_num_threads()
+    dtype = compute_dtype(precision, device_type)
+    if device_type == "cuda":
+        name = torch.cuda.get_device_name(0)
+        known = table_peak(name, dtype)
+        if known is not None:
+            return {"peak_flops_per_second": known, "peak_source": f"table: {name} {dtype}", "compute_dtype": dtype}
+    key = f"{device_key(device_type, threads)} | {dtype}"
+    path = Path(root) / CACHE
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    entry = cache.get(key)
+    if entry is None or remeasure:
+        entry = {
+            "flops_per_second": measure_peak(device_type, dtype, threads),
+            "gemm": f"square {dtype} GEMM up to {GEMM_SIZE} wide, best of 5",
+            "load_average": round(os.getloadavg()[0], 2),
+            "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        atomic.write_text(path, json.dumps({**cache, key: entry}, indent=2) + "\n")
+    source = f"measured {entry['gemm']} ({key}, load {entry['load_average']} at {entry['measured']})"
+    return {"peak_flops_per_second": entry["flops_per_second"], "peak_source": source, "compute_dtype": dtype}
+
+
+def achieved(flops_per_token: float, tokens_per_step: float, seconds_per_step: float, peak_flops: float) -> dict:
+    """Model FLOP/s and MFU of a step (the formula in the module docstring)."""
+    rate = BACKWARD_FACTOR * flops_per_token * tokens_per_step / seconds_per_step
+    return {"model_flops_per_second": rate, "mfu": rate / peak_flops}
+
+
+def summary_fields(
+    root: Path,
+    device_type: str,
+    precision: str,
+    flops_per_token,
+    tokens_per_step,
+    seconds_per_step,
+    devices: int = 1,
+    threads: int | None = None,
+) -> dict:
+    """The throughput keys of a run's summary or a bench record (empty without a measured step time).
+    ``devices``: the GPUs the step ran on (the peak scales with them)."""
+    if not seconds_per_step or not flops_per_token:
+        return {}
+    found = peak(root, device_type, precision, threads)
+    total = found["peak_flops_per_second"] * devices
+    return {
+        **achieved(flops_per_token, tokens_per_step, seconds_per_step, total),
+        **found,
+        "peak_flops_per_second": total,
+        "flops_convention": CONVENTION,
+    }
+
+
+def bench_fields(root: Path, record: dict) -> dict:
+    """:func:`summary_fields` of a training-step bench record (``repro bench st-step`` / ``adaptive``:
+    ``batch`` sequences of ``n`` or ``block`` tokens)."""
+    tokens = record.get("batch", 0) * (record.get("n") or record.get("block") or 0)
+    device = "cuda" if str(record.get("device", "cpu")).startswith("cuda") else "cpu"
+    precision = "bf16-mixed" if record.get("precision") == "bf16" else "32-true"
+    fields = summary_fields(
+        root,
+        device,
+        precision,
+        record.get("flops_per_token"),
+        tokens,
+        record.get("seconds_per_step"),
+        threads=record.get("threads") or None,
+    )
+    fields.pop("flops_convention", None)  # the bench's docs give it once, not every record
+    return fields
+
+
+def ran_alone(load_max: float | None, own_threads: int) -> bool | None:
+    """Whether the highest 1-minute load average sampled over a run leaves room for nothing but the
+    run itself (its ``own_threads`` busy threads, plus half a core of slack); None without samples."""
+    if load_max is None:
+        return None
+    return bool(load_max <= own_threads + 0.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m repro.train.throughput", description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default=os.environ.get("REPRO_RESULTS", "results"), help="results root")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--measure", action="store_true", help="measure again (on an idle machine) and cache")
+    args = parser.parse_args(argv)
+    for precision in ("32-true", "bf16-mixed"):
+        found = peak(Path(args.results), args.device, precision, remeasure=args.measure)
+        print(f"{found['compute_dtype']}: {found['peak_flops_per_second'] / 1e9:.1f} GFLOP/s ({found['peak_source']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
