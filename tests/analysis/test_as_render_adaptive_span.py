@@ -211,7 +211,7 @@ def _check_drawn(name: str, m: manifests.Manifest, root: Path, drawn: dict) -> N
                 assert x.tolist() == [S for S, _ in mine] and np.allclose(y, [su[key] for _, su in mine])
     elif name == "as-fig4":
         for spec, summary in runs:
-            (points,) = drawn[f"fig4-{spec.run_id}"][0]["points"][:1]
+            points = np.concatenate(drawn[f"fig4-{spec.run_id}"][0]["points"])  # one scatter per layer
             layers = [np.full(len(layer), i + 1) for i, layer in enumerate(summary["effective_spans"])]
             assert np.allclose(points[:, 1], np.concatenate(summary["effective_spans"]))
             assert (np.abs(points[:, 0] - np.concatenate(layers)) <= 0.15).all()

@@ -70,8 +70,16 @@ def train_and_score(window: str, seed: int, train: np.ndarray, valid: np.ndarray
     return total / count / math.log(2)
 
 
-def test_paper_and_official_windows_agree(corpus):
+@pytest.fixture
+def one_thread():
+    """Tiny models train faster on one thread; the setting is restored after the test."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_paper_and_official_windows_agree(corpus, one_thread):
     train, valid = corpus
     bits = {w: np.array([train_and_score(w, s, train, valid) for s in SEEDS]) for w in ("paper", "official")}
     level = unigram_bits(train, valid, 12)

@@ -123,13 +123,15 @@ def test_passes_reset_the_cache_best_weights_are_scored_and_a_resume_is_exact(tm
         f"scored, not the last."
     ) in text
 
-    # a SIGKILL after the first pass boundary, resumed from the step-20 checkpoint: the same run
+    # a SIGKILL after the first pass boundary, resumed from the step-20 checkpoint: the same run. The child
+    # computes on as many threads as this process (other test modules set 1 on import): a different thread
+    # count sums in another order, and the last bits of the quick validations can pick another best step
     killed = tmp_path / "killed"
     proc = subprocess.run(
         [sys.executable, "-c", KILLER, str(as_manifest), str(killed), "25"],
         capture_output=True,
         text=True,
-        env={**os.environ},
+        env={**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())},
     )
     assert proc.returncode == -9, proc.stderr[-2000:]
     assert (RunDir(killed, m.name, spec.run_id).checkpoints / BEST).exists()
