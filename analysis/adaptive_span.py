@@ -6,7 +6,7 @@ columns, e.g. ``model.span.limit``), the runs' ``analysis.npz`` and the manifest
 markdown + CSV under ``tables/`` with the paper's values beside ours. It returns the files with captions.
 
 FLOPs. ``summary.flops_per_token`` counts 2 FLOPs per multiply-accumulate and the relative-position term
-(``repro.train.flops``). The paper's tables count 1 per MAC and no position term; the tables and Figure 3 show
+(``repro.models.flops``). The paper's tables count 1 per MAC and no position term; the tables and Figure 3 show
 ours in the paper's convention, derived from the summary alone:
 ``(flops_per_token - 2 * sum(effective spans) * d_h) / 2``.
 

@@ -3,7 +3,7 @@
 Every case is one training step as the recipe runs it (forward over a block with a full
 Transformer-XL cache, NLL + span loss, backward, Adagrad with the per-tensor clip of 0.03 from
 ``repro.train.optim``, z' clamping), on a small model with random tokens. Adaptive spans are set to given values z (all heads alike;
-0 = their initial value), beside the analytic FLOPs per token (``repro.train.flops``) and the ratios of
+0 = their initial value), beside the analytic FLOPs per token (``repro.models.flops``) and the ratios of
 each adaptive case to the fixed-span model.
 
 Time: median of ``--steps`` steps after ``--warmup`` steps, the cache carried between them; one

@@ -43,9 +43,9 @@ import torch.nn.functional as F
 from repro.config.families import AdaptiveSpanConfig as Config
 from repro.config.families import SpanConfig  # noqa: F401  (its span section, for callers beside Config)
 from repro.models.base import LanguageModel, ModelOutput
+from repro.models.flops import flops_per_token
 from repro.models.relative_attention import BandSoftmax, band_attention, chunk_size
 from repro.models.span import make_span
-from repro.train.flops import flops_per_token
 
 
 class AttentionOutput(NamedTuple):

@@ -15,10 +15,10 @@ import pytest
 
 from repro import cli
 from repro.config import manifest as manifests
+from repro.models.flops import flops_per_token, paper_table_flops
 from repro.report import pages as report
 from repro.report.renderers import SHIPPED, format_value, load, registry
 from repro.store.runs import RunDir
-from repro.train.flops import flops_per_token, paper_table_flops
 
 _AS = load(SHIPPED / "adaptive_span.py")  # the renderer file, as `repro report` loads it
 layer_halves, mask_curve, paper_flops = _AS.layer_halves, _AS.mask_curve, _AS.paper_flops

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from repro.bench import adaptive
-from repro.train.flops import flops_per_token
+from repro.models.flops import flops_per_token
 
 
 def test_bench_adaptive_records():

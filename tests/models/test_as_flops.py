@@ -1,4 +1,4 @@
-"""The analytic FLOPs of ``repro.train.flops`` against torch's FlopCounterMode on real forward passes.
+"""The analytic FLOPs of ``repro.models.flops`` against torch's FlopCounterMode on real forward passes.
 
 FlopCounterMode counts every matrix product the implementation runs. The analytic count (the paper's
 definition) differs from it in exactly three known ways, which the tests add back explicitly:
@@ -18,8 +18,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from repro.models import adaptive_span as AS
+from repro.models.flops import flops_breakdown, flops_per_token, paper_table_flops
 from repro.models.relative_attention import chunk_size
-from repro.train.flops import flops_breakdown, flops_per_token, paper_table_flops
 
 B, M, D, H, DFF, V, LAYERS = 2, 16, 32, 4, 64, 11, 2
 
