@@ -22,6 +22,8 @@ CASES = [  # pattern, combine, n, stride, c, heads
     ("strided", "multihead", 24, 4, None, 4),
     ("strided", "multihead", 18, 6, None, 3),
     ("strided", "multihead", 23, 5, None, 2),
+    ("strided", "merged", 4, 4, None, 2),  # one block: no whole window beyond the first block's
+    ("strided", "interleaved", 3, 4, None, 4),  # shorter than a block (a prompt)
     ("fixed", "merged", 24, 4, 1, 3),
     ("fixed", "merged", 30, 8, 2, 5),
     ("fixed", "merged", 26, 4, 4, 2),

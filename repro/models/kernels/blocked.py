@@ -215,6 +215,8 @@ class _Window(_Run):
         together while their windows fit one chunk (few calls at short n), else one sequence's tiles in
         chunks."""
         tiles, first, per_tile = n // self.h, self.l // self.h, (self.l + self.h) * d
+        if tiles <= first:  # one block: its tiles are the first block's (an empty call would crash the kernel)
+            return
         if (tiles - first) * per_tile <= CHUNK_ELEMENTS:
             for s0, s1 in _chunks(S, (tiles - first) * per_tile):
                 yield slice(s0, s1), first, tiles
