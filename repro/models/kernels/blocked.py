@@ -184,13 +184,12 @@ class _Window(_Run):
 
     def __init__(self, p: Plan, l: int):
         super().__init__(p, l)
-        self.h, self.mask = l // 2, torch.tensor(p.mask)  # (heads or 1, h, l + h)
+        self.h, self.mask = l // 2, torch.tensor(p.mask)  # (1, h, l + h): every head's (plan.window)
 
-    def _masks(self, like, S, cols=None):
-        """The additive mask of columns ``cols`` for each sequence (S or 1, 1, h, cols) and its rows
-        without keys (S or 1, 1, h)."""
+    def _masks(self, like, cols=None):
+        """The additive mask of columns ``cols``, shared by every sequence (1, 1, h, cols), and its rows
+        without keys (1, 1, h)."""
         m = self.mask if cols is None else self.mask[..., cols]
-        m = m.repeat(S // len(m), 1, 1) if len(m) > 1 else m  # sequence s is head s mod heads
         bias = torch.zeros(m.shape, dtype=like.dtype).masked_fill_(~m, NEG_INF)
         return bias[:, None].to(like.device), (~m.any(-1))[:, None].to(like.device)
 
@@ -237,30 +236,28 @@ class _Window(_Run):
         S, n, d = q.shape
         for e in range(2):
             rows, keys, cols = self._first(e)
-            bias, empty = self._masks(q, S, cols)
+            bias, empty = self._masks(q, cols)
             op, lp = _FWD(q[:, None, rows], k[:, None, keys], v[:, None, keys], 0.0, False, attn_mask=bias, scale=scale)
             _merge(o[:, None, rows], lse[:, None, rows], op, lp.masked_fill_(empty, NEG_INF))
-        bias, empty = self._masks(q, S)
+        bias, empty = self._masks(q)
         for ss, t0, t1 in self._calls(S, n, d):
-            b, e = (bias[ss], empty[ss]) if len(bias) > 1 else (bias, empty)
             qc, kc, vc = self._tiles(q[ss], t0, t1), self._windows(k[ss], t0, t1), self._windows(v[ss], t0, t1)
-            op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=b, scale=scale)
-            _merge(self._tiles(o[ss], t0, t1), self._tiles(lse[ss], t0, t1), op, lp.masked_fill_(e, NEG_INF))
+            op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=bias, scale=scale)
+            _merge(self._tiles(o[ss], t0, t1), self._tiles(lse[ss], t0, t1), op, lp.masked_fill_(empty, NEG_INF))
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv):
         S, n, d = q.shape
         for e in range(2):
             rows, keys, cols = self._first(e)
-            bias, _ = self._masks(q, S, cols)
+            bias, _ = self._masks(q, cols)
             ts = (do[:, None, rows], q[:, None, rows], k[:, None, keys], v[:, None, keys], o[:, None, rows])
             grads = _BWD(*ts, lse[:, None, rows], 0.0, False, attn_mask=bias, scale=scale)
             _accumulate((dq[:, None, rows], dk[:, None, keys], dv[:, None, keys]), grads)
-        bias, _ = self._masks(q, S)
+        bias, _ = self._masks(q)
         for ss, t0, t1 in self._calls(S, n, d):
             qs = [self._tiles(t[ss], t0, t1) for t in (do, q, o, lse)]
             kc, vc = self._windows(k[ss], t0, t1), self._windows(v[ss], t0, t1)
-            b = bias[ss] if len(bias) > 1 else bias
-            gq, gk, gv = _BWD(*qs[:2], kc, vc, *qs[2:], 0.0, False, attn_mask=b, scale=scale)
+            gq, gk, gv = _BWD(*qs[:2], kc, vc, *qs[2:], 0.0, False, attn_mask=bias, scale=scale)
             self._tiles(dq[ss], t0, t1).add_(gq)
             self._fold(dk[ss], gk, t0)
             self._fold(dv[ss], gv, t0)

@@ -100,7 +100,7 @@ def _plan(part, pattern, l, c, ranks, nb) -> Plan:
 
 
 def window(parts: tuple[P.Part, ...], pattern: str, stride: int, c: int | None, ranks: tuple[int, ...]) -> Plan | None:
-    """The ``own`` and ``previous`` ``parts`` of ``pattern`` as one mask (heads or 1, h, l + h) that every
+    """The ``own`` and ``previous`` ``parts`` of ``pattern`` as one mask (1, h, l + h) that every
     query tile of h = l/2 rows applies to the l + h keys ending with the tile; None where l is odd, a
     block's two tiles differ, or some key of the parts lies outside the window."""
     return _window(tuple(parts), pattern, stride, c, tuple(ranks))
@@ -120,7 +120,8 @@ def _window(parts, pattern, l, c, ranks) -> Plan | None:
         if m[..., ~inside].any():
             return None
         tiles.append(m[..., inside])
-    if not (tiles[0] == tiles[1]).all():
+    # one mask for every head: a head-dependent part (the summary's offset) moves with the tile, so its
+    # two tiles never agree and it has no window; a plan of per-head windows would never be used
+    if not (tiles[0] == tiles[1]).all() or not (tiles[0] == tiles[0][:1]).all():
         return None
-    t = tiles[0][:1] if (tiles[0] == tiles[0][:1]).all() else tiles[0]
-    return Plan("window", "masked", mask=np.ascontiguousarray(t))
+    return Plan("window", "masked", mask=np.ascontiguousarray(tiles[0][:1]))
