@@ -89,6 +89,9 @@ class TrainSpec:
     # the weights scored at the end: `last`, or `best_valid` (the lowest quick-validation bits, kept in
     # best.ckpt; needs val_every), as the Sparse Transformer paper scores its best model
     select: Literal["last", "best_valid"] = later("last")
+    # intra-op threads the run trains and evaluates with, whatever OMP_NUM_THREADS says (the bits depend on
+    # it: repro.train.environment); the stored runs were trained with 2
+    threads: int = later(2)
 
 
 @dataclass
@@ -194,6 +197,7 @@ BOUNDS = {
     "train.checkpoint_every": POSITIVE,
     "train.log_every": POSITIVE,
     "train.seed": Bound(0, 2**32 - 1),
+    "train.threads": POSITIVE,
     "eval.batch_size": POSITIVE,
     "eval.min_context": NON_NEGATIVE,
     "eval.context_sweep": NON_NEGATIVE,

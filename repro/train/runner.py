@@ -34,7 +34,7 @@ from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.track.loggers import StoreLogger, finish_wandb, wandb_logger
-from repro.train import distributed, signals
+from repro.train import distributed, environment, signals
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.module import (
     BoundaryCheckpoint,
@@ -117,8 +117,14 @@ def run_spec(
     check_processes(spec, manifest, world)
     distributed.start(world)
     run = RunDir(root, spec.manifest, spec.run_id)
-    if not world.leads:
-        return _follow(spec, manifest, run, world, callbacks)
+    with environment.pinned(spec):
+        if not world.leads:
+            return _follow(spec, manifest, run, world, callbacks)
+        return _lead(spec, manifest, root, run, world, wandb_mode, callbacks, echo)
+
+
+def _lead(spec, manifest, root, run, world, wandb_mode, callbacks, echo) -> Outcome:
+    """Rank 0 (or the only process): settle the run, then train it, telling the other ranks what to do."""
     with distributed.leading(world) as tell, contextlib.ExitStack() as held:
         outcome, data = _settle(spec, manifest, root, run, held, echo)
         if outcome is not None:
@@ -280,6 +286,7 @@ def _train(
             "dataset_unit": data.vocab.unit,
             "train_tokens": int(data.train.size),
             "params": params,
+            "environment": environment.describe(spec),
             "wandb_run_id": wb.experiment.id if wb is not None else None,
         }
     )
