@@ -48,6 +48,7 @@ TOP_KEYS = {
     "notes",
     "set",
     "sweep",
+    "seeds",
 }
 CLAIM_KEYS = {"id", "text", "check", "scales", "requires"}
 SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
@@ -93,6 +94,7 @@ class Manifest:
     set: dict[str, Any] = field(default_factory=dict)  # dotted key -> the value of every run
     sweep: dict[str, list[Any]] = field(default_factory=dict)  # dotted key -> an axis of every scale's grid
     args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
+    seeds: int = 1  # replicates of every grid cell (a scale's `seeds` replaces it at that scale)
 
     @property
     def command(self) -> str:
@@ -112,8 +114,22 @@ class Manifest:
         grid.update(self.sweep)
         return {k: [self.set[k]] if k in self.set else v for k, v in grid.items()}
 
-    def expand(self, scale: str) -> list[RunSpec]:
-        """Every run of the manifest at ``scale``, in grid order."""
+    def replicates(self, scale: str) -> int:
+        """How many seeds each grid cell runs at ``scale``."""
+        return int(self.scales.get(scale, {}).get("seeds") or self.seeds)
+
+    def expand(self, scale: str, seeds: int | None = None) -> list[RunSpec]:
+        """Every run of the manifest at ``scale``: each grid cell in grid order, then (``seeds`` replicates,
+        default :meth:`replicates`) the same cells again with ``train.seed`` + 1, + 2, ... The first
+        replicate is the spec itself, so its run id is the one a single-seed manifest gives."""
+        cells = self._cells(scale)
+        out = list(cells)
+        for replicate in range(1, self.replicates(scale) if seeds is None else seeds):
+            out += [_reseeded(run, replicate) for run in cells]
+        return out
+
+    def _cells(self, scale: str) -> list[RunSpec]:
+        """One run per grid cell at ``scale``, in grid order (the first replicate)."""
         if scale not in self.scale_names():
             default = " (the default)" if scale == DEFAULT_SCALE else ""
             raise ManifestError(
@@ -122,7 +138,7 @@ class Manifest:
             )
         if self.base is None:
             return []
-        overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k != "grid"}
+        overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k not in ("grid", "seeds")}
         config = _merge(copy.deepcopy(self.base), overrides)
         grid = self.grid_for(scale)
         runs = []
@@ -159,6 +175,11 @@ class Manifest:
 
     def scale_names(self) -> list[str]:
         return [s for s in SCALES if s == "paper" or s in self.scales] + [s for s in self.scales if s not in SCALES]
+
+
+def _reseeded(run: RunSpec, replicate: int) -> RunSpec:
+    """Replicate ``replicate`` of a run: its seed moved by that much (a new run id, the same cell)."""
+    return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=run.train.seed + replicate))
 
 
 def load(path: str | Path) -> Manifest:
@@ -245,7 +266,9 @@ def build(data: dict[str, Any], path: Path, args: list[str] = ()) -> Manifest:
     for name, over in scales.items():
         if not isinstance(over, dict):
             raise ManifestError(f"{path}: scales.{name}: expected a mapping of overrides")
+        _check_seeds(path, f"scales.{name}.seeds", over.get("seeds", 1))
         _check_grid(path, f"scales.{name}.grid", over.get("grid") or {}, data.get("base") or {}, grid)
+    _check_seeds(path, "seeds", data.get("seeds", 1))
     if "base" not in data and (grid or scales or data.get("set") or data.get("sweep")):
         raise ManifestError(f"{path}: base: required when the manifest has a grid, scales, set or sweep")
     _check_grid(path, "grid", grid, data.get("base") or {}, {})
@@ -267,6 +290,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = ()) -> Manifest:
         set=dict(data.get("set") or {}),
         sweep=dict(data.get("sweep") or {}),
         args=list(args),
+        seeds=data.get("seeds", 1),
     )
     for scale in manifest.scale_names():
         manifest.expand(scale)
@@ -347,6 +371,11 @@ def _check_grid(path: Path, where: str, grid: Any, base: dict, known: dict) -> N
             raise ManifestError(f"{path}: {where}.{key}: grid key is not set in base")
         if not isinstance(values, list) or not values:
             raise ManifestError(f"{path}: {where}.{key}: expected a non-empty list of values")
+
+
+def _check_seeds(path: Path, where: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ManifestError(f"{path}: {where}: expected a positive number of seeds per grid cell, got {show(value)}")
 
 
 def _check_overrides(path: Path, values: dict, axes: dict) -> None:
