@@ -30,6 +30,10 @@ from repro.store.runs import RunDir
 MODULES = ["repro.report.suite", "repro.analysis.sparse_transformer", "repro.analysis.adaptive_span"]
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
+# figures carry no timestamp (and no version that a library update would move): a report regenerated
+# from the same store is the same bytes
+PNG_METADATA = {"Software": None}
+PDF_METADATA = {"CreationDate": None, "Creator": None, "Producer": None}
 _REGISTRY: dict[str, Renderer] = {}
 _REFERENCE: dict[str, dict[str, type | tuple[type, ...]]] = {}  # renderer -> reference keys it reads
 _READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run files) it reads
@@ -38,10 +42,20 @@ _READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run
 @dataclass
 class Context:
     manifest: Manifest
-    runs: pd.DataFrame  # tidy: this manifest's current runs at this scale (see the module docstring)
+    runs: pd.DataFrame  # tidy: this manifest's current runs at this scale, one row per grid cell (seed means)
     scale: str
     root: Path  # the results root
     parts: dict[str, pd.DataFrame] = field(default_factory=dict)  # manifest.parts -> their tidy tables
+    replicates: pd.DataFrame | None = None  # every seed's run of those cells (None: one per cell, as runs)
+
+    def seeds_of(self, row: pd.Series) -> list[str]:
+        """The run ids of every seed of ``row``'s cell (its own first)."""
+        if self.replicates is None or self.replicates.empty:
+            return [row["run_id"]]
+        keys = [k for k in self.manifest.grid_for(self.scale) if k in self.replicates]
+        same = self.replicates[keys].astype(str).eq(pd.Series({k: str(row[k]) for k in keys})).all(axis=1)
+        found = list(self.replicates.loc[same, "run_id"])
+        return [row["run_id"], *[r for r in found if r != row["run_id"]]]
 
     @property
     def out_dir(self) -> Path:
@@ -67,8 +81,8 @@ class Context:
 
         path = self.figure_path(stem)
         fig.tight_layout()
-        fig.savefig(path, dpi=130)
-        fig.savefig(self.figure_path(stem, "pdf"))
+        fig.savefig(path, dpi=130, metadata=PNG_METADATA)
+        fig.savefig(self.figure_path(stem, "pdf"), metadata=PDF_METADATA)
         plt.close(fig)
         return path
 
