@@ -154,12 +154,21 @@ def evaluate(check: str, runs: pd.DataFrame, cell_keys: list[str], requires: lis
     seeds = _complete_seeds(runs, cell_keys, [sel for c in checks for sel in parse(c)[1]])
     frames = [runs[_seeds(runs) == seed] for seed in seeds]
     means = _means(frames, cell_keys)
+    held = []
     for precondition in requires:
-        verdict = _judge(precondition, means, [means], cell_keys, len(seeds))
+        verdict = _judge(precondition, means, [means], cell_keys, len(seeds))  # on the seed means
+        shown = _judge(precondition, means, frames, cell_keys, len(seeds)).detail if len(frames) > 1 else ""
         if verdict.status != REPRODUCED:
             why = "does not hold" if verdict.status == NOT_REPRODUCED else "cannot be checked"
-            return Verdict(NOT_EVALUABLE, f"precondition `{precondition}` {why}: {verdict.detail}")
-    return _judge(check, means, frames, cell_keys, len(seeds))
+            return Verdict(
+                NOT_EVALUABLE, f"precondition `{precondition}` {why} on the seed means: {shown or verdict.detail}"
+            )
+        if shown:  # the spread behind a threshold the seed means passed
+            held.append(f"precondition `{precondition}` holds on the seed means: {shown}")
+    verdict = _judge(check, means, frames, cell_keys, len(seeds))
+    if held:
+        verdict.detail = f"{verdict.detail} ({'; '.join(held)})"
+    return verdict
 
 
 def _seeds(runs: pd.DataFrame) -> pd.Series:

@@ -233,7 +233,8 @@ def verdict_table(rows: list[tuple[str, str | None, list[ClaimResult]]], scales:
 def evaluation_note(rows: pd.DataFrame) -> str:
     """How the runs' bits were scored, once per distinct procedure (the procedure moves the bits a little)."""
     phrases: list[str] = []
-    for _, row in rows.iterrows():
+    finished = rows[rows["status"] == "finished"] if "status" in rows else rows
+    for _, row in (finished if not finished.empty else rows).iterrows():
         phrase = _procedure(row)
         if phrase not in phrases:
             phrases.append(phrase)
@@ -295,7 +296,7 @@ def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool
             if c not in row or _missing(row[c]):
                 continue
             sd = row.get(f"{c} sd")
-            record[c] = row[c] if _missing(sd) else f"{format_value(row[c])} ± {format_value(sd, 2)}"
+            record[c] = row[c] if _missing(sd) or sd == 0 else f"{format_value(row[c])} ± {format_value(sd, 2)}"
         if spread:
             record["n"] = int(row["seeds"])
         reference = reference_for(manifest, cell)
