@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from repro.config.cells import cell_text
 from repro.report.renderers import Context, legend, pyplot, renderer
 
@@ -14,11 +16,18 @@ def curves(ctx: Context) -> list[tuple[Path, str]]:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for _, row in ctx.runs.iterrows():
-        metrics = ctx.run_dir(row["run_id"]).metrics()
-        if metrics.empty or "train/bits" not in metrics:
+        seeds = [ctx.run_dir(r).metrics() for r in ctx.seeds_of(row)]
+        seeds = [m for m in seeds if not m.empty and "train/bits" in m]
+        if not seeds:
             continue
+        metrics = seeds[0]
         label = cell_text({k: row[k] for k in ctx.manifest.grid_for(ctx.scale)}) or row["run_id"]
-        ax.plot(metrics["step"], metrics["train/bits"], label=f"{label} (train)")
+        if len(seeds) > 1:  # the seeds' mean, and their range as a band
+            both = pd.concat([m.set_index("step")["train/bits"].dropna() for m in seeds], axis=1).dropna()
+            (line,) = ax.plot(both.index, both.mean(axis=1), label=f"{label} (train, mean of {len(seeds)} seeds)")
+            ax.fill_between(both.index, both.min(axis=1), both.max(axis=1), color=line.get_color(), alpha=0.2)
+        else:
+            ax.plot(metrics["step"], metrics["train/bits"], label=f"{label} (train)")
         if "valid/bits_quick" in metrics:
             valid = metrics.dropna(subset=["valid/bits_quick"])
             ax.plot(valid["step"], valid["valid/bits_quick"], "o--", label=f"{label} (valid)")

@@ -112,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="cap every run at N steps (a different run id: kept out of reports)",
     )
     p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="train N seeds of every grid cell (replicates: train.seed + 0 .. N-1; default: the manifest's)",
+    )
+    p.add_argument(
         "--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing"
     )
     p.add_argument("--devices", type=int, default=1, metavar="G", help="processes (accelerators) per node (default 1)")

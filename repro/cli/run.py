@@ -38,6 +38,8 @@ def cmd_run(args) -> int:
             "--retrain-checkpoint: retrains here, in one process, the runs as stored; allowed without "
             "--launcher, --max-steps, --devices and --num-nodes"
         )
+    if args.seeds is not None and args.seeds < 1:
+        raise UserError(f"--seeds {args.seeds}: allowed: a positive number of seeds per grid cell")
     if args.launcher and distributed.launched_by():
         raise UserError(
             f"--launcher {args.launcher}: this process is one of those {distributed.launched_by()} started; "
@@ -57,7 +59,7 @@ def cmd_run(args) -> int:
     specs = [
         (m, runner.with_max_steps(s, args.max_steps))
         for m in plan
-        for s in runner.select(m.expand(args.scale), args.only)
+        for s in runner.select(m.expand(args.scale, seeds=args.seeds), args.only)
     ]
     if args.run_id is not None:
         specs = [(m, s) for m, s in specs if s.run_id == args.run_id]

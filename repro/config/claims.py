@@ -26,16 +26,27 @@ the 1-minute load average sampled over training stayed within the run's own thre
 shared the machine, or one stored before the load was recorded, makes the claim not evaluable, saying
 which and at what load. Peak memory is the process's own high-water mark, which other processes do
 not move, so it needs no such record.
+Replicates (runs of one cell that differ only in ``train.seed``) are judged together. The seeds used are
+those whose runs complete every selection of the claim and its preconditions. Preconditions and the
+claim's thresholds apply to the seed means. Each comparison is judged on its *margin* (``b - a`` for
+``a < b``): the margin of the seed means, and its standard error from the per-seed margins (each seed's
+runs compared with the same seed's: paired). With n >= 2 seeds a comparison holds when the margin exceeds
+two standard errors, fails when it is below minus two, and is *within noise* otherwise (a spread of zero:
+the sign decides); with one seed the sign decides and the verdict says it was judged on one seed. ``and``
+takes the weakest part, ``or`` the strongest, a comparison across cells every cell: the claim is
+*reproduced*, *not reproduced* or *within noise*.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from repro.config.cells import cell_text, value_text
@@ -79,10 +90,23 @@ class NotEvaluable(Exception):
     """The runs a claim needs are missing or unfinished."""
 
 
+SEED = "train.seed"  # the column that tells a cell's replicates apart
+REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, NOT_EVALUABLE = (
+    "reproduced",
+    "not reproduced",
+    "within noise",
+    "not evaluable",
+)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, NOT_EVALUABLE)
+RULE = "n >= 2 seeds: the mean paired margin beyond 2 standard errors; n = 1: its sign"
+_STATUS = {1: REPRODUCED, -1: NOT_REPRODUCED, 0: WITHIN_NOISE}
+
+
 @dataclass
 class Verdict:
-    status: str  # reproduced | not reproduced | not evaluable
+    status: str  # reproduced | not reproduced | within noise | not evaluable
     detail: str  # the numbers behind it
+    seeds: int = 0  # the replicates it was judged on (0: not judged)
 
 
 def parse(check: str) -> tuple[ast.Expression, list[tuple[str, dict[str, str]]]]:
@@ -147,33 +171,180 @@ def parse(check: str) -> tuple[ast.Expression, list[tuple[str, dict[str, str]]]]
 
 def evaluate(check: str, runs: pd.DataFrame, cell_keys: list[str], requires: list[str] = ()) -> Verdict:
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
-    metrics), after its preconditions ``requires``."""
+    metrics, ``train.seed`` for replicates), after its preconditions ``requires``."""
+    checks = [*requires, check]
+    seeds = _complete_seeds(runs, cell_keys, [sel for c in checks for sel in parse(c)[1]])
+    frames = [runs[_seeds(runs) == seed] for seed in seeds]
+    means = _means(frames, cell_keys)
+    held = []
     for precondition in requires:
         if precondition == check:  # a claim that the models learned is no precondition of itself
             continue
-        verdict = _judge(precondition, runs, cell_keys)
-        if verdict.status != "reproduced":
-            why = "does not hold" if verdict.status == "not reproduced" else "cannot be checked"
-            return Verdict("not evaluable", f"precondition `{precondition}` {why}: {verdict.detail}")
-    return _judge(check, runs, cell_keys)
+        verdict = _judge(precondition, means, [means], cell_keys, len(seeds))  # on the seed means
+        shown = _judge(precondition, means, frames, cell_keys, len(seeds)).detail if len(frames) > 1 else ""
+        if verdict.status != REPRODUCED:
+            why = "does not hold" if verdict.status == NOT_REPRODUCED else "cannot be checked"
+            return Verdict(
+                NOT_EVALUABLE, f"precondition `{precondition}` {why} on the seed means: {shown or verdict.detail}"
+            )
+        if shown:  # the spread behind a threshold the seed means passed
+            held.append(f"precondition `{precondition}` holds on the seed means: {shown}")
+    verdict = _judge(check, means, frames, cell_keys, len(seeds))
+    if held:
+        verdict.detail = f"{verdict.detail} ({'; '.join(held)})"
+    return verdict
 
 
-def _judge(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
+def _seeds(runs: pd.DataFrame) -> pd.Series:
+    return runs[SEED] if SEED in runs else pd.Series(0, index=runs.index)
+
+
+def _complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[tuple[str, dict]]) -> list:
+    """The seeds whose runs complete every selection (finished, the metric stored, every cell there);
+    when none does, the first seed (its selections then say what is missing)."""
+    seeds = list(dict.fromkeys(_seeds(runs)))
+    complete = []
+    for seed in seeds:
+        frame = runs[_seeds(runs) == seed]
+        ok = True
+        for metric, filters in selections:
+            try:
+                rows, every = _matching(frame, cell_keys, filters), _matching(runs, cell_keys, filters)
+            except NotEvaluable:
+                ok = False
+                break
+            cells = lambda r: len(r[[k for k in cell_keys if k in r]].astype(str).drop_duplicates())  # noqa: E731
+            if (
+                rows.empty
+                or (rows["status"] != "finished").any()
+                or metric not in rows
+                or rows[metric].isna().any()
+                or cells(rows) != cells(every)
+            ):
+                ok = False
+                break
+        if ok:
+            complete.append(seed)
+    return complete or seeds[:1]
+
+
+def _means(frames: list[pd.DataFrame], cell_keys: list[str]) -> pd.DataFrame:
+    """One row per cell: the numeric columns averaged over the frames' seeds (the first's order)."""
+    if len(frames) == 1:
+        return frames[0]
+    both = pd.concat(frames)
+    keys = [k for k in cell_keys if k in both]
+    numeric = [c for c in both.select_dtypes("number").columns if c not in keys and c != SEED]
+    if not keys:
+        return pd.DataFrame([{"status": "finished", **both[numeric].mean().to_dict()}])
+    labels = both[keys].astype(str)
+    grouped = both[numeric].groupby([labels[k] for k in keys], sort=False, dropna=False).mean()
+    return grouped.reset_index().assign(status="finished")
+
+
+def _judge(check: str, means: pd.DataFrame, frames: list[pd.DataFrame], cell_keys: list[str], n: int) -> Verdict:
+    """The verdict of ``check`` on the seed means ``means``, its noise from the per-seed ``frames``."""
     tree, selections = parse(check)
     try:
-        values = {f"_s{i}": _select(runs, cell_keys, metric, filters) for i, (metric, filters) in enumerate(selections)}
-        result = _eval(tree.body, values)
+        mean = {f"_s{i}": _select(means, cell_keys, m, f) for i, (m, f) in enumerate(selections)}
+        per_seed = [{f"_s{i}": _select(fr, cell_keys, m, f) for i, (m, f) in enumerate(selections)} for fr in frames]
+        margins: list[str] = []
+        status = _status(tree.body, mean, per_seed, margins)
     except NotEvaluable as why:
-        return Verdict("not evaluable", str(why))
+        return Verdict(NOT_EVALUABLE, str(why))
     except ZeroDivisionError:
-        return Verdict("not evaluable", "a stored value divides by zero")
+        return Verdict(NOT_EVALUABLE, "a stored value divides by zero")
     shown = "; ".join(  # a selection the check names twice is shown once
-        dict.fromkeys(f"{_shown(m, f)} = {_fmt(values[f'_s{i}'])}" for i, (m, f) in enumerate(selections))
+        dict.fromkeys(
+            f"{_shown(m, f)} = {_spread(mean[f'_s{i}'], [p[f'_s{i}'] for p in per_seed])}"
+            for i, (m, f) in enumerate(selections)
+        )
     )
-    holds = bool(_as_series(result).all()) if isinstance(result, pd.Series) else bool(result)
-    if not holds and isinstance(result, pd.Series) and len(result) > 1:
-        shown += f"; fails at {', '.join(str(k) for k, ok in result.items() if not ok)}"
-    return Verdict("reproduced" if holds else "not reproduced", shown)
+    if len(frames) > 1 and margins:
+        shown += f"; margin {'; '.join(margins)}"  # mean ± sd over seeds; margins with their standard error
+    shown += "; judged on one seed" if n == 1 else f"; n = {n} seeds, paired"
+    if isinstance(status, pd.Series) and len(status) > 1:  # a check cell by cell: the cells it does not pass
+        for word, level in (("fails at", -1), ("within noise at", 0)):
+            cells = [str(k) for k, s in status.items() if s == level]
+            shown += f"; {word} {', '.join(cells)}" if cells else ""
+    overall = int(_as_series(status).min())
+    return Verdict(_STATUS[overall], shown, n)
+
+
+def _status(node: ast.AST, mean: dict[str, Any], per_seed: list[dict[str, Any]], margins: list[str]) -> Any:
+    """+1 (holds beyond the noise), -1 (fails beyond it) or 0 (within it) of a boolean node, per cell
+    where it compares cells; ``margins`` collects each comparison's margin and standard error."""
+    if isinstance(node, ast.BoolOp):
+        parts = [_status(v, mean, per_seed, margins) for v in node.values]
+        combine = np.minimum if isinstance(node.op, ast.And) else np.maximum
+        out = parts[0]
+        for part in parts[1:]:
+            out = combine(out, part)
+        return out
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return -_status(node.operand, mean, per_seed, margins)
+    if isinstance(node, ast.Call) and node.func.id in ("all", "any") and len(node.args) == 1:
+        inner = _as_series(_status(node.args[0], mean, per_seed, margins))
+        return int(inner.min() if node.func.id == "all" else inner.max())
+    if isinstance(node, ast.Compare):
+        out: Any = 1
+        left = (_eval(node.left, mean), [_eval(node.left, p) for p in per_seed])
+        for op, right_node in zip(node.ops, node.comparators):
+            right = (_eval(right_node, mean), [_eval(right_node, p) for p in per_seed])
+            out = np.minimum(out, _compared(type(op), left, right, margins))
+            left = right
+        return out
+    value = _eval(node, mean)  # a bare number: its truth on the seed means
+    return _as_bool(value).astype(int) * 2 - 1 if isinstance(value, pd.Series) else (1 if value else -1)
+
+
+def _compared(op: type, left: tuple[Any, list], right: tuple[Any, list], margins: list[str]) -> Any:
+    """One comparison's status from its margin on the means and the per-seed margins."""
+    (lm, ls), (rm, rs) = left, right
+    lm, rm = _aligned(lm, rm)
+    if op in (ast.Eq, ast.NotEq):
+        holds = _COMPARE[op](lm, rm)
+        return holds.astype(int) * 2 - 1 if isinstance(holds, pd.Series) else (1 if holds else -1)
+    sign = 1 if op in (ast.Lt, ast.LtE) else -1
+    margin = sign * (rm - lm)
+    per_seed = [sign * (r - lv) for lv, r in (_aligned(a, b) for a, b in zip(ls, rs))]
+    strict = op in (ast.Lt, ast.Gt)
+    if isinstance(margin, pd.Series):
+        table = pd.concat([_as_series(p).reindex(margin.index) for p in per_seed], axis=1)
+        se = table.std(axis=1, ddof=1) / math.sqrt(table.shape[1]) if table.shape[1] > 1 else margin * 0
+        out = pd.Series([_beyond(m, e, strict) for m, e in zip(margin, se)], index=margin.index)
+        margins.append(
+            "{" + ", ".join(f"{k}: {m:+.4g} (SE {e:.2g})" for k, m, e in zip(margin.index, margin, se)) + "}"
+        )
+        return out
+    se = float(np.std([float(p) for p in per_seed], ddof=1)) / math.sqrt(len(per_seed)) if len(per_seed) > 1 else 0.0
+    margins.append(f"{float(margin):+.4g} (SE {se:.2g})")
+    return _beyond(float(margin), se, strict)
+
+
+def _beyond(margin: float, se: float, strict: bool) -> int:
+    """+1, -1 or 0: the margin beyond two standard errors either way, or within them (sign when se = 0)."""
+    if se == 0 or math.isnan(se):
+        return 1 if (margin > 0 if strict else margin >= 0) else -1
+    return 1 if margin > 2 * se else -1 if margin < -2 * se else 0
+
+
+def _aligned(a: Any, b: Any) -> tuple[Any, Any]:
+    if isinstance(a, pd.Series) and isinstance(b, pd.Series):
+        if set(a.index) != set(b.index):
+            raise NotEvaluable(f"cells differ: {sorted(a.index)} vs {sorted(b.index)}")
+        b = b.reindex(a.index)
+    return a, b
+
+
+def _spread(mean: Any, per_seed: list[Any]) -> str:
+    """A selection's seed means, with their standard deviation where there are several seeds."""
+    if len(per_seed) < 2:
+        return _fmt(mean)
+    if isinstance(mean, pd.Series):
+        sd = pd.concat([_as_series(p).reindex(mean.index) for p in per_seed], axis=1).std(axis=1, ddof=1)
+        return "{" + ", ".join(f"{k}: {v:.4g} ± {e:.2g}" for k, v, e in zip(mean.index, mean, sd)) + "}"
+    return f"{float(mean):.4g} ± {float(np.std([float(p) for p in per_seed], ddof=1)):.2g}"
 
 
 def filter_keys(check: str, cell_keys: list[str]) -> list[tuple[str, str, str | None]]:
@@ -187,15 +358,20 @@ def filter_keys(check: str, cell_keys: list[str]) -> list[tuple[str, str, str | 
     return out
 
 
-def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[str, str]) -> Any:
+def _matching(runs: pd.DataFrame, cell_keys: list[str], filters: dict[str, str]) -> pd.DataFrame:
+    """The rows whose cell matches every filter (a key names one grid key, or its dotted suffix)."""
     rows = runs
-    used = set()
     for key, value in filters.items():
         matches = [c for c in cell_keys if c == key or c.endswith("." + key)]
         if len(matches) != 1:
             raise NotEvaluable(f"filter key {key!r} matches {len(matches)} grid keys of {cell_keys}")
-        used.add(matches[0])
         rows = rows[rows[matches[0]].astype(str) == value]
+    return rows
+
+
+def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[str, str]) -> Any:
+    rows = _matching(runs, cell_keys, filters)
+    used = {c for key in filters for c in cell_keys if c == key or c.endswith("." + key)}
     if rows.empty:
         raise NotEvaluable(f"no run matches {_shown(metric, filters)}")
     unfinished = rows[rows["status"] != "finished"]

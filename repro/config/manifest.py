@@ -56,6 +56,7 @@ TOP_KEYS = {
     "notes",
     "set",
     "sweep",
+    "seeds",
 }
 CLAIM_KEYS = {"id", "text", "check", "scales", "requires"}
 SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
@@ -102,6 +103,7 @@ class Manifest:
     set: dict[str, Any] = field(default_factory=dict)  # dotted key -> the value of every run
     sweep: dict[str, list[Any]] = field(default_factory=dict)  # dotted key -> an axis of every scale's grid
     args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
+    seeds: int = 1  # replicates of every grid cell (a scale's `seeds` replaces it at that scale)
     folders: list[Path] = field(default_factory=list)  # of the files merged into it: where it may read
 
     def read_roots(self) -> list[Path]:
@@ -129,13 +131,22 @@ class Manifest:
         grid.update(self.sweep)
         return {k: [self.set[k]] if k in self.set else v for k, v in grid.items()}
 
-    def expand(self, scale: str) -> list[RunSpec]:
-        """Every run of the manifest at ``scale``, in grid order (a derived manifest's: those its overrides
-        leave valid, see :meth:`left_out`)."""
-        runs, left = self._expand(scale)
-        if left and not runs:
+    def replicates(self, scale: str) -> int:
+        """How many seeds each grid cell runs at ``scale``."""
+        return int(self.scales.get(scale, {}).get("seeds") or self.seeds)
+
+    def expand(self, scale: str, seeds: int | None = None) -> list[RunSpec]:
+        """Every run of the manifest at ``scale``: each grid cell in grid order (a derived manifest's: those
+        its overrides leave valid, see :meth:`left_out`), then (``seeds`` replicates, default
+        :meth:`replicates`) the same cells again with ``train.seed`` + 1, + 2, ... The first replicate is
+        the spec itself, so its run id is the one a single-seed manifest gives."""
+        cells, left = self._expand(scale)
+        if left and not cells:
             raise left[0][1]
-        return runs
+        out = list(cells)
+        for replicate in range(1, self.replicates(scale) if seeds is None else seeds):
+            out += [_reseeded(run, replicate) for run in cells]
+        return out
 
     def left_out(self, scale: str) -> list[tuple[dict[str, Any], ManifestError]]:
         """The grid cells at ``scale`` that this derived manifest's overrides make invalid (``train.steps=80``
@@ -144,6 +155,7 @@ class Manifest:
         return self._expand(scale)[1]
 
     def _expand(self, scale: str) -> tuple[list[RunSpec], list[tuple[dict[str, Any], ManifestError]]]:
+        """One run per grid cell at ``scale``, in grid order (the first replicate), and the cells left out."""
         if scale not in self.scale_names():
             default = " (the default)" if scale == DEFAULT_SCALE else ""
             raise ManifestError(
@@ -152,7 +164,7 @@ class Manifest:
             )
         if self.base is None:
             return [], []
-        overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k != "grid"}
+        overrides = {k: v for k, v in self.scales.get(scale, {}).items() if k not in ("grid", "seeds")}
         config = _merge(copy.deepcopy(self.base), overrides)
         grid = self.grid_for(scale)
         cells = math.prod(len(v) for v in grid.values())
@@ -206,6 +218,11 @@ class Manifest:
 
     def scale_names(self) -> list[str]:
         return [s for s in SCALES if s == "paper" or s in self.scales] + [s for s in self.scales if s not in SCALES]
+
+
+def _reseeded(run: RunSpec, replicate: int) -> RunSpec:
+    """Replicate ``replicate`` of a run: its seed moved by that much (a new run id, the same cell)."""
+    return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=run.train.seed + replicate))
 
 
 def load(path: str | Path) -> Manifest:
@@ -317,7 +334,9 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
     for name, over in scales.items():
         if not isinstance(over, dict):
             raise ManifestError(f"{path}: scales.{name}: expected a mapping of overrides")
+        _check_seeds(path, f"scales.{name}.seeds", over.get("seeds", 1))
         _check_grid(path, f"scales.{name}.grid", over.get("grid") or {}, data.get("base") or {}, grid)
+    _check_seeds(path, "seeds", data.get("seeds", 1))
     if "base" not in data and (grid or scales or data.get("set") or data.get("sweep")):
         raise ManifestError(f"{path}: base: required when the manifest has a grid, scales, set or sweep")
     _check_grid(path, "grid", grid, data.get("base") or {}, {})
@@ -341,6 +360,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
         sweep=dict(data.get("sweep") or {}),
         args=list(args),
         folders=list(dict.fromkeys([path.resolve().parent, *folders])),
+        seeds=data.get("seeds", 1),
     )
     expanded = [manifest._expand(scale) for scale in manifest.scale_names()]  # an invalid cell raises here
     if not any(runs for runs, _ in expanded) and any(left for _, left in expanded):  # overrides that leave no run
@@ -422,6 +442,11 @@ def _check_grid(path: Path, where: str, grid: Any, base: dict, known: dict) -> N
             raise ManifestError(f"{path}: {where}.{key}: grid key is not set in base")
         if not isinstance(values, list) or not values:
             raise ManifestError(f"{path}: {where}.{key}: expected a non-empty list of values")
+
+
+def _check_seeds(path: Path, where: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ManifestError(f"{path}: {where}: expected a positive number of seeds per grid cell, got {show(value)}")
 
 
 def _check_overrides(path: Path, values: dict, axes: dict) -> None:

@@ -83,6 +83,9 @@ class TrainSpec(Section):
     # the weights scored at the end: `last`, or `best_valid` (the lowest quick-validation bits, kept in
     # best.ckpt; needs val_every), as the Sparse Transformer paper scores its best model
     select: Literal["last", "best_valid"] = later("last")
+    # intra-op threads the run trains and evaluates with, whatever OMP_NUM_THREADS says (the bits depend on
+    # it: repro.train.environment); the stored runs were trained with 2
+    threads: Int = later(2, ge=1)
 
 
 class EvalSpec(Section):

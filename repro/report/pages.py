@@ -27,11 +27,13 @@ import pandas as pd
 
 from repro.config import claims
 from repro.config.cells import value_text
+from repro.config.claims import SEED
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
+from repro.config.manifest import SCALES as SCALE_ORDER
 from repro.files import atomic
 from repro.files.locks import FileLock
 from repro.report import lookup, renderers
-from repro.report.renderers import Context, markdown_table, reference_for, table_csv
+from repro.report.renderers import Context, format_value, markdown_table, reference_for, table_csv
 from repro.store.runs import scan, short_names, table
 
 COLUMNS = [
@@ -74,28 +76,58 @@ def cell_keys(manifest: Manifest, scale: str) -> list[str]:
 
 
 def split_current(manifest: Manifest, scale: str, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the runs of the manifest's current resolution at ``scale`` in grid order, the other stored runs
-    at that scale)."""
+    """(the runs of the manifest's current resolution at ``scale`` in grid order, every stored replicate
+    of each cell included, the other stored runs at that scale)."""
     rows = runs[runs["scale"] == scale] if not runs.empty else runs
-    order = {spec.run_id: i for i, spec in enumerate(manifest.expand(scale))}
+    stored = int(rows[SEED].nunique()) if not rows.empty and SEED in rows else 1
+    order = {spec.run_id: i for i, spec in enumerate(manifest.expand(scale, max(manifest.replicates(scale), stored)))}
     current = rows["run_id"].isin(list(order)) if not rows.empty else pd.Series(dtype=bool)
     ordered = rows[current]
     ordered = ordered.iloc[ordered["run_id"].map(order).argsort()] if not ordered.empty else ordered
     return ordered.reset_index(drop=True), rows[~current]
 
 
+def by_cell(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per grid cell (grid order): the numeric summary columns averaged over the cell's finished
+    seeds (all of them while none has finished), the rest (run id, lists) of its first seed; ``seeds`` =
+    how many were averaged, ``<metric> sd`` their standard deviation."""
+    if rows.empty:
+        return rows
+    label = (
+        rows[[k for k in keys if k in rows]].astype(str).agg(",".join, axis=1) if keys else pd.Series("", rows.index)
+    )
+    out = []
+    for cell in dict.fromkeys(label):
+        group = rows[label == cell]
+        done = group[group["status"] == "finished"] if (group["status"] == "finished").any() else group
+        record = done.iloc[0].to_dict()
+        numeric = [c for c in done.select_dtypes("number").columns if c not in keys and c != SEED]
+        if len(done) > 1:
+            means, sds = done[numeric].mean(), done[numeric].std(ddof=1)
+            record.update(means.to_dict())
+            record.update({f"{c} sd": sds[c] for c in numeric})
+        record["seeds"] = len(done)
+        out.append(record)
+    return pd.DataFrame(out)
+
+
 def current_runs(manifest: Manifest, root: Path) -> pd.DataFrame:
-    """The tidy table of a manifest's current runs at every stored scale."""
+    """The tidy table of a manifest's current runs at every stored scale, one row per grid cell (seed means)."""
     runs = table(root, manifest.name)
-    frames = [split_current(manifest, s, runs)[0] for s in manifest.scale_names()] if not runs.empty else []
-    return pd.concat(frames, ignore_index=True) if frames else runs
+    frames = (
+        [by_cell(split_current(manifest, s, runs)[0], cell_keys(manifest, s)) for s in manifest.scale_names()]
+        if not runs.empty
+        else []
+    )
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else runs.iloc[0:0]
 
 
 def context(manifest: Manifest, root: Path, scale: str) -> Context:
     """What a manifest's renderers get at ``scale`` (``none``: a manifest that trains nothing)."""
     runs = table(root, manifest.name)
     rows = split_current(manifest, scale, runs)[0] if scale != "none" and not runs.empty else runs.iloc[0:0]
-    return Context(manifest, rows, scale, root, _parts(manifest, root))
+    return Context(manifest, by_cell(rows, cell_keys(manifest, scale)), scale, root, _parts(manifest, root), rows)
 
 
 def _parts(manifest: Manifest, root: Path) -> dict[str, tuple[Manifest, pd.DataFrame]]:
@@ -153,8 +185,8 @@ def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
     for scale in [s for s in manifest.scale_names() if not runs.empty and s in set(runs["scale"])]:
         rows, others = split_current(manifest, scale, runs)
         keys = cell_keys(manifest, scale)
-        frame = _table(manifest, rows, keys)
-        csv_frames.append(frame.assign(scale=scale))
+        frame = _table(manifest, rows, keys, spread=True)
+        csv_frames.append(_table(manifest, rows, keys).assign(scale=scale))
         fill = f"`repro run {manifest.command} --scale {scale}`"
         lines += [
             f"## Scale `{scale}` — dataset: {renderers.datasets(rows)}"
@@ -183,7 +215,11 @@ def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
                 markdown_table(_table(manifest, others, keys).assign(run_id=list(others["run_id"]))),
                 "",
             ]
-        figures = renderers.render_all(Context(manifest, rows, scale, root)) if not rows.empty else []
+        figures = (
+            renderers.render_all(Context(manifest, by_cell(rows, keys), scale, root, replicates=rows))
+            if not rows.empty
+            else []
+        )
         for path, caption in figures:
             lines += _embed(path, caption, out_dir)
         judged = [c for c in manifest.claims if c.scales is None or scale in c.scales]
@@ -200,6 +236,10 @@ def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
         lines.append("")
     if manifest.notes:
         lines += ["## Notes", "", manifest.notes.strip(), ""]
+    if results:
+        summary = verdict_table([(f"`{manifest.name}`", None, results)], manifest.scale_names())
+        lines[4:4] = ["Verdicts per scale (" + " / ".join(claims.VERDICTS) + "; rule: " + claims.RULE + "):", ""]
+        lines[6:6] = [summary, ""]
     path = out_dir / f"{manifest.name}.md"
     atomic.write_text(path, "\n".join(lines))
     if csv_frames:
@@ -224,10 +264,25 @@ def derived_note(manifest: Manifest) -> list[str]:
     ]
 
 
+def verdict_table(rows: list[tuple[str, str | None, list[ClaimResult]]], scales: list[str]) -> str:
+    """Rows (label, link, claim results) by scale: each cell the counts of the four verdicts, linked."""
+    used = [s for s in scales if any(r.scale == s for _, _, results in rows for r in results)]
+    lines = ["| artefact | " + " | ".join(used) + " |", "|---|" + "---|" * len(used)]
+    for label, link, results in rows:
+        cells = []
+        for scale in used:
+            judged = [r.verdict.status for r in results if r.scale == scale]
+            text = " / ".join(str(judged.count(v)) for v in claims.VERDICTS) if judged else "—"
+            cells.append(f"[{text}]({link})" if judged and link else text)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def evaluation_note(rows: pd.DataFrame) -> str:
     """How the runs' bits were scored, once per distinct procedure (the procedure moves the bits a little)."""
     phrases: list[str] = []
-    for _, row in rows.iterrows():
+    finished = rows[rows["status"] == "finished"] if "status" in rows else rows
+    for _, row in (finished if not finished.empty else rows).iterrows():
         phrase = _procedure(row)
         if phrase not in phrases:
             phrases.append(phrase)
@@ -275,13 +330,23 @@ def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
     return [f"[{caption}]({path.relative_to(out_dir)})", ""]
 
 
-def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool = False) -> pd.DataFrame:
+    """One row per run (the csv, each seed apart) or, with ``spread``, per grid cell: ``mean ± sd`` over its
+    seeds and their number ``n``; the paper's values beside."""
     names = short_names(keys)
     out = []
-    for _, row in rows.iterrows():
+    for _, row in (by_cell(rows, keys) if spread else rows).iterrows():
         cell = {k: row[k] for k in keys if k in row}
         record = {names[k]: value_text(v) if isinstance(v, (dict, list)) else v for k, v in cell.items()}
-        record.update({c: row[c] for c in COLUMNS if c in row and not _missing(row[c])})
+        if not spread and SEED in row:
+            record["seed"] = row[SEED]
+        for c in COLUMNS:
+            if c not in row or _missing(row[c]):
+                continue
+            sd = row.get(f"{c} sd")
+            record[c] = row[c] if _missing(sd) or sd == 0 else f"{format_value(row[c])} ± {format_value(sd, 2)}"
+        if spread:
+            record["n"] = int(row["seeds"])
         reference = reference_for(manifest, cell)
         if "label" in reference:
             record["paper row"] = reference.pop("label")
@@ -315,8 +380,13 @@ def render_all(root: Path) -> Path:
 def _render_all(root: Path) -> Path:
     manifests = [lookup.load(p) for p in discover().values()]
     sections: dict[str, list[str]] = {}
+    summary: list[tuple[str, str | None, list[ClaimResult]]] = []
+    seen: list[str] = []
     for manifest in sorted(manifests, key=lambda m: m.name):
         path, results = _render(manifest, root)
+        if results:
+            summary.append((f"{manifest.paper}: {manifest.title}", f"reports/{path.name}", results))
+            seen += [s for s in manifest.scale_names() if s not in seen]
         block = sections.setdefault(manifest.paper, [])
         block += [
             f"### [{manifest.title}](reports/{path.name})",
@@ -333,7 +403,13 @@ def _render_all(root: Path) -> Path:
         "with its scale; `tiny` and `cpu` results come from 2-CPU runs on offline stand-in corpora and are "
         "not the papers' numbers. A claim is *not evaluable* when a precondition fails (the spans never "
         "moved, a baseline is under-trained, a model did not learn the data); the line says which. The "
-        "`pilot` section is the measured search for the `cpu` scale (studies/cpu-scale.md).",
+        "`pilot` section is the measured search for the `cpu` scale (studies/cpu-scale.md). Replicates "
+        "(seeds) are judged together: thresholds on the seed means, comparisons on paired margins "
+        f"({claims.RULE}); *within noise* when the margin is inside that noise (docs/reproducibility.md).",
+        "",
+        "Verdicts per artefact and scale (" + " / ".join(claims.VERDICTS) + "):",
+        "",
+        verdict_table(summary, [s for s in SCALE_ORDER if s in seen] + [s for s in seen if s not in SCALE_ORDER]),
         "",
     ]
     for paper, block in sorted(sections.items()):

@@ -36,6 +36,10 @@ from repro.store.runs import RunDir
 SHIPPED = Path(__file__).resolve().parents[2] / "analysis"
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
+# figures carry no timestamp (and no version that a library update would move): a report regenerated
+# from the same store is the same bytes
+PNG_METADATA = {"Software": None}
+PDF_METADATA = {"CreationDate": None, "Creator": None, "Producer": None}
 _REGISTRY: dict[str, Renderer] = {}
 _FILES: dict[str, Path] = {}  # renderer -> the file that defines it
 _REFERENCE: dict[str, dict[str, type | tuple[type, ...]]] = {}  # renderer -> reference keys it reads
@@ -45,10 +49,20 @@ _READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run
 @dataclass
 class Context:
     manifest: Manifest
-    runs: pd.DataFrame  # tidy: this manifest's current runs at this scale (see the module docstring)
+    runs: pd.DataFrame  # tidy: this manifest's current runs at this scale, one row per grid cell (seed means)
     scale: str
     root: Path  # the results root
     parts: dict[str, pd.DataFrame] = field(default_factory=dict)  # manifest.parts -> their tidy tables
+    replicates: pd.DataFrame | None = None  # every seed's run of those cells (None: one per cell, as runs)
+
+    def seeds_of(self, row: pd.Series) -> list[str]:
+        """The run ids of every seed of ``row``'s cell (its own first)."""
+        if self.replicates is None or self.replicates.empty:
+            return [row["run_id"]]
+        keys = [k for k in self.manifest.grid_for(self.scale) if k in self.replicates]
+        same = self.replicates[keys].astype(str).eq(pd.Series({k: str(row[k]) for k in keys})).all(axis=1)
+        found = list(self.replicates.loc[same, "run_id"])
+        return [row["run_id"], *[r for r in found if r != row["run_id"]]]
 
     @property
     def out_dir(self) -> Path:
@@ -77,9 +91,12 @@ class Context:
         path = self.figure_path(stem)
         fig.tight_layout()
         try:
-            for target, dpi in ((path, 130), (self.figure_path(stem, "pdf"), None)):
+            for target, dpi, metadata in (
+                (path, 130, PNG_METADATA),
+                (self.figure_path(stem, "pdf"), None, PDF_METADATA),
+            ):
                 with atomic.replacing(target) as fh:  # a reader (or a kill) never meets half a figure
-                    fig.savefig(fh, format=target.suffix[1:], dpi=dpi or "figure")
+                    fig.savefig(fh, format=target.suffix[1:], dpi=dpi or "figure", metadata=metadata)
         finally:
             plt.close(fig)
         return path

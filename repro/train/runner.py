@@ -36,7 +36,7 @@ from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
-from repro.train import distributed, quiet, signals, throughput
+from repro.train import distributed, environment, quiet, signals, throughput
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.module import (
     BoundaryCheckpoint,
@@ -92,12 +92,20 @@ def with_max_steps(spec: RunSpec, max_steps: int | None) -> RunSpec:
     return replace(spec, train=spec.train.model_copy(update={"steps": max_steps}))
 
 
+SOURCE = ("repro", "experiments")  # what code_version's "+dirty" looks at (docs/reproducibility.md)
+
+
 def code_version() -> str:
+    """The commit of the code, + ``+dirty`` when a tracked source file (the package, its analysis code, the
+    manifests) differs from it; stored results, reports and docs do not make the code dirty."""
     try:
         here = Path(__file__).resolve().parent
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *(f":/{p}" for p in SOURCE)],
+            cwd=here,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         return rev.stdout.strip() + ("+dirty" if dirty else "") if rev.returncode == 0 else "unknown"
     except OSError:
@@ -119,8 +127,14 @@ def run_spec(
     check_processes(spec, manifest, world)
     distributed.start(world)
     run = RunDir(root, spec.manifest, spec.run_id)
-    if not world.leads:
-        return _follow(spec, manifest, run, world, callbacks)
+    with environment.pinned(spec):
+        if not world.leads:
+            return _follow(spec, manifest, run, world, callbacks)
+        return _lead(spec, manifest, root, run, world, wandb_mode, callbacks, echo)
+
+
+def _lead(spec, manifest, root, run, world, wandb_mode, callbacks, echo) -> Outcome:
+    """Rank 0 (or the only process): settle the run, then train it, telling the other ranks what to do."""
     with distributed.leading(world) as tell, contextlib.ExitStack() as held:
         outcome, data = _settle(spec, manifest, root, run, held, echo)
         if outcome is not None:
@@ -274,6 +288,7 @@ def _train(
             "dataset_unit": data.vocab.unit,
             "train_tokens": int(data.train.size),
             "params": params,
+            "environment": environment.describe(spec),
             "wandb_run_id": wb.experiment.id if wb is not None else None,
         }
     )

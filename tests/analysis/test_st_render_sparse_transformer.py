@@ -58,7 +58,7 @@ def test_every_manifest_validates(capsys):
 
 def test_table2_puts_paper_beside_ours(tmp_path):
     m = resolve("st-table2-enwik8")
-    for spec, bits, sps in zip(m.expand("tiny"), [3.5, 3.4, 3.2], [0.09, 0.12, 0.11]):
+    for spec, bits, sps in zip(m.expand("tiny", seeds=1), [3.5, 3.4, 3.2], [0.09, 0.12, 0.11]):
         _store_run(tmp_path, spec, valid_bits=bits + 0.01, test_bits=bits, seconds_per_step=sps)
     files = _render(tmp_path, "st-table2-enwik8")
     assert files and all(p.exists() for p, _ in files)
@@ -80,7 +80,7 @@ def test_table2_puts_paper_beside_ours(tmp_path):
 
 def test_table2_images_use_valid_bits(tmp_path):
     m = resolve("st-table2-cifar10")
-    for spec, bits in zip(m.expand("tiny"), [4.1, 4.0, 4.2]):
+    for spec, bits in zip(m.expand("tiny", seeds=1), [4.1, 4.0, 4.2]):
         _store_run(tmp_path, spec, valid_bits=bits)
     _render(tmp_path, "st-table2-cifar10")
     md = _read(tmp_path / "reports" / "tables" / "st-table2-cifar10-table2-tiny.md")
@@ -92,7 +92,7 @@ def test_table2_images_use_valid_bits(tmp_path):
 
 def test_table1_gathers_its_parts(tmp_path):
     for name, bits in [("st-table1-enwik8", {"test_bits": 3.2}), ("st-table1-cifar10", {"valid_bits": 4.0})]:
-        (spec,) = resolve(name).expand("tiny")
+        (spec,) = resolve(name).expand("tiny", seeds=1)
         _store_run(tmp_path, spec, **bits)
     files = _render(tmp_path, "st-table1", "none")
     assert [p.suffix for p, _ in files] == [".md", ".png"] and all(p.exists() for p, _ in files)
@@ -108,7 +108,7 @@ def test_table1_gathers_its_parts(tmp_path):
 
 
 def test_table3_one_model_scored_at_each_min_context(tmp_path):
-    (spec,) = resolve("st-table3").expand("tiny")
+    (spec,) = resolve("st-table3").expand("tiny", seeds=1)
     sweep = dict(zip([64, 128, 192, 224], [3.30, 3.25, 3.22, 3.21]))
     _store_run(tmp_path, spec, test_bits=3.25, valid_bits=3.26, **{f"test_bits_ctx{c}": b for c, b in sweep.items()})
     _render(tmp_path, "st-table3")
@@ -121,7 +121,7 @@ def test_table3_one_model_scored_at_each_min_context(tmp_path):
 
 
 def test_table4_picks_the_largest_model_within_budget(tmp_path):
-    specs = resolve("st-table4").expand("tiny")
+    specs = resolve("st-table4").expand("tiny", seeds=1)
     for spec in specs:
         n, d = spec.data.seq_len, spec.model.d_model
         peak = (600 + n * d / 2**10) * 2**20  # grows with length and width
@@ -135,7 +135,7 @@ def test_table4_picks_the_largest_model_within_budget(tmp_path):
 
 
 def test_fig2_draws_attention_maps(tmp_path, drawn):
-    (spec,) = resolve("st-fig2").expand("tiny")
+    (spec,) = resolve("st-fig2").expand("tiny", seeds=1)
     run = _store_run(tmp_path, spec)
     att = np.random.default_rng(0).random((4, 2, 575)).astype(np.float32)
     att /= att.sum(-1, keepdims=True)
@@ -180,7 +180,7 @@ def test_fig3_needs_no_runs(tmp_path, drawn):
 
 def test_fig4_and_fig5(tmp_path, drawn):
     stored = {}
-    for spec, peak, sps in zip(resolve("st-fig4").expand("tiny"), [900, 700], [1.0, 1.3]):
+    for spec, peak, sps in zip(resolve("st-fig4").expand("tiny", seeds=1), [900, 700], [1.0, 1.3]):
         _store_run(tmp_path, spec, peak_memory_bytes=peak * 2**20, seconds_per_step=sps, valid_bits=5.0)
         stored[bool(spec.model.checkpointing)] = (peak, sps)
     files = _render(tmp_path, "st-fig4")
@@ -191,7 +191,7 @@ def test_fig4_and_fig5(tmp_path, drawn):
     _, results = render(resolve("st-fig4"), tmp_path)
     assert all(r.verdict.status == "reproduced" for r in results)
 
-    (spec,) = resolve("st-fig5").expand("tiny")
+    (spec,) = resolve("st-fig5").expand("tiny", seeds=1)
     run = _store_run(tmp_path, spec)
     assert [f for f in _render(tmp_path, "st-fig5") if f[0].name.startswith("st-fig5-fig5")] == []  # no samples yet
     (run.path / "samples").mkdir()
@@ -208,9 +208,9 @@ def test_fig4_and_fig5(tmp_path, drawn):
     "name,key", [("st-ablate-stride", "stride"), ("st-ablate-c", "c"), ("st-ablate-combine", "combine")]
 )
 def test_ablations(tmp_path, name, key):
-    for i, spec in enumerate(resolve(name).expand("tiny")):
+    for i, spec in enumerate(resolve(name).expand("tiny", seeds=1)):
         _store_run(tmp_path, spec, test_bits=3.0 + 0.01 * i, valid_bits=3.0)
     files = _render(tmp_path, name)
     assert files and files[0][0].exists()
     csv = pd.read_csv(tmp_path / "reports" / "tables" / f"{name}-ablation-tiny.csv")
-    assert key in csv.columns and len(csv) == len(resolve(name).expand("tiny"))
+    assert key in csv.columns and len(csv) == len(resolve(name).expand("tiny", seeds=1))

@@ -46,7 +46,7 @@ def manifest(
         base:
           data: {{name: file, path: "{corpus}", kind: text8, block: 32}}
           model: {MODELS[model]}
-          train: {{optimizer: adam, lr: 3.0e-3, batch_size: 4, steps: {steps}, checkpoint_every: 5, log_every: 2{train}}}
+          train: {{optimizer: adam, lr: 3.0e-3, batch_size: 4, steps: {steps}, checkpoint_every: 5, log_every: 2, threads: 1{train}}}
           eval: {{batch_size: 32, min_context: 16}}
         scales:
           tiny: {{}}

@@ -120,3 +120,58 @@ def test_timing_claims_count_only_runs_that_ran_alone():
     assert verdict.status == "not evaluable" and "no load record" in verdict.detail
     # a claim on other metrics of the same runs is judged as before
     assert claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", loaded, KEYS).status == "reproduced"
+
+
+def _replicated(cells: dict[str, list[float]], metric: str = "valid_bits") -> pd.DataFrame:
+    """Runs of cells ``kind=...`` with one value per seed (seed i's value at index i)."""
+    return pd.DataFrame(
+        [
+            {"model.span.kind": kind, "train.seed": seed, "status": "finished", metric: values[seed]}
+            for seed in range(max(len(v) for v in cells.values()))
+            for kind, values in cells.items()
+            if seed < len(values)
+        ]
+    )
+
+
+WINS = "valid_bits[kind=adaptive] < valid_bits[kind=fixed]"
+
+
+def test_cells_that_differ_by_less_than_their_seed_spread_are_within_noise():
+    # adaptive is 0.01 better on the means, but the seeds disagree by +-0.05 about it
+    runs = _replicated({"adaptive": [2.30, 2.25, 2.38], "fixed": [2.26, 2.33, 2.37]})
+    verdict = claims.evaluate(WINS, runs, ["model.span.kind"])
+    assert verdict.status == "within noise" and verdict.seeds == 3
+    assert (
+        "2.31 ± 0.066" in verdict.detail
+        and "margin +0.01 (SE 0.036)" in verdict.detail
+        and "n = 3 seeds, paired" in verdict.detail
+    )
+    # one seed alone would have said "not reproduced", and says it was judged on one seed
+    alone = claims.evaluate(WINS, runs[runs["train.seed"] == 0], ["model.span.kind"])
+    assert alone.status == "not reproduced" and "judged on one seed" in alone.detail
+
+
+def test_a_paired_difference_beyond_two_standard_errors_decides():
+    # the seeds move both cells together (a large spread of the means) but adaptive wins by 0.02 in each pair
+    runs = _replicated({"adaptive": [2.28, 2.38, 2.18], "fixed": [2.30, 2.40, 2.20]})
+    assert claims.evaluate(WINS, runs, ["model.span.kind"]).status == "reproduced"
+    losing = _replicated({"adaptive": [2.32, 2.42, 2.22], "fixed": [2.30, 2.40, 2.21]})
+    assert claims.evaluate(WINS, losing, ["model.span.kind"]).status == "not reproduced"
+
+
+def test_thresholds_and_preconditions_apply_to_the_seed_means():
+    runs = _replicated({"adaptive": [30.0, 40.0, 80.0]}, metric="span_max")
+    keys = ["model.span.kind"]
+    assert claims.evaluate("span_max[kind=adaptive] >= 45", runs, keys).status == "within noise"  # mean 50
+    assert claims.evaluate("span_max[kind=adaptive] >= 10", runs, keys).status == "reproduced"
+    gated = claims.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 45"])
+    assert gated.status == "reproduced"  # the precondition holds on the mean (50), although seed 0 has 30
+    gated = claims.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 60"])
+    assert gated.status == "not evaluable"
+
+
+def test_only_seeds_that_complete_the_claim_are_paired():
+    runs = _replicated({"adaptive": [2.28, 2.38, 2.18], "fixed": [2.30, 2.40]})  # fixed's seed 2 not run yet
+    verdict = claims.evaluate(WINS, runs, ["model.span.kind"])
+    assert verdict.seeds == 2 and "n = 2 seeds" in verdict.detail

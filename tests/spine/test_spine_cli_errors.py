@@ -54,6 +54,8 @@ def test_unknown_manifest_suggests_the_closest(capsys, tmp_path):
             "filter strides=8 names no single grid key",
         ),
         (lambda t: t + "requires: ['valid_bits[] <']\nclaims: []\n", "requires[0]"),
+        (lambda t: t + "seeds: 0\n", "seeds: expected a positive number of seeds per grid cell, got int 0"),
+        (lambda t: t.replace("tiny: {}", "tiny: {seeds: two}"), "scales.tiny.seeds: expected a positive number"),
         (
             lambda t: t + "reference:\n  tabel1: []\n",
             "reference.tabel1: unknown key; the renderers ['curves'] read: runs",
@@ -130,3 +132,8 @@ def test_missing_dataset_names_the_prepare_command(capsys, tmp_path, write_manif
 def test_validate_accepts_every_shipped_manifest(capsys):
     code, out, _ = run_cli(capsys, "validate")
     assert code == 0 and "ok  smoke" in out
+
+
+def test_seeds_must_be_positive(capsys, tmp_path, write_manifest):
+    code, _, err = run_cli(capsys, "run", str(write_manifest()), "--seeds", "0")
+    assert_clean_error(code, err, "--seeds 0: allowed: a positive number of seeds per grid cell", tmp_path / "results")

@@ -21,7 +21,7 @@ def one_line_error(capsys, *argv) -> str:
 def test_an_override_sets_the_key_in_every_run(capsys):
     assert main(["show", "as-fig3", "--scale", "tiny", "model.span.ramp=64", "--json"]) == 0
     (shown,) = json.loads(capsys.readouterr().out)
-    assert shown["manifest"] == "as-fig3.model.span.ramp_64" and len(shown["runs"]) == 8
+    assert shown["manifest"] == "as-fig3.model.span.ramp_64" and len(shown["runs"]) == 8 * 3  # 3 seeds per cell
     assert {r["model"]["span"]["ramp"] for r in shown["runs"]} == {64}
     assert main(["show", "as-fig4", "--scale", "tiny", "model.span.ramp=64"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -32,10 +32,11 @@ def test_a_sweep_adds_or_replaces_an_axis_at_every_scale(capsys):
     for scale in ("tiny", "paper"):
         assert main(["show", "as-ablate-ramp", "--scale", scale, "-m", "model.span.ramp=16,48", "--json"]) == 0
         (shown,) = json.loads(capsys.readouterr().out)
-        assert [r["cell"] for r in shown["runs"]] == [{"model.span.ramp": 16}, {"model.span.ramp": 48}]
+        seeds = 3 if scale == "tiny" else 1  # the tiny recipe's replicates
+        assert [r["cell"] for r in shown["runs"]] == [{"model.span.ramp": 16}, {"model.span.ramp": 48}] * seeds
     assert main(["show", "as-fig4", "-m", "train.lr=0.01,0.02", "--json"]) == 0  # a new axis
     (shown,) = json.loads(capsys.readouterr().out)
-    assert [r["train"]["lr"] for r in shown["runs"]] == [0.01, 0.02]
+    assert [r["train"]["lr"] for r in shown["runs"]] == [0.01, 0.02] * 3
 
 
 @pytest.mark.parametrize(

@@ -64,3 +64,35 @@ def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     assert "| 3.5 |" in others and "| 4 |" in others and with_max_steps(full[0], 10).run_id in others
     rows = main_table[main_table.index("| stride") :].splitlines()
     assert rows[2].startswith("| 16 ") and rows[3].startswith("| 8 ")  # grid order, not run-id order
+
+
+def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_for_byte(tmp_path, write_manifest):
+    """A store of 3 seeds per cell whose cells differ by less than their seed spread: the table shows
+    mean ± sd (n), the csv each seed, the claim is within noise, the report opens with the verdict counts,
+    and a second report over the same store writes the same bytes (figures included)."""
+    from repro.config import manifest as manifests
+    from repro.report import pages as report
+
+    grid = "seeds: 3\ngrid:\n  model.stride: [16, 8]\n"
+    claims = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
+    m = manifests.load(write_manifest(grid=grid, claims=claims))
+    root = tmp_path / "results"
+    specs = m.expand("tiny")
+    assert len(specs) == 6 and [s.train.seed for s in specs] == [0, 0, 1, 1, 2, 2]
+    assert m.expand("tiny", seeds=1) == specs[:2]  # the first seed is the single-seed manifest's runs
+    bits = {16: [3.00, 3.10, 2.90], 8: [2.95, 3.12, 2.98]}  # 0.017 apart on the means, each sd ~0.1
+    for spec in specs:
+        run = _store(root, spec, test_bits=bits[spec.model.stride][spec.train.seed])
+        run.append_metrics([{"step": s, "train/bits": 4.0 - s / 10 + spec.train.seed / 100} for s in range(5)])
+    path, results = report.render(m, root)
+    assert [(r.verdict.status, r.verdict.seeds) for r in results] == [("within noise", 3)]
+    text = path.read_text()
+    head = text[: text.index("## Scale")]
+    assert "| `t-tiny` | 0 / 0 / 1 / 0 |" in head and "reproduced / not reproduced / within noise" in head
+    assert "| 16 | finished | file | 3 ± 0.1 | 3 |" in text  # mean ± sd over the seeds, then n
+    csv = (root / "reports" / "t-tiny.csv").read_text().splitlines()
+    assert len(csv) == 7 and csv[0].startswith("stride,seed,")
+    first = {p: p.read_bytes() for p in sorted((root / "reports").rglob("*")) if p.is_file()}
+    assert any(p.suffix == ".pdf" for p in first) and any(p.suffix == ".png" for p in first)
+    report.render(m, root)
+    assert {p: p.read_bytes() for p in sorted((root / "reports").rglob("*")) if p.is_file()} == first

@@ -1,4 +1,5 @@
-"""Every shipped manifest resolves to the run ids (and grid cells) recorded in fixtures/run_ids.json, so
+"""Every shipped manifest resolves to the run ids (and grid cells) recorded in fixtures/run_ids.json (the
+first seed of each cell: replicates add runs, they never move one), so
 refactoring the manifests (``include:``, shared recipes) never orphans a stored run.
 
 A deliberate change of a spec changes its ids: regenerate the fixture with
@@ -19,7 +20,7 @@ def shipped_ids() -> dict[str, dict[str, list[str]]]:
     out = {}
     for name, path in sorted(manifests.discover(manifests.SHIPPED).items()):
         m = manifests.load(path)
-        out[name] = {s: [f"{r.run_id} {r.cell_name}" for r in m.expand(s)] for s in m.scale_names()}
+        out[name] = {s: [f"{r.run_id} {r.cell_name}" for r in m.expand(s, seeds=1)] for s in m.scale_names()}
     return out
 
 
