@@ -222,7 +222,7 @@ class Manifest:
 
 def _reseeded(run: RunSpec, replicate: int) -> RunSpec:
     """Replicate ``replicate`` of a run: its seed moved by that much (a new run id, the same cell)."""
-    return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=run.train.seed + replicate))
+    return dataclasses.replace(run, train=run.train.model_copy(update={"seed": run.train.seed + replicate}))
 
 
 def load(path: str | Path) -> Manifest:
