@@ -213,7 +213,7 @@ def _complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[t
             except NotEvaluable:
                 ok = False
                 break
-            cells = lambda r: len(r[[k for k in cell_keys if k in r]].astype(str).drop_duplicates())  # noqa: E731
+            cells = lambda r: len(r[[k for k in cell_keys if k in r]].astype(str).drop_duplicates()) if cell_keys else 1  # noqa: E731
             if (
                 rows.empty
                 or (rows["status"] != "finished").any()

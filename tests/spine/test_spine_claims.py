@@ -175,3 +175,11 @@ def test_only_seeds_that_complete_the_claim_are_paired():
     runs = _replicated({"adaptive": [2.28, 2.38, 2.18], "fixed": [2.30, 2.40]})  # fixed's seed 2 not run yet
     verdict = claims.evaluate(WINS, runs, ["model.span.kind"])
     assert verdict.seeds == 2 and "n = 2 seeds" in verdict.detail
+
+
+def test_a_manifest_without_a_grid_pairs_its_seeds_too():
+    runs = pd.DataFrame(
+        [{"train.seed": i, "status": "finished", "test_bits": b} for i, b in enumerate([3.2, 3.3, 3.1])]
+    )
+    verdict = claims.evaluate("test_bits[] < 4", runs, [])
+    assert verdict.status == "reproduced" and verdict.seeds == 3 and "3.2 ± 0.1" in verdict.detail
