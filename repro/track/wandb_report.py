@@ -17,8 +17,8 @@ import wandb
 
 from repro.config.manifest import Manifest
 from repro.errors import UserError
+from repro.store.provenance import code_version
 from repro.track.loggers import PROJECT, wandb_dir
-from repro.train.runner import code_version
 
 _IMAGE = re.compile(r"^!\[(?P<caption>[^\]]*)\]\((?P<path>[^)]+\.(?:png|jpg|jpeg|gif|svg))\)$", re.M)
 _TABLE_CSV = re.compile(r"\[csv\]\((?P<path>[^)]+\.csv)\)")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +33,7 @@ from repro.models.base import LanguageModel
 from repro.progress import say
 from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
+from repro.store.provenance import code_version
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
 from repro.train import distributed, environment, quiet, signals, throughput
@@ -90,26 +90,6 @@ def with_max_steps(spec: RunSpec, max_steps: int | None) -> RunSpec:
     if max_steps is None or max_steps >= spec.train.steps:
         return spec
     return replace(spec, train=spec.train.model_copy(update={"steps": max_steps}))
-
-
-SOURCE = ("repro", "experiments")  # what code_version's "+dirty" looks at (docs/reproducibility.md)
-
-
-def code_version() -> str:
-    """The commit of the code, + ``+dirty`` when a tracked source file (the package, its analysis code, the
-    manifests) differs from it; stored results, reports and docs do not make the code dirty."""
-    try:
-        here = Path(__file__).resolve().parent
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", *(f":/{p}" for p in SOURCE)],
-            cwd=here,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        return rev.stdout.strip() + ("+dirty" if dirty else "") if rev.returncode == 0 else "unknown"
-    except OSError:
-        return "unknown"
 
 
 def run_spec(
