@@ -206,3 +206,27 @@ def child(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def one_error(capsys, argv: list[str], code: int = 2) -> str:
+    """``repro ARGV`` exits with ``code`` and says why in one line of stderr (no traceback): that line."""
+    from repro.cli import main
+
+    got = main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert got == code and len(lines) == 1 and "Traceback" not in err, (got, err)
+    return lines[0]
+
+
+def reported_copy(straight, tmp_path: Path) -> Path:
+    """A copy of the ``straight`` run's store under ``tmp_path/results`` and its manifest, rendering the
+    training curves, at ``tmp_path/m.yaml`` (returned)."""
+    import shutil
+
+    shutil.copytree(straight.base / "results", tmp_path / "results")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        (straight.base / "dense.yaml").read_text().replace("name: f-run", "name: f-run\nrenders: [curves]")
+    )
+    return manifest

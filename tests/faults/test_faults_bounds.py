@@ -12,18 +12,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from faultkit import one_error
 
 from repro.bounds import MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES, MAX_MANIFEST_BYTES
 from repro.cli import main
 from repro.store.runs import RunDir
-
-
-def one_error(capsys, argv: list[str], code: int = 2) -> str:
-    got = main(argv)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert got == code and len(lines) == 1 and "Traceback" not in err, (got, err)
-    return lines[0]
 
 
 def test_includes_that_fan_out_are_bounded(tmp_path, write_manifest, capsys):

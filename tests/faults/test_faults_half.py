@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 import signal
 
-from faultkit import SignalAt
+from faultkit import SignalAt, reported_copy
 
 from repro.cli import main
 from repro.config import manifest as manifests
@@ -20,11 +20,7 @@ from repro.train import runner
 
 def test_a_report_killed_while_writing_a_figure_keeps_the_previous_one(tmp_path, straight, kid, capsys):
     straight()
-    shutil.copytree(straight.base / "results", tmp_path / "results")
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(
-        (straight.base / "dense.yaml").read_text().replace("name: f-run", "name: f-run\nrenders: [curves]")
-    )
+    manifest = reported_copy(straight, tmp_path)
     argv = ["--allow-read", str(straight.base), "report", str(manifest)]
     assert main(argv) == 0
     figure = tmp_path / "results" / "reports" / "figures" / "f-run-curves-tiny.png"

@@ -10,19 +10,12 @@ import stat
 
 import faultkit
 import pytest
+from faultkit import one_error, reported_copy
 
 from repro import data
 from repro.cli import main
 from repro.config import manifest as manifests
 from repro.store.runs import RunDir
-
-
-def one_error(capsys, argv: list[str], code: int = 2) -> str:
-    got = main(argv)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert got == code and len(lines) == 1 and "Traceback" not in err, (got, err)
-    return lines[0]
 
 
 @pytest.mark.parametrize("name", [".lock", "metrics.csv", "summary.json", "checkpoints/last.ckpt"])
@@ -57,11 +50,7 @@ def test_a_linked_run_folder_is_refused_before_its_lock_is_written(tmp_path, wri
 
 def test_a_link_at_a_figure_or_a_dataset_lock_is_refused(tmp_path, straight, corpus, capsys):
     straight()
-    shutil.copytree(straight.base / "results", tmp_path / "results")
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(
-        (straight.base / "dense.yaml").read_text().replace("name: f-run", "name: f-run\nrenders: [curves]")
-    )
+    manifest = reported_copy(straight, tmp_path)
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     figure = tmp_path / "results" / "reports" / "figures" / "f-run-curves-tiny.png"

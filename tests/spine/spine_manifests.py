@@ -26,3 +26,14 @@ def tiny_manifest(
         + grid
         + claims
     )
+
+
+def stored_run(root: Path, spec, **summary):
+    """A finished run of ``spec`` in the store at ``root`` with the ``summary`` keys given (no training):
+    its spec.yaml as the runner writes it, its summary on the file dataset."""
+    from repro.store.runs import RunDir
+
+    run = RunDir(root, spec.manifest, spec.run_id)
+    run.write_spec(spec.record(None))
+    run.write_summary({"status": "finished", "dataset": "file", "scale": spec.scale, **summary})
+    return run

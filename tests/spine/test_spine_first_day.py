@@ -9,6 +9,7 @@ import warnings
 
 import pandas as pd
 import pytest
+from spine_manifests import stored_run
 
 from repro.config import claims
 from repro.config import manifest as manifests
@@ -72,17 +73,6 @@ def test_a_reader_that_leaves_early_is_no_error(command):
     assert proc.wait() == 0 and err == ""
 
 
-def _store(root, spec, **summary):
-    from repro.store.runs import RunDir
-
-    run = RunDir(root, spec.manifest, spec.run_id)
-    run.write_spec(
-        {"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell, **spec.resolved()}
-    )
-    run.write_summary({"status": "finished", "dataset": "file", "scale": spec.scale, **summary})
-    return run
-
-
 def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_manifest):
     """Only `--max-steps` runs of a `-m` derived manifest are stored: its report says it is derived, that
     none of its runs is stored and which command trains them; claims name the command, not a dict."""
@@ -94,7 +84,7 @@ def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_m
     root = tmp_path / "results"
     (m,) = lookup.select(str(path), ["-m", "model.stride=8,16", "train.steps=20"], root)
     for spec in m.expand("tiny"):
-        _store(root, with_max_steps(spec, 5), test_bits=3.0)
+        stored_run(root, with_max_steps(spec, 5), test_bits=3.0)
     page, results = pages.render(m, root)
     text = page.read_text()
     assert "**Derived** from `m.yaml` with `train.steps=20 model.stride=8,16`" in text
@@ -136,7 +126,7 @@ def test_report_all_removes_figures_no_report_references(tmp_path, capsys):
             (figures / f"{name}.{ext}").write_bytes(b"x")
     (root / "reports" / "cpu-scale.md").write_text("kept: ![a figure](figures/st-fig2-fig2-tiny.png)\n")
     part = lookup.load(manifests.discover()["st-table1-audio"])
-    _store(root, part.expand("tiny")[0], valid_bits=5.6, test_bits=5.3, unigram_bits=7.7)
+    stored_run(root, part.expand("tiny")[0], valid_bits=5.6, test_bits=5.3, unigram_bits=7.7)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # matplotlib's "No artists with labels" among them
         assert main(["report", "--all"]) == 0
@@ -157,10 +147,10 @@ def test_status_shows_cells_seeds_steps_so_far_and_a_gathering_manifests_parts(t
 
     root = tmp_path / "results"
     part = lookup.load(manifests.discover()["st-table1-cifar10"])
-    _store(root, part.expand("tiny")[0], valid_bits=3.9)
+    stored_run(root, part.expand("tiny")[0], valid_bits=3.9)
     m = lookup.load(write_manifest(grid="grid:\n  model.stride: [16, 8]\n"))
     done, stopped = m.expand("tiny")
-    _store(root, done, test_bits=2.5)
+    stored_run(root, done, test_bits=2.5)
     RunDir(root, m.name, stopped.run_id).write_spec(
         {"run_id": stopped.run_id, "manifest": m.name, "scale": "tiny", "cell": stopped.cell, **stopped.resolved()}
     )

@@ -1,3 +1,5 @@
+from spine_manifests import stored_run
+
 from repro.cli import main
 from repro.store.runs import short_names
 
@@ -29,17 +31,6 @@ def test_short_names_keep_full_keys_only_where_they_collide():
     }
 
 
-def _store(root, spec, **summary):
-    from repro.store.runs import RunDir
-
-    run = RunDir(root, spec.manifest, spec.run_id)
-    run.write_spec(
-        {"run_id": spec.run_id, "manifest": spec.manifest, "scale": spec.scale, "cell": spec.cell, **spec.resolved()}
-    )
-    run.write_summary({"status": "finished", "dataset": "file", "scale": spec.scale, **summary})
-    return run
-
-
 def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     """After `repro run M` and `repro run M --max-steps 10`, each cell has two stored runs: the report and
     its claims use the manifest's current resolution only (in grid order) and list the other apart."""
@@ -53,9 +44,9 @@ def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     root = tmp_path / "results"
     full = m.expand("tiny")
     for spec, bits in zip(full, [3.0, 2.0]):  # the full runs: stride 8 wins
-        _store(root, spec, test_bits=bits)
+        stored_run(root, spec, test_bits=bits)
     for spec, bits in zip(full, [3.5, 4.0]):  # the short runs would say the opposite
-        _store(root, with_max_steps(spec, 10), test_bits=bits)
+        stored_run(root, with_max_steps(spec, 10), test_bits=bits)
     path, results = report.render(m, root)
     assert [r.verdict.status for r in results] == ["reproduced"]
     text = path.read_text()
@@ -82,7 +73,7 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
     assert m.expand("tiny", seeds=1) == specs[:2]  # the first seed is the single-seed manifest's runs
     bits = {16: [3.00, 3.10, 2.90], 8: [2.95, 3.12, 2.98]}  # 0.017 apart on the means, each sd ~0.1
     for spec in specs:
-        run = _store(root, spec, test_bits=bits[spec.model.stride][spec.train.seed])
+        run = stored_run(root, spec, test_bits=bits[spec.model.stride][spec.train.seed])
         run.append_metrics([{"step": s, "train/bits": 4.0 - s / 10 + spec.train.seed / 100} for s in range(5)])
     path, results = report.render(m, root)
     assert [(r.verdict.status, r.verdict.seeds) for r in results] == [("within noise", 3)]
@@ -92,7 +83,10 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
     assert "| 16 | finished | file | 3 ± 0.1 | 3 |" in text  # mean ± sd over the seeds, then n
     csv = (root / "reports" / "t-tiny.csv").read_text().splitlines()
     assert len(csv) == 7 and csv[0].startswith("stride,seed,")
-    first = {p: p.read_bytes() for p in sorted((root / "reports").rglob("*")) if p.is_file()}
+    written = lambda: {  # noqa: E731  (every file a report writes; its lock is the machine's, not git's)
+        p: p.read_bytes() for p in sorted((root / "reports").rglob("*")) if p.is_file() and p.name != ".lock"
+    }
+    first = written()
     assert any(p.suffix == ".pdf" for p in first) and any(p.suffix == ".png" for p in first)
     report.render(m, root)
-    assert {p: p.read_bytes() for p in sorted((root / "reports").rglob("*")) if p.is_file()} == first
+    assert written() == first
