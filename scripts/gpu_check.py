@@ -85,13 +85,23 @@ def _steps(dry: bool) -> list[tuple[str, list[str], int]]:
         ),
         (
             "run-adaptive-span",
-            ["run", "as-table3", "--only", "kind=adaptive", "--max-steps", run_steps, "--no-wandb"]
+            ["run", "as-table3", "--only", "kind=adaptive", "--seeds", "1", "--max-steps", run_steps, "--no-wandb"]
             + [f"train.precision={precision}", "train.val_every=0", *runs["adaptive_span"]],
             150,
         ),
         (
             "run-sparse-transformer",
-            ["run", "st-table2-enwik8", "--only", "pattern=fixed", "--max-steps", run_steps, "--no-wandb"]
+            [
+                "run",
+                "st-table2-enwik8",
+                "--only",
+                "pattern=fixed",
+                "--seeds",
+                "1",
+                "--max-steps",
+                run_steps,
+                "--no-wandb",
+            ]
             + [f"train.precision={precision}", f"train.val_every={run_steps}", "train.val_tokens=4096"]
             + runs["sparse_transformer"],
             150,
