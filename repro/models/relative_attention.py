@@ -2,11 +2,20 @@
 
 Layout. Keys/values hold P = W - 1 past positions followed by the M current ones. Query i (0..M-1)
 sits at key index P + i and sees keys j = i .. i + P, i.e. the distances x = t - r = P + i - j in
-0 .. W-1 (itself included). Scores live in a *band* (.., M, W) whose column c holds the distance
-x = W - 1 - c (oldest first). The content part q_t . k_r is one (chunk x (chunk + P)) matmul per chunk
-of queries, shifted ("skewed") into the band; the position part q_t . p_{t-r} is a plain (M x W)
-matmul against the embeddings of the W distances. The cost is M (chunk + P) per head instead of M W,
-so with chunk ~ W it is at most twice the band, never M x S.
+0 .. W-1 (itself included). Queries go in chunks of ``chunk``; chunk a's keys are the chunk + P that end
+with it (overlapping views of k and v, never copies). Everything is computed in this *key layout*
+(.., chunk, chunk + P): row i's band is columns i .. i + P, and every other column is -inf before the
+softmax, so its weight is exactly 0.
+
+* the content part q_t . k_r is one (chunk x (chunk + P)) matmul per chunk;
+* the position part q_t . p_{t-r} is a plain (chunk x W) matmul against the embeddings of the W
+  distances, in the *band layout* (.., chunk, W) whose column c holds distance x = W - 1 - c; the soft
+  span mask m joins it there as log m (a = m exp(s) / sum m exp(s) = softmax(s + log m), eq. 5), and
+  :class:`_BandToKeys` moves the sum into the key layout in one copy (its backward is the inverse copy);
+* the weights multiply the values' window directly, ``a @ v``.
+
+The cost is chunk + P columns per query instead of W, so with chunk ~ W at most twice the band, never
+M x S; every elementwise pass (the bias, the softmax, dropout and their backwards) runs once.
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+NEG_INF = float("-inf")
+
 
 def band_from_keys(s: torch.Tensor, P: int) -> torch.Tensor:
     """(.., c, c + P) key layout -> (.., c, P + 1) band: ``out[a, b] = s[a, a + b]`` (a strided view)."""
@@ -25,12 +36,37 @@ def band_from_keys(s: torch.Tensor, P: int) -> torch.Tensor:
     return s.as_strided((*s.shape[:-1], P + 1), (*s.stride()[:-2], n + 1, 1), s.storage_offset())
 
 
-def keys_from_band(a: torch.Tensor, P: int) -> torch.Tensor:
-    """Inverse of :func:`band_from_keys`: (.., c, P + 1) -> (.., c, c + P), zero off the band."""
+def keys_from_band(a: torch.Tensor, P: int, fill: float = 0.0) -> torch.Tensor:
+    """Inverse of :func:`band_from_keys`: (.., c, P + 1) -> (.., c, c + P), ``fill`` off the band (a copy).
+
+    Row r of the padded (c, c + P + 1) rows, read c + P at a time, starts r places later in its band."""
     c = a.shape[-2]
-    a = F.pad(a, (0, c))  # (.., c, c + P + 1)
+    a = F.pad(a, (0, c), value=fill)  # (.., c, c + P + 1)
     a = a.reshape(*a.shape[:-2], c * (c + P + 1))[..., : c * (c + P)]
     return a.view(*a.shape[:-1], c, c + P)
+
+
+class _BandToKeys(torch.autograd.Function):
+    """:func:`keys_from_band` with -inf off the band, differentiable: the gradient of a copy is the
+    inverse copy (:func:`band_from_keys`), which autograd's pad/reshape/slice chain would instead build
+    from zero-filled buffers."""
+
+    @staticmethod
+    def forward(ctx, band, P):
+        ctx.P = P
+        return keys_from_band(band, P, NEG_INF)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return band_from_keys(grad, ctx.P), None
+
+
+def as_band(a: torch.Tensor) -> torch.Tensor:
+    """Weights (or scores) in the key layout (B, H, n, chunk, chunk + P) -> the band (B, H, n * chunk, W):
+    row i, column c is the key at distance W - 1 - c (a view where ``a`` is contiguous)."""
+    B, H, n, c, K = a.shape
+    P = K - c
+    return band_from_keys(a, P).reshape(B, H, n * c, P + 1)
 
 
 def windows(t: torch.Tensor, chunk: int, P: int) -> torch.Tensor:
@@ -47,11 +83,18 @@ def chunk_size(M: int, W: int, minimum: int = 64) -> int:
     return max(1, min(M, max(minimum, W)))
 
 
-def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
-    """Band of scores s_tr = q_t . (k_r + p_{t-r}) (relative positions added to keys): (B, H, Mp, W).
+def log_mask(m: torch.Tensor) -> torch.Tensor:
+    """log m, exactly -inf where m = 0, with a finite gradient everywhere (0 where m = 0)."""
+    return m.clamp(min=torch.finfo(m.dtype).tiny).log().masked_fill(m <= 0, NEG_INF)
 
-    q: (B, H, M, d_h); k: (B, H, P + M, d_h); pe: (d_h, W) in band order. Column c of row i holds the
-    key i + c, at distance W - 1 - c. Rows M..Mp-1 pad M up to a multiple of ``chunk``."""
+
+def band_scores(q, k, pe, *, chunk: int, mask=None) -> torch.Tensor:
+    """Scores s_tr = q_t . (k_r + p_{t-r}) + log m(t - r) in the key layout: (B, H, n, chunk, chunk + P).
+
+    q: (B, H, M, d_h); k: (B, H, P + M, d_h); pe: (d_h, W) in band order (column c <-> distance
+    W - 1 - c); ``mask``: the soft span mask m broadcastable to (B, H, M, W) in band order, or None. Row i
+    of chunk a is query a * chunk + i; rows past M pad the block to whole chunks (zero queries). Keys
+    off the band are -inf."""
     B, H, M, dh = q.shape
     W = pe.shape[-1]
     P = W - 1
@@ -62,31 +105,41 @@ def band_scores(q, k, pe, *, chunk: int) -> torch.Tensor:
         q = F.pad(q, (0, 0, 0, Mp - M))
         k = F.pad(k, (0, 0, 0, Mp - M))
     q = q.reshape(B, H, n, chunk, dh)
-    s = q @ windows(k, chunk, P).transpose(-1, -2)  # (B, H, n, chunk, chunk + P)
-    return (band_from_keys(s, P) + q @ pe).view(B, H, Mp, W)
+    bias = q @ pe  # (B, H, n, chunk, W): the position part, in band order
+    if mask is not None:
+        lm = log_mask(mask)
+        if lm.shape[-2] == M and M > 1:  # per-query mask: its rows in chunks, padding rows unmasked
+            lm = F.pad(lm.expand(B, H, M, W), (0, 0, 0, Mp - M)).view(B, H, n, chunk, W)
+        else:
+            lm = lm.unsqueeze(-3)
+        bias = bias + lm
+    return q @ windows(k, chunk, P).transpose(-1, -2) + _BandToKeys.apply(bias, P)
 
 
-def band_softmax(
-    s: torch.Tensor, mask: torch.Tensor | None = None, invalid: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Attention weights over a band of scores s (B, H, Mp, W): a = m exp(s) / sum m exp(s) with the soft
-    span mask ``m`` broadcastable to s (None: every position counts); band cells where ``invalid``
-    (Mp, W) holds are padding keys (before the start of the stream) and get no weight."""
+def padding_keys(n: int, chunk: int, P: int, n_invalid: int, device) -> torch.Tensor | None:
+    """(n, 1, chunk + P): the keys of each chunk that are padding before the stream's start (key index
+    < ``n_invalid``), in the key layout; None when there are none."""
+    if n_invalid <= 0:
+        return None
+    j = torch.arange(chunk + P, device=device) + chunk * torch.arange(n, device=device)[:, None]
+    return (j < n_invalid)[:, None, :]
+
+
+def band_softmax(s: torch.Tensor, invalid: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention weights from the scores of :func:`band_scores`: softmax over the keys, none on the
+    padding keys ``invalid`` (:func:`padding_keys`)."""
     if invalid is not None:
-        s = s.masked_fill(invalid, float("-inf"))
-    if mask is None:
-        return torch.softmax(s, dim=-1)
-    # exp(s) where m = 0 never counts; excluding those keeps the max inside softmax finite
-    a = torch.softmax(s.masked_fill(mask <= 0, float("-inf")), dim=-1) * mask
-    return a / a.sum(-1, keepdim=True)
+        s = s.masked_fill(invalid, NEG_INF)
+    return torch.softmax(s, dim=-1)
 
 
 class BandSoftmax(nn.Module):
-    """:func:`band_softmax` as a module without parameters, so that analyses can read the weights of a
-    layer with a forward hook (arguments: s, mask, invalid; output: the weights, before dropout)."""
+    """:func:`band_softmax` as a module without parameters, so that analyses can read a layer's weights
+    with a forward hook (arguments: the scores and padding keys, in the key layout; output: the weights
+    there, before dropout; :func:`as_band` views them as the band)."""
 
-    def forward(self, s, mask=None, invalid=None):
-        return band_softmax(s, mask, invalid)
+    def forward(self, s, invalid=None):
+        return band_softmax(s, invalid)
 
 
 def band_attention(
@@ -112,20 +165,13 @@ def band_attention(
     Returns (B, H, M, d_h).
     """
     B, H, M, dh = q.shape
-    W = pe.shape[-1]
-    P = W - 1
-    n = math.ceil(M / chunk)
+    P = pe.shape[-1] - 1
+    s = band_scores(q, k, pe, chunk=chunk, mask=mask)  # (B, H, n, chunk, chunk + P)
+    n = s.shape[2]
+    a = softmax(s, padding_keys(n, chunk, P, n_invalid, q.device))
+    a = F.dropout(a, dropout, training)
     Mp = n * chunk
     if Mp != M:
         v = F.pad(v, (0, 0, 0, Mp - M))
-        if mask is not None and mask.shape[-2] == M and M > 1:
-            mask = F.pad(mask, (0, 0, 0, Mp - M), value=1.0)
-    invalid = None
-    if n_invalid > 0:
-        i = torch.arange(Mp, device=q.device)[:, None]
-        invalid = (i + torch.arange(W, device=q.device)) < n_invalid  # key index i + c is padding
-    a = softmax(band_scores(q, k, pe, chunk=chunk), mask, invalid)  # (B, H, Mp, W)
-    a = F.dropout(a, dropout, training)
-    a = keys_from_band(a.view(B, H, n, chunk, W), P)  # (B, H, n, chunk, chunk + P)
     out = a @ windows(v, chunk, P)  # (B, H, n, chunk, d_h)
     return out.reshape(B, H, Mp, dh)[:, :, :M]

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from repro.models.relative_attention import as_band
+
 # The phrase of the adaptive-span paper's Figure 5 (dynamic span per character).
 FIG5_TEXT = "overlooks the park and its numerous"
 
@@ -45,11 +47,15 @@ def attention_by_distance(model, x: torch.Tensor, state: Any = None) -> np.ndarr
     sums, counts, windows = {}, {}, {}
 
     def weights_of(i):
-        def hook(module, args, a):  # args: the band's scores, mask, invalid cells; a: (B, H, Mp, W)
-            invalid = args[2] if len(args) > 2 else None
-            valid = torch.ones(a.shape[-2:], dtype=torch.bool, device=a.device) if invalid is None else ~invalid
+        def hook(module, args, a):  # a: the weights in the key layout, (B, H, n, chunk, chunk + P)
+            band = as_band(a)  # (B, H, Mp, W), column c at distance W - 1 - c
+            invalid = args[1] if len(args) > 1 else None  # padding keys, (n, 1, chunk + P)
+            if invalid is None:
+                valid = torch.ones(band.shape[-2:], dtype=torch.bool, device=a.device)
+            else:
+                valid = ~as_band(invalid.expand(a.shape[-3:])[None, None])[0, 0]
             valid[M:] = False  # rows past the block pad it to whole chunks
-            sums[i], counts[i] = (a * valid).sum((0, 2)), valid.sum(0) * B
+            sums[i], counts[i] = (band * valid).sum((0, 2)), valid.sum(0) * B
 
         return hook
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from repro.models import adaptive_span as AS
-from repro.models.relative_attention import band_scores
+from repro.models.relative_attention import as_band, band_scores
 from repro.models.span import soft_mask
 
 torch.set_num_threads(1)
@@ -192,7 +192,7 @@ def test_relative_scores_equal_naive_pair_loop(M, P, chunk):
     q = torch.randn(B, H, M, dh, dtype=torch.float64)
     k = torch.randn(B, H, P + M, dh, dtype=torch.float64)
     p = torch.randn(dh, W, dtype=torch.float64)  # p[:, x] embeds distance x
-    s = band_scores(q, k, p.flip(-1), chunk=chunk)[:, :, :M]
+    s = as_band(band_scores(q, k, p.flip(-1), chunk=chunk))[:, :, :M]
     for i in range(M):  # query i is key P + i
         for x in range(W):
             want = (q[:, :, i] * (k[:, :, P + i - x] + p[:, x])).sum(-1)  # q_t . (k_r + p_{t-r})
