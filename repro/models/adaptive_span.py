@@ -44,7 +44,7 @@ from repro.config.families import AdaptiveSpanConfig as Config
 from repro.config.families import SpanConfig  # noqa: F401  (its span section, for callers beside Config)
 from repro.models.base import LanguageModel, ModelOutput
 from repro.models.flops import flops_per_token
-from repro.models.relative_attention import BandSoftmax, band_attention, chunk_size
+from repro.models.relative_attention import BandSoftmax, band_attention, bucketed_attention, chunk_size
 from repro.models.span import make_span
 
 
@@ -76,6 +76,9 @@ class SpanAttention(nn.Module):
         self.span.add_parameters(self, d)  # z_prime or span_proj, registered after q, k, v, o
         self.softmax = BandSoftmax()
         self.trim = True  # False: attend and cache the whole S whatever the spans (a reference for tests)
+        # per-query spans: each query attends over the distances its span needs (bucketed), not the band
+        # of the block's largest span; False: one band (the probes read its weights)
+        self.bucketed = True
 
     def window(self, z: torch.Tensor | None = None, z_max: float | None = None) -> int:
         """W: distances 0..W-1 attended for spans ``z`` (default: those known before a block), at most S."""
@@ -100,29 +103,43 @@ class SpanAttention(nn.Module):
         # keys: the states at C - P - shift .. C + M - 1 - shift of [cache, block]; before a stream's start,
         # padding (no weight under the paper window, zero states under the official one)
         first = C - P - self.shift
-        kv = torch.cat([cache, h], 1)[:, max(0, first) : C + M - self.shift]
+        past, now = cache[:, max(0, first) :], h[:, : M - self.shift]
         n_pad = max(0, -first)
 
         def heads(t):
             return t.view(B, -1, self.H, self.dh).transpose(1, 2)
 
         q = heads(self.q(h)) * self.dh**-0.5
-        k, v = heads(self.k(kv)), heads(self.v(kv))
+        # the cached states are projected apart from the block's: no gradient flows into them, so
+        # their backward is the weights' share alone
+        k, v = (heads(torch.cat([lin(past), lin(now)], 1)) for lin in (self.k, self.v))
         if n_pad:
             k, v = F.pad(k, (0, 0, n_pad, 0)), F.pad(v, (0, 0, n_pad, 0))
-        x = torch.arange(W - 1, -1, -1, device=h.device, dtype=h.dtype)  # distance of each band column
-        out = band_attention(
-            q,
-            k,
-            v,
-            pe[:, :W].flip(-1),
-            chunk=chunk_size(M, W),
-            mask=self.span.mask(x, z),
-            n_invalid=0 if self.shift else n_pad,
-            dropout=self.dropout,
-            training=self.training,
-            softmax=self.softmax,
-        )
+        common = dict(n_invalid=0 if self.shift else n_pad, dropout=self.dropout, training=self.training)
+        if self.span.per_query and self.bucketed and self.trim:
+            z_rows = z.transpose(1, 2).reshape(-1)  # (B H M,): the spans of the flattened queries
+            out = bucketed_attention(  # query t gives weight to the distances x < z_t + R only
+                q,
+                k,
+                v,
+                pe[:, :W].flip(-1),
+                need=(z.transpose(1, 2).detach() + self.span.R).ceil().clamp(1, W),
+                mask_of=lambda x, rows: self.span.row_mask(x, z_rows[rows]),
+                softmax=self.softmax,
+                **common,
+            )
+        else:
+            x = torch.arange(W - 1, -1, -1, device=h.device, dtype=h.dtype)  # distance of each band column
+            out = band_attention(
+                q,
+                k,
+                v,
+                pe[:, :W].flip(-1),
+                chunk=chunk_size(M, W),
+                mask=self.span.mask(x, z),
+                softmax=self.softmax,
+                **common,
+            )
         out = self.o(out.transpose(1, 2).reshape(B, M, -1))
         new_cache = torch.cat([cache, h], 1)[:, max(0, C + M - self.cache_len(window)) :].detach()
         return AttentionOutput(out, new_cache, self.span.loss(self, z), None if z is None else z.detach(), window)

@@ -175,3 +175,81 @@ def band_attention(
         v = F.pad(v, (0, 0, 0, Mp - M))
     out = a @ windows(v, chunk, P)  # (B, H, n, chunk, d_h)
     return out.reshape(B, H, Mp, dh)[:, :, :M]
+
+
+def bucket_widths(W: int, base: int = 64) -> list[int]:
+    """The band widths of :func:`bucketed_attention`'s buckets: base, 2 base, 4 base, .. up to W."""
+    widths = [min(W, base)]
+    while widths[-1] < W:
+        widths.append(min(W, 2 * widths[-1]))
+    return widths
+
+
+def bucketed_attention(
+    q,
+    k,
+    v,
+    pe,
+    *,
+    need: torch.Tensor,
+    mask_of,
+    n_invalid: int = 0,
+    dropout: float = 0.0,
+    training: bool = False,
+    softmax=band_softmax,
+    base: int = 64,
+    tile: int = 16,
+):
+    """:func:`band_attention` for queries that each need only the nearest distances of the band
+    (per-query spans), at a cost that follows each query's need rather than the band's width W.
+
+    ``need``: (B, H, M), the distances 0 .. need - 1 each query gives weight (1 <= need <= W; beyond, the
+    soft mask is 0). The queries go into buckets of widths w = base, 2 base, 4 base, .. W (the smallest
+    w >= need: at most twice the need beyond ``base``). Query t of the block sees keys t .. t + w - 1 of
+    its sequence's and head's last w + M - 1 keys, so a bucket's queries of one sequence and head share
+    those keys: they are cut into tiles of ``tile`` queries (the last tile padded; padding rows are
+    computed and dropped), each tile one (tile x (w + M - 1)) product with a copy of its keys and values.
+    ``mask_of(x, rows)``: the soft mask (N, tile, w) of the queries ``rows`` (N, tile), indices into the
+    flattened (B, H, M), at the distances ``x`` (w,) in band order. Other arguments as
+    :func:`band_attention`. Returns (B, H, M, d_h).
+    """
+    B, H, M, dh = q.shape
+    W = pe.shape[-1]
+    P = W - 1
+    S = B * H  # sequences x heads, flattened: row r is query r % M of pair r // M
+    widths = bucket_widths(W, base)
+    bucket = torch.bucketize(need.reshape(S * M), torch.tensor(widths, device=q.device, dtype=need.dtype))
+    order = torch.argsort(bucket * S + torch.arange(S * M, device=q.device) // M, stable=True)  # by bucket, pair
+    counts = F.one_hot(bucket * S + torch.arange(S * M, device=q.device) // M, len(widths) * S).sum(0)
+    starts = (counts.cumsum(0) - counts).view(len(widths), S)
+    counts = counts.view(len(widths), S)
+    q_rows = q.reshape(S * M, dh)
+    k_pairs, v_pairs = k.reshape(S, P + M, dh), v.reshape(S, P + M, dh)
+    rows_of, outs = [], []
+    for b, w in enumerate(widths):
+        n_tiles = (counts[b] + tile - 1) // tile  # (S,)
+        N = int(n_tiles.sum())
+        if N == 0:
+            continue
+        pair = torch.repeat_interleave(torch.arange(S, device=q.device), n_tiles)  # (N,)
+        first = torch.cumsum(n_tiles, 0) - n_tiles
+        slot = (torch.arange(N, device=q.device) - first[pair])[:, None] * tile + torch.arange(tile, device=q.device)
+        rows = order[(starts[b, pair][:, None] + slot).clamp(max=S * M - 1)]  # (N, tile) flat row indices
+        rows = rows.masked_fill(slot >= counts[b, pair][:, None], S * M)  # padding rows: dropped below
+        rows_c = rows.clamp(max=S * M - 1)
+        qs = q_rows[rows_c]  # (N, tile, d_h)
+        kw = k_pairs[:, P - w + 1 :][pair]  # (N, w + M - 1, d_h): the pair's last w + M - 1 keys
+        vw = v_pairs[:, P - w + 1 :][pair]
+        x = torch.arange(w - 1, -1, -1, device=q.device, dtype=q.dtype)  # distance of each band column
+        bias = qs @ pe[:, W - w :] + log_mask(mask_of(x, rows_c))  # (N, tile, w), band order
+        cols = (rows_c % M)[..., None] + torch.arange(w, device=q.device)  # query t's band starts at key t
+        bias = torch.full((N, tile, w + M - 1), NEG_INF, device=q.device, dtype=q.dtype).scatter(-1, cols, bias)
+        invalid = None
+        if n_invalid > P - w + 1:  # padding keys (index < n_invalid) inside this bucket's keys
+            invalid = torch.arange(w + M - 1, device=q.device) < n_invalid - (P - w + 1)
+        a = softmax(qs @ kw.transpose(-1, -2) + bias, invalid)
+        outs.append((F.dropout(a, dropout, training) @ vw).reshape(N * tile, dh))
+        rows_of.append(rows.reshape(N * tile))
+    rows = torch.cat(rows_of)
+    out = q.new_zeros(S * M + 1, dh).index_copy(0, rows, torch.cat(outs))
+    return out[: S * M].view(B, H, M, dh)

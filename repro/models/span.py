@@ -90,6 +90,10 @@ class _LearnedSpan(FixedSpan):
     def mask(self, x, z):
         return soft_mask(x, z, self.R)
 
+    def row_mask(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """m_z at the distances ``x`` (W,) for spans ``z`` of any shape: (*z.shape, W)."""
+        return soft_mask(x, z[..., None], self.R)
+
     def window(self, z, z_max=None):
         if z is None:  # spans not known before the block (dynamic): the bound
             return self.S
@@ -150,7 +154,7 @@ class DynamicSpan(_LearnedSpan):
         return None if h is None else self.S * torch.sigmoid(attn.span_proj(h))  # (B, M, H)
 
     def mask(self, x, z):
-        return super().mask(x, z.transpose(1, 2)[..., None])  # (B, H, M, W)
+        return self.row_mask(x, z.transpose(1, 2))  # (B, H, M, W)
 
     def loss(self, attn, z):
         return z.mean() if self.cfg.loss_mode == "mean_times_S" else z.mean((0, 1)).sum()

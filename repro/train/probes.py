@@ -63,7 +63,13 @@ def attention_by_distance(model, x: torch.Tensor, state: Any = None) -> np.ndarr
     hooks += [
         (layer.attn, lambda m, a, out, i=i: windows.__setitem__(i, out.window)) for i, layer in enumerate(model.layers)
     ]
-    _hooked_forward(model, x, state, hooks)
+    for layer in model.layers:  # one band per layer, whose weights the hook reads
+        layer.attn.bucketed = False
+    try:
+        _hooked_forward(model, x, state, hooks)
+    finally:
+        for layer in model.layers:
+            layer.attn.bucketed = True
     out = np.full((len(model.layers), model.cfg.heads, S), np.nan)
     for i, layer in enumerate(model.layers):
         s, n = sums[i].flip(-1).double(), counts[i].flip(-1).double()  # band columns in distance - shift order

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from repro.models import adaptive_span as AS
-from repro.models.relative_attention import as_band, band_scores
+from repro.models.relative_attention import as_band, band_attention, band_scores, bucketed_attention, chunk_size
 from repro.models.span import soft_mask
 
 torch.set_num_threads(1)
@@ -197,6 +197,45 @@ def test_relative_scores_equal_naive_pair_loop(M, P, chunk):
         for x in range(W):
             want = (q[:, :, i] * (k[:, :, P + i - x] + p[:, x])).sum(-1)  # q_t . (k_r + p_{t-r})
             assert torch.allclose(s[:, :, i, W - 1 - x], want)
+
+
+@pytest.mark.parametrize(
+    "M,W,n_invalid,tile", [(12, 20, 0, 3), (10, 33, 5, 4), (16, 40, 30, 16), (1, 17, 0, 2), (7, 64, 9, 5)]
+)
+def test_bucketed_attention_equals_one_band(M, W, n_invalid, tile):
+    """Per-query spans: the buckets (each query over the distances its span needs, in tiles of one
+    sequence and head) give the one band's outputs and every gradient, z included."""
+    B, H, dh, R = 2, 3, 4, 8.0
+    g = torch.Generator().manual_seed(M * W)
+
+    def leaf(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64, requires_grad=True)
+
+    q, k, v, pe = leaf(B, H, M, dh), leaf(B, H, W - 1 + M, dh), leaf(B, H, W - 1 + M, dh), leaf(dh, W)
+    z = (torch.rand(B, H, M, generator=g, dtype=torch.float64) ** 3 * W).requires_grad_()  # mostly short
+    x = torch.arange(W - 1, -1, -1, dtype=torch.float64)
+    weights = torch.randn(B, H, M, dh, generator=g, dtype=torch.float64)
+    one = band_attention(
+        q, k, v, pe, chunk=chunk_size(M, W, 4), mask=soft_mask(x, z[..., None], R), n_invalid=n_invalid
+    )
+    need = (z.detach() + R).ceil().clamp(1, W)
+    bucketed = bucketed_attention(
+        q,
+        k,
+        v,
+        pe,
+        need=need,
+        mask_of=lambda x, rows: soft_mask(x, z.reshape(-1)[rows][..., None], R),
+        n_invalid=n_invalid,
+        base=4,
+        tile=tile,
+    )
+    assert torch.allclose(bucketed, one, atol=1e-12)
+    inputs = (q, k, v, pe, z)
+    for a, b in zip(
+        torch.autograd.grad((one * weights).sum(), inputs), torch.autograd.grad((bucketed * weights).sum(), inputs)
+    ):
+        assert torch.allclose(a, b, atol=1e-12)
 
 
 def test_fixed_span_sees_exactly_the_last_S_tokens_itself_included():
