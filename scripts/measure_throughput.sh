@@ -7,7 +7,7 @@
 #    fixed vs strided interleaved, n = 512 (batch 8), 1024 (batch 4), 2048 (batch 2), fp32; n = 512 bf16
 #    (bf16 only on a CPU with AVX-512)
 # 3. `repro bench adaptive` at the tiny/cpu shape (4 x 64, d_ff 256, 4 heads, block 64, batch 16, S 1024):
-#    fixed vs adaptive spans z = 40 and 120, torch's default threads, fp32 and bf16
+#    fixed vs adaptive spans z = 40 and 120 vs the dynamic span, torch's default threads, fp32 and bf16
 # Each bench measures into a scratch results root; its records (with model FLOP/s and MFU) are copied to
 # results/bench/throughput-<name>.json, and a table of them is printed. The load average before and
 # after each step is printed too: a load well above the bench's own threads means the numbers are not clean.
@@ -35,7 +35,7 @@ step st-step-n2048 st-step --n 2048 --batch 2 $ST
 # bf16 only where the CPU has AVX-512 (with AVX2 alone torch's bf16 matmul is a sub-GFLOP/s fallback)
 AVX512=$(python -c "import torch; print(int('AVX512' in torch.backends.cpu.get_cpu_capability()))")
 [ "$AVX512" = 1 ] && step st-step-n512-bf16 st-step --n 512 --batch 8 --precision bf16 $ST
-AS="--layers 4 --d-model 64 --d-ff 256 --heads 4 --block 64 --batch 16 --span-limit 1024 --spans 40,120 --steps 15 --warmup 3 --threads 0"
+AS="--layers 4 --d-model 64 --d-ff 256 --heads 4 --block 64 --batch 16 --span-limit 1024 --spans 40,120 --dynamic --steps 15 --warmup 3 --threads 0"
 step adaptive-tiny adaptive $AS
 [ "$AVX512" = 1 ] && step adaptive-tiny-bf16 adaptive $AS --precision bf16
 [ "$AVX512" = 1 ] || echo "=== bf16 skipped: $(python -c 'import torch; print(torch.backends.cpu.get_cpu_capability())') only"

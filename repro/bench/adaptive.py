@@ -4,7 +4,10 @@ Every case is one training step as the recipe runs it (forward over a block with
 Transformer-XL cache, NLL + span loss, backward, Adagrad with the per-tensor clip of 0.03 from
 ``repro.train.optim``, z' clamping), on a small model with random tokens. Adaptive spans are set to given values z (all heads alike;
 0 = their initial value), beside the analytic FLOPs per token (``repro.models.flops``) and the ratios of
-each adaptive case to the fixed-span model.
+each adaptive case to the fixed-span model. ``--dynamic`` adds the dynamic span (section 3.2: z_t from each
+token's input, at its initial bias), whose record also states ``time_over_flops_share``: its seconds per
+step over those of the adaptive case nearest its average span, divided by the ratio of their FLOPs per
+token (1.0 = it costs exactly what its FLOPs cost beside the static span).
 
 Time: median of ``--steps`` steps after ``--warmup`` steps, the cache carried between them; one
 torch thread by default (``--threads``), which keeps the ratios stable on a shared CPU.
@@ -39,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="adaptive spans z in tokens, comma-separated (0 = the initial value)",
     )
     parser.add_argument("--ramp", type=int, default=32, help="R")
+    parser.add_argument("--dynamic", action="store_true", help="add the dynamic span (z_t per token) as a case")
     parser.add_argument("--layers", type=int, default=2, help="layers of the benchmarked model")
     parser.add_argument("--d-model", type=int, default=128, help="model width")
     parser.add_argument("--d-ff", type=int, default=512, help="feed-forward width")
@@ -179,6 +183,17 @@ def main(args: argparse.Namespace) -> list[dict]:
                 speedup_vs_fixed=fixed["seconds_per_step"] / rec["seconds_per_step"],
                 memory_ratio_vs_fixed=fixed["peak_memory_bytes"] / max(1, rec["peak_memory_bytes"]),
                 flops_ratio_vs_fixed=fixed["flops_per_token"] / rec["flops_per_token"],
+            )
+        records.append(rec)
+    if args.dynamic:
+        rec = _run({**shared, "kind": "dynamic", "span": None})
+        static = [r for r in records[1:] if "error" not in r]
+        if "error" not in rec and static:
+            near = min(static, key=lambda r: abs(r["avg_span"] - rec["avg_span"]))
+            rec.update(
+                static_case_span=near["span"],
+                time_over_flops_share=(rec["seconds_per_step"] / near["seconds_per_step"])
+                / (rec["flops_per_token"] / near["flops_per_token"]),
             )
         records.append(rec)
     return records

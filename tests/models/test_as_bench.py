@@ -37,11 +37,12 @@ def test_bench_adaptive_records():
             "1",
             "--vocab",
             "16",
+            "--dynamic",
         ]
     )
     records = adaptive.main(args)
-    assert [r["kind"] for r in records] == ["fixed", "adaptive"]
-    fixed, adapt = records
+    assert [r["kind"] for r in records] == ["fixed", "adaptive", "dynamic"]
+    fixed, adapt, dynamic = records
     assert "error" not in fixed and "error" not in adapt, records
     for r in records:
         for key in ("kind", "span_limit", "span", "seconds_per_step", "peak_memory_bytes", "flops_per_token"):
@@ -59,3 +60,9 @@ def test_bench_adaptive_records():
     assert fixed["flops_per_token"] == pytest.approx(flops_per_token(**kw, spans=[[512.0, 512.0]]))
     assert adapt["flops_per_token"] == pytest.approx(flops_per_token(**kw, spans=[[32.0, 32.0]]))
     assert adapt["flops_ratio_vs_fixed"] > 2
+    # the dynamic row: its time beside the static case's, over the ratio of their FLOPs
+    assert "error" not in dynamic, dynamic
+    share = (dynamic["seconds_per_step"] / adapt["seconds_per_step"]) / (
+        dynamic["flops_per_token"] / adapt["flops_per_token"]
+    )
+    assert dynamic["static_case_span"] == 0.0 and dynamic["time_over_flops_share"] == pytest.approx(share)
