@@ -42,10 +42,13 @@ _FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 _BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 # elements of one chunk (query rows, or key rows of the windows, x dim) per fused call: 4 MiB in float32
 CHUNK_ELEMENTS = 2**20
-# query rows per call of the ``earlier`` part: the fused kernel tiles 768 rows or more 256 at a time;
-# measured at n=8192, l=128: about a quarter less time than one 128-row block per call, masked staircase
-# included
-ROWS_PER_CALL = 1024
+# query rows per call of the ``earlier`` part (whole blocks). Fewer rows compute less of the masked
+# staircase (a group of g blocks computes (g - 1) c'/2 columns per row that its mask then drops) and hold
+# smaller temporaries; 128-row calls run the fused kernel's small-tile path (32-row tiles). Measured at
+# n=8192, l=128, c=16 (fwd+bwd CPU seconds of the whole pattern, shared machine): 1024 rows 1.00, 512 and
+# 384 rows 0.96, 256 rows 0.97-1.02, 128 rows 1.04; the backward's peak above the other buffers 27 MiB at
+# 1024 rows, 21 MiB at 512
+ROWS_PER_CALL = 512
 NEG_INF = float("-inf")
 # blocks per sequence up to which the unshifted residue classes (nb positions each) are computed by
 # offsets (:meth:`_Residues._few_first`): the fused kernel's cost per attention problem dominates there
@@ -373,10 +376,11 @@ class _Earlier(_Run):
         for a0 in range(1, nb, g):
             a1 = min(nb, a0 + g)
             kend, mask = (a1 - 1) * cc, None
-            if a1 - a0 > 1:
-                i = torch.arange(a0 * l, a1 * l, device=q.device)
-                inside = P.LAYOUTS["earlier"](i[:, None], idx[0, None, :kend], P.Geometry(l))
-                mask = torch.zeros(1, 1, len(i), kend, dtype=q.dtype, device=q.device).masked_fill_(~inside, NEG_INF)
+            if a1 - a0 > 1:  # the layout holds for every row of a block alike: read it at each block's start
+                starts = torch.arange(a0, a1, device=q.device)[:, None] * l
+                inside = P.LAYOUTS["earlier"](starts, idx[0, None, :kend], P.Geometry(l))  # (a1 - a0, kend)
+                mask = torch.zeros(a1 - a0, l, kend, dtype=q.dtype, device=q.device)
+                mask = mask.masked_fill_(~inside[:, None], NEG_INF).view(1, 1, -1, kend)
             yield slice(a0 * l, a1 * l), slice(0, kend), mask
 
     def forward(self, q, k, v, o, lse, scale):
@@ -387,14 +391,20 @@ class _Earlier(_Run):
             _merge(o[:, None, rows], lse[:, None, rows], op, lp)
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv):
+        """Each call's key gradients go straight to their positions (``index_add_`` of rows of dk, dv
+        viewed (S*n, .)): no gradient buffers of the gathered keys, which would put the backward's peak
+        above dense attention's."""
         ks, vs, idx, cc = self._gather(k, v)
-        dks, dvs = torch.zeros_like(ks), torch.zeros_like(vs)
+        S, n, _ = k.shape
+        rows_of = idx + torch.arange(S, device=idx.device)[:, None] * n  # positions in (S*n, .)
+        flat = [t.view(S * n, t.shape[-1]) for t in (dk, dv)]
         for rows, keys, mask in self._groups(q, idx, cc):
             ts = (do[:, None, rows], q[:, None, rows], ks[:, None, keys], vs[:, None, keys], o[:, None, rows])
-            grads = _BWD(*ts, lse[:, None, rows], 0.0, False, attn_mask=mask, scale=scale)
-            _accumulate((dq[:, None, rows], dks[:, None, keys], dvs[:, None, keys]), grads)
-        dk.scatter_add_(1, idx[..., None].expand_as(dks), dks)
-        dv.scatter_add_(1, idx[..., None].expand_as(dvs), dvs)
+            gq, gk, gv = _BWD(*ts, lse[:, None, rows], 0.0, False, attn_mask=mask, scale=scale)
+            dq[:, None, rows] += gq
+            at = rows_of[:, keys].reshape(-1)
+            for dst, g in zip(flat, (gk, gv)):
+                dst.index_add_(0, at, g.reshape(-1, g.shape[-1]))
 
 
 def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
