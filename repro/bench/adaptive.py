@@ -9,26 +9,28 @@ token's input, at its initial bias), whose record also states ``time_over_flops_
 step over those of the adaptive case nearest its average span, divided by the ratio of their FLOPs per
 token (1.0 = it costs exactly what its FLOPs cost beside the static span).
 
-Time: median of ``--steps`` steps after ``--warmup`` steps, the cache carried between them; one
-torch thread by default (``--threads``), which keeps the ratios stable on a shared CPU.
+Time: every case is built in one process and stepped interleaved round by round
+(:func:`repro.bench.common.interleaved`, after ``--warmup`` untimed steps each; the cache carried between
+steps), with glibc's default allocator: ``seconds_per_step`` is the median of ``--steps`` rounds,
+``speedup_vs_fixed`` the median over rounds of the fixed case's time over the case's. One torch thread by
+default (``--threads``), which keeps the ratios stable on a shared CPU.
 
 Peak memory (bytes above a baseline taken after the model and optimizer exist, so it counts the cache,
-inputs, activations, gradients and temporaries of a step):
+inputs, activations, gradients and temporaries of a step), measured apart from the timing:
 
 * CUDA: ``torch.cuda.max_memory_allocated`` minus the allocated bytes at the baseline, in-process.
 * CPU: each case runs in a fresh subprocess (``python -m repro.bench.adaptive --worker``) with glibc's
-  mmap threshold pinned (``MALLOC_MMAP_THRESHOLD_``) so large freed buffers leave the resident set;
-  the peak is the kernel's high-water mark of the resident set (``VmHWM``, reset at the baseline via
-  ``/proc/self/clear_refs`` where allowed, else the process's ``ru_maxrss``) minus the baseline RSS.
+  mmap threshold pinned (``MALLOC_MMAP_THRESHOLD_``) so large freed buffers leave the resident set (which
+  makes every large allocation a fresh mapping: too slow to time under); the peak is the kernel's
+  high-water mark of the resident set (``VmHWM``, reset at the baseline via ``/proc/self/clear_refs``
+  where allowed, else the process's ``ru_maxrss``) minus the baseline RSS, over ``--warmup`` + 1 steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 
 from repro.bench import common
 
@@ -64,17 +66,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _measure(case: dict) -> dict:
-    """One case, in this process."""
+def _setup(case: dict):
+    """A case's model and its training step, ``step()``: one block with the cache carried over."""
     import torch
     import torch.nn.functional as F
 
     from repro.models.adaptive_span import Config, Model, SpanConfig
-    from repro.train import memory
     from repro.train.optim import AdagradClip
 
-    if case["threads"]:
-        torch.set_num_threads(case["threads"])
     dev = torch.device(case["device"])
     torch.manual_seed(0)
     S = case["span_limit"]
@@ -87,20 +86,28 @@ def _measure(case: dict) -> dict:
         span=SpanConfig(kind=case["kind"], limit=S, ramp=case["ramp"]),
     )
     model = Model(cfg, case["vocab"], case["block"]).to(dev).train()
-    if case["kind"] == "adaptive":
-        with torch.no_grad():
-            for layer in model.layers:
-                layer.attn.z_prime.fill_(case["span"] / S)
+
+    def pin_spans():  # keep the spans where the case puts them
+        if case["kind"] == "adaptive":
+            with torch.no_grad():
+                for layer in model.layers:
+                    layer.attn.z_prime.fill_(case["span"] / S)
+
+    pin_spans()
     opt = AdagradClip(model.parameters(), lr=0.07, clip=0.03)  # the recipe's per-tensor clip
     B, M = case["batch"], case["block"]
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
+    y = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
+    state = [None]  # the cache: a full one, made by the first step (so a memory measurement counts it)
 
-    def sync():
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    def step(state):
+    def step():
+        if state[0] is None:
+            state[0] = [
+                torch.randn(B, layer.attn.cache_len(), cfg.d_model, generator=g).to(dev) for layer in model.layers
+            ]
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=case["precision"] == "bf16"):
-            out = model(x, state)
+            out = model(x, state[0])
         loss = F.cross_entropy(out.logits.float().flatten(0, 1), y.flatten())
         if out.aux_loss is not None:
             loss = loss + out.aux_loss
@@ -108,53 +115,64 @@ def _measure(case: dict) -> dict:
         loss.backward()
         opt.step()
         model.after_optimizer_step()
-        if case["kind"] == "adaptive":  # keep the spans where the case puts them
-            with torch.no_grad():
-                for layer in model.layers:
-                    layer.attn.z_prime.fill_(case["span"] / S)
-        return [s.detach() for s in out.state]
+        pin_spans()
+        state[0] = [s.detach() for s in out.state]
 
-    sync()
-    with memory.measuring(dev) as peak:
-        g = torch.Generator().manual_seed(1)
-        state = [torch.randn(B, layer.attn.cache_len(), cfg.d_model, generator=g).to(dev) for layer in model.layers]
-        x = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
-        y = torch.randint(0, case["vocab"], (B, M), generator=g).to(dev)
-        for _ in range(case["warmup"]):
-            state = step(state)
-        times = []
-        for _ in range(case["steps"]):
+    return model, step, state
+
+
+def _worker(payload: dict) -> dict:
+    """In this process: ``time`` steps every case interleaved; ``memory`` measures one case's peak."""
+    import torch
+
+    from repro.train import memory
+
+    cases = payload["cases"]
+    first = next(iter(cases.values()))  # what every case shares: threads, device, steps
+    if first["threads"]:
+        torch.set_num_threads(first["threads"])
+    dev = torch.device(first["device"])
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    if payload["what"] == "memory":
+        case = first
+        sync()
+        _, step, _ = _setup(case)
+        with memory.measuring(dev) as peak:
+            for _ in range(case["warmup"] + 1):
+                step()
             sync()
-            t0 = time.perf_counter()
-            state = step(state)
-            sync()
-            times.append(time.perf_counter() - t0)
-    if dev.type == "cuda":
-        how = "cuda max_memory_allocated"
-    else:
-        how = "VmHWM (reset at baseline) - baseline RSS" if peak.reset else "ru_maxrss - baseline RSS"
-    stats = model.stats()
-    return {
-        **case,
-        "span": case["span"] if case["kind"] == "adaptive" else None,
-        "seconds_per_step": statistics.median(times),
-        "seconds_per_step_min": min(times),
-        "peak_memory_bytes": int(peak.bytes),
-        "flops_per_token": stats["flops_per_token"],
-        "avg_span": stats["avg_span"],
-        "attention_window": stats["attention_window"][0],
-        "cache_len": state[0].shape[1],
-        "params": stats["params"],
-        "threads": torch.get_num_threads(),
-        "memory_measure": how,
-    }
+        if dev.type == "cuda":
+            how = "cuda max_memory_allocated"
+        else:
+            how = "VmHWM (reset at baseline) - baseline RSS" if peak.reset else "ru_maxrss - baseline RSS"
+        return {"peak_memory_bytes": int(peak.bytes), "memory_measure": how}
+    built = {name: _setup(case) for name, case in cases.items()}
+    for _, step, _ in built.values():
+        for _ in range(max(0, first["warmup"] - 1)):  # interleaved adds one warm-up
+            step()
+    errors: dict[str, str] = {}
+    times = common.interleaved({n: b[1] for n, b in built.items()}, first["steps"], sync, errors)
+    out = {"times": times, "errors": errors, "threads": torch.get_num_threads(), "stats": {}}
+    for name, (model, _, state) in built.items():
+        stats = model.stats()
+        out["stats"][name] = {
+            "flops_per_token": stats["flops_per_token"],
+            "avg_span": stats["avg_span"],
+            "attention_window": stats["attention_window"][0],
+            "cache_len": state[0][0].shape[1],
+            "params": stats["params"],
+        }
+    return out
 
 
-def _run(case: dict) -> dict:
-    if case["device"].startswith("cuda"):
-        return _measure(case)
-    rec = common.run_worker("repro.bench.adaptive", case, common.memory_env())
-    return {**case, **rec} if "error" in rec else rec
+def _run(payload: dict, env: dict | None = None) -> dict:
+    if next(iter(payload["cases"].values()))["device"].startswith("cuda"):
+        return _worker(payload)
+    return common.run_worker("repro.bench.adaptive", payload, env)
 
 
 def main(args: argparse.Namespace) -> list[dict]:
@@ -174,30 +192,50 @@ def main(args: argparse.Namespace) -> list[dict]:
         device=args.device,
         precision=args.precision,
     )
-    fixed = _run({**shared, "kind": "fixed", "span": None})
-    records = [fixed]
+    cases = {"fixed": {**shared, "kind": "fixed", "span": None}}
     for z in args.spans:
-        rec = _run({**shared, "kind": "adaptive", "span": float(min(z, args.span_limit))})
-        if "error" not in rec and "error" not in fixed:
-            rec.update(
-                speedup_vs_fixed=fixed["seconds_per_step"] / rec["seconds_per_step"],
-                memory_ratio_vs_fixed=fixed["peak_memory_bytes"] / max(1, rec["peak_memory_bytes"]),
-                flops_ratio_vs_fixed=fixed["flops_per_token"] / rec["flops_per_token"],
-            )
-        records.append(rec)
+        cases[f"adaptive z={z:g}"] = {**shared, "kind": "adaptive", "span": float(min(z, args.span_limit))}
     if args.dynamic:
-        rec = _run({**shared, "kind": "dynamic", "span": None})
-        static = [r for r in records[1:] if "error" not in r]
-        if "error" not in rec and static:
-            near = min(static, key=lambda r: abs(r["avg_span"] - rec["avg_span"]))
-            rec.update(
-                static_case_span=near["span"],
-                time_over_flops_share=(rec["seconds_per_step"] / near["seconds_per_step"])
-                / (rec["flops_per_token"] / near["flops_per_token"]),
-            )
+        cases["dynamic"] = {**shared, "kind": "dynamic", "span": None}
+    cuda = args.device.startswith("cuda")
+    timed = _run({"what": "time", "cases": cases})
+    times = timed.get("times", {})
+    records = []
+    for name, case in cases.items():
+        rec = {**case, "threads": timed.get("threads", case["threads"])}
+        if name not in times:
+            records.append({**rec, "error": timed.get("errors", {}).get(name) or timed.get("error", "timing failed")})
+            continue
+        mem = _run({"what": "memory", "cases": {name: case}}, None if cuda else common.memory_env())
+        rec.update(
+            seconds_per_step=common.median(times[name]),
+            seconds_per_step_min=min(times[name]),
+            rounds=len(times[name]),
+            timing="interleaved",
+            **timed["stats"][name],
+            **{k: v for k, v in mem.items() if k in ("peak_memory_bytes", "memory_measure", "error")},
+        )
         records.append(rec)
+    fixed = records[0]
+    for name, rec in zip(cases, records):
+        if name == "fixed" or "error" in rec or "error" in fixed:
+            continue
+        rec.update(
+            speedup_vs_fixed=common.paired_speedup(times["fixed"], times[name]),
+            memory_ratio_vs_fixed=fixed["peak_memory_bytes"] / max(1, rec.get("peak_memory_bytes") or 1),
+            flops_ratio_vs_fixed=fixed["flops_per_token"] / rec["flops_per_token"],
+        )
+    dynamic = records[-1] if args.dynamic else None
+    static = [r for r in records[1 : len(records) - bool(args.dynamic)] if "error" not in r]
+    if dynamic is not None and "error" not in dynamic and static:
+        near = min(static, key=lambda r: abs(r["avg_span"] - dynamic["avg_span"]))
+        dynamic.update(
+            static_case_span=near["span"],
+            time_over_flops_share=(dynamic["seconds_per_step"] / near["seconds_per_step"])
+            / (dynamic["flops_per_token"] / near["flops_per_token"]),
+        )
     return records
 
 
-if __name__ == "__main__":  # a case's fresh process (``_run``); run the bench with `repro bench adaptive`
-    print(json.dumps(_measure(json.loads(sys.argv[2]))))
+if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench adaptive`
+    print(json.dumps(_worker(json.loads(sys.argv[2]))))
