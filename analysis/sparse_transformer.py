@@ -202,26 +202,33 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
 
 @renderer("st-table3", reads=("test_bits_ctx<N>",), reference={"table3": list})
 def table3(ctx: Context) -> list[tuple[Path, str]]:
-    """Bits against the minimum evaluation context: ONE trained model whose test split was scored at
-    each context of ``eval.context_sweep`` (summary ``test_bits_ctx<N>``), beside the paper's values."""
+    """Bits against the minimum evaluation context: ONE trained model (per seed) whose test split was
+    scored at each context of ``eval.context_sweep`` (summary ``test_bits_ctx<N>``), beside the paper's
+    values; with several seeds, their mean and standard deviation at each context."""
     runs = finished_runs(ctx.runs)
     if runs.empty:
         return []
     run = runs.iloc[0]
     block = run["data.block"]
     sweep = sorted(
-        (int(k[len("test_bits_ctx") :]), v)
+        (int(m.group(1)), v, _num(run.get(f"{k} sd")))
         for k, v in run.items()
-        if k.startswith("test_bits_ctx") and _num(v) is not None
+        if (m := re.fullmatch(r"test_bits_ctx(\d+)", k)) and _num(v) is not None
     )
     if not sweep:
         return []
+    seeds = int(_num(run.get("seeds")) or 1)
     frame = pd.DataFrame(
-        [{"min_context": c, "block": block, "fraction": c / block, "our test bits": bits} for c, bits in sweep]
+        [
+            {"min_context": c, "block": block, "fraction": c / block, "our test bits": bits}
+            | ({"sd over seeds": sd} if seeds > 1 else {})
+            for c, bits, sd in sweep
+        ]
     )
     paper = pd.DataFrame(ctx.reference("table3") or [])
+    who = f"one model (run {run['run_id']})" if seeds == 1 else f"one model per seed ({seeds} seeds: their mean)"
     notes = [
-        f"one model (run {run['run_id']}), its whole test split scored once per minimum context; every "
+        f"{who}, its whole test split scored once per minimum context; every "
         "scored target has at least min_context tokens of context inside its window"
     ]
     if not paper.empty:
@@ -232,7 +239,17 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
     md = ctx.write_table("table3", frame, ctx.manifest.title, notes)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(frame["fraction"], frame["our test bits"], "o-", label=f"ours (test bits, block {block})")
+    if seeds > 1:
+        ax.errorbar(
+            frame["fraction"],
+            frame["our test bits"],
+            yerr=frame["sd over seeds"],
+            fmt="o-",
+            capsize=3,
+            label=f"ours (test bits, block {block}; mean \u00b1 sd of {seeds} seeds)",
+        )
+    else:
+        ax.plot(frame["fraction"], frame["our test bits"], "o-", label=f"ours (test bits, block {block})")
     ax.set_xlabel("minimum context / block")
     ax.set_ylabel("our bits")
     handles, names = ax.get_legend_handles_labels()

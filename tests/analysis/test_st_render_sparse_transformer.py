@@ -120,6 +120,30 @@ def test_table3_one_model_scored_at_each_min_context(tmp_path):
     assert [(r.id, r.verdict.status) for r in results] == [("context-helps", "reproduced")]  # tiny claim only
 
 
+def test_table3_with_seeds_shows_their_mean_and_spread(tmp_path, drawn):
+    """Several seeds: the table's bits at each context are the seeds' mean, with their sd beside; the
+    figure draws the spread (the seed-mean row also carries ``<metric> sd`` keys, which are no contexts)."""
+    specs = resolve("st-table3").expand("tiny", seeds=2)
+    contexts = [64, 128, 192, 224]
+    per_seed = [[3.30, 3.25, 3.22, 3.21], [3.34, 3.27, 3.26, 3.23]]
+    for spec, bits in zip(specs, per_seed):
+        _store_run(
+            tmp_path,
+            spec,
+            test_bits=bits[-1],
+            valid_bits=3.26,
+            **{f"test_bits_ctx{c}": b for c, b in zip(contexts, bits)},
+        )
+    _render(tmp_path, "st-table3")
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table3-table3-tiny.csv")
+    assert list(csv["min_context"]) == contexts
+    assert np.allclose(csv["our test bits"], np.mean(per_seed, axis=0))
+    assert np.allclose(csv["sd over seeds"], np.std(per_seed, axis=0, ddof=1))
+    ours = drawn["table3"][0]  # the first axes: ours (the paper's on a twin axis)
+    assert np.allclose(ours["lines"][0][2], np.mean(per_seed, axis=0))
+    assert ours["points"], "the seeds' spread is drawn as error bars"
+
+
 def test_table4_picks_the_largest_model_within_budget(tmp_path):
     specs = resolve("st-table4").expand("tiny", seeds=1)
     for spec in specs:
