@@ -219,8 +219,9 @@ def bucketed_attention(
     S = B * H  # sequences x heads, flattened: row r is query r % M of pair r // M
     widths = bucket_widths(W, base)
     bucket = torch.bucketize(need.reshape(S * M), torch.tensor(widths, device=q.device, dtype=need.dtype))
-    order = torch.argsort(bucket * S + torch.arange(S * M, device=q.device) // M, stable=True)  # by bucket, pair
-    counts = F.one_hot(bucket * S + torch.arange(S * M, device=q.device) // M, len(widths) * S).sum(0)
+    group = bucket * S + torch.arange(S * M, device=q.device) // M  # (bucket, pair) of every row
+    order = torch.argsort(group, stable=True)  # the rows by bucket, then pair, then position
+    counts = torch.bincount(group, minlength=len(widths) * S)
     starts = (counts.cumsum(0) - counts).view(len(widths), S)
     counts = counts.view(len(widths), S)
     q_rows = q.reshape(S * M, dh)
