@@ -28,6 +28,14 @@ def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator |
     return torch.multinomial(probs, 1, generator=generator)[:, 0]
 
 
+def _rows(prompt: torch.Tensor | None, n_samples: int, device: torch.device | None = None) -> torch.Tensor | None:
+    """The prompt as (n_samples, P) symbols: a (P,) prompt is shared by every sample."""
+    if prompt is None:
+        return None
+    prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)
+    return prompt[None].expand(n_samples, -1) if prompt.dim() == 1 else prompt
+
+
 @torch.no_grad()
 def sample(
     model: LanguageModel,
@@ -50,10 +58,7 @@ def sample(
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    if prompt is not None:
-        prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)
-        if prompt.dim() == 1:
-            prompt = prompt[None].expand(n_samples, -1)
+    prompt = _rows(prompt, n_samples, device)
     if start_token is None and prompt is None:
         start_token = vocab_size
     parts = []
@@ -90,9 +95,7 @@ def sample_long(
     block as :func:`sample`; beyond it, the context window slides: when it is full, the last half block
     of symbols becomes the new context (prefilled) and sampling goes on from there."""
     keep = max(1, model.block // 2)
-    context = None if prompt is None else torch.as_tensor(prompt, dtype=torch.long)
-    if context is not None and context.dim() == 1:
-        context = context[None].expand(n_samples, -1)
+    context = _rows(prompt, n_samples)
     if context is not None and context.shape[1] > model.block:
         raise ValueError(f"the prompt's {context.shape[1]} symbols exceed the model's block of {model.block}")
     chunks, produced = [], 0
