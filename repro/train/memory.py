@@ -10,6 +10,8 @@ process holds (model, optimizer, activations and the runtime together).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import os
 import resource
 from collections.abc import Iterator
@@ -19,11 +21,26 @@ from pathlib import Path
 import torch
 
 
+def release() -> None:
+    """Hand the heap's free pages back to the OS (glibc ``malloc_trim``), after collecting garbage.
+
+    Freed memory stays resident: glibc keeps it in its arenas. Without this, a run trained after a
+    larger one in the same process (``repro run`` trains a manifest's runs in turn) starts its peak
+    from the earlier run's resident set, so its peak memory says more about the run before it than
+    about itself. Where the C library has no ``malloc_trim`` (not glibc), only the collection runs.
+    """
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def reset_peak(device: torch.device) -> bool:
-    """Start a fresh peak now; False where a CPU peak cannot be reset (it stays the lifetime peak)."""
+    """Start a fresh peak now (on CPU from the live memory only: :func:`release` first); False where a CPU
+    peak cannot be reset (it stays the lifetime peak)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         return True
+    release()
     try:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
