@@ -237,9 +237,11 @@ def _means(frames: list[pd.DataFrame], cell_keys: list[str]) -> pd.DataFrame:
     numeric = [c for c in both.select_dtypes("number").columns if c not in keys and c != SEED]
     if not keys:
         return pd.DataFrame([{"status": "finished", **both[numeric].mean().to_dict()}])
-    labels = both[keys].astype(str)
-    grouped = both[numeric].groupby([labels[k] for k in keys], sort=False, dropna=False).mean()
-    return grouped.reset_index().assign(status="finished")
+    labels = both[keys].astype(str)  # a cell's value may be a dict (data={...}): grouped by its text,
+    by = [labels[k].rename(f"_{i}") for i, k in enumerate(keys)]  # but each cell keeps its own value
+    cells = both[keys].groupby(by, sort=False, dropna=False).first()
+    grouped = both[numeric].groupby(by, sort=False, dropna=False).mean()
+    return pd.concat([cells, grouped], axis=1).reset_index(drop=True).assign(status="finished")
 
 
 def _judge(check: str, means: pd.DataFrame, frames: list[pd.DataFrame], cell_keys: list[str], n: int) -> Verdict:

@@ -183,3 +183,18 @@ def test_a_manifest_without_a_grid_pairs_its_seeds_too():
     )
     verdict = claims.evaluate("test_bits[] < 4", runs, [])
     assert verdict.status == "reproduced" and verdict.seeds == 3 and "3.2 ± 0.1" in verdict.detail
+
+
+def test_cells_named_by_a_dict_value_are_paired_by_seed():
+    """st-table4's cells are `data={...}` dicts: the seed means must keep the cell's own value, or the
+    per-seed rows no longer line up with them (sd nan), and a nan spread let the sign alone decide."""
+    runs = pd.DataFrame(
+        [
+            {"data": {"name": "audio", "seq_len": n}, "train.seed": seed, "status": "finished", "valid_bits": b}
+            for seed, bits in enumerate([(7.9, 7.3), (8.2, 7.4), (7.8, 7.2)])
+            for n, b in zip((1024, 4096), bits)
+        ]
+    )
+    verdict = claims.evaluate("max(valid_bits[]) < 8", runs, ["data"])
+    assert "nan" not in verdict.detail and "7.967 ± 0.21" in verdict.detail
+    assert verdict.status == "within noise"  # 1024's mean 7.97 is below 8 by less than two standard errors
