@@ -22,9 +22,9 @@ is reproduced when its expression is true everywhere; when a precondition does n
 evaluable*, with the failed precondition and its numbers.
 
 A timing metric (:data:`TIMED`) counts only from runs whose summary says they ran alone (``ran_alone``:
-the 1-minute load average sampled over training stayed within the run's own threads); a run that
-shared the machine, or one stored before the load was recorded, makes the claim not evaluable, saying
-which and at what load. Peak memory is the process's own high-water mark, which other processes do
+no sampled interval of training had other processes keeping more than half a core busy; runs stored
+before 2026-12-02 judged it from the 1-minute load average instead); a run that shared the machine, or
+one stored before the load was recorded, makes the claim not evaluable, saying which and how much. Peak memory is the process's own high-water mark, which other processes do
 not move, so it needs no such record.
 Replicates (runs of one cell that differ only in ``train.seed``) are judged together. The seeds used are
 those whose runs complete every selection of the claim and its preconditions. Preconditions and the
@@ -422,11 +422,17 @@ def _check_alone(rows: pd.DataFrame, metric: str, filters: dict[str, str]) -> No
         )
     shared = rows[~alone.astype(bool)]
     if not shared.empty:
+        others = shared["others_cores_max"] if "others_cores_max" in shared else pd.Series(dtype=float)
         loads = shared["load_average_max"] if "load_average_max" in shared else pd.Series(dtype=float)
         cpus = shared["cpus"].iloc[0] if "cpus" in shared else "?"
+        measured = (
+            f"other processes kept up to {others.max():.2f} of {cpus} cores busy"
+            if others.notna().any()
+            else f"1-minute load up to {loads.max():.2f} on {cpus} cores"
+        )
         raise NotEvaluable(
-            f"{what}: {len(shared)} of {len(rows)} run(s) shared the machine (1-minute load up to "
-            f"{loads.max():.2f} on {cpus} cores); a timing claim needs runs that ran alone"
+            f"{what}: {len(shared)} of {len(rows)} run(s) shared the machine ({measured}); a timing claim "
+            "needs runs that ran alone"
         )
 
 

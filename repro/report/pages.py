@@ -265,10 +265,12 @@ def derived_note(manifest: Manifest) -> list[str]:
 
 
 def verdict_table(rows: list[tuple[str, str | None, list[ClaimResult]]], scales: list[str]) -> str:
-    """Rows (label, link, claim results) by scale: each cell the counts of the four verdicts, linked."""
+    """Rows (label, link, claim results) by scale: each cell the counts of the four verdicts, linked; with
+    more than one row, a first row sums each scale's verdicts over every artefact."""
     used = [s for s in scales if any(r.scale == s for _, _, results in rows for r in results)]
     lines = ["| artefact | " + " | ".join(used) + " |", "|---|" + "---|" * len(used)]
-    for label, link, results in rows:
+    everything = [r for _, _, results in rows for r in results]
+    for label, link, results in [("**every claim**", None, everything)] * (len(rows) > 1) + rows:
         cells = []
         for scale in used:
             judged = [r.verdict.status for r in results if r.scale == scale]
@@ -407,7 +409,7 @@ def _render_all(root: Path) -> Path:
         "(seeds) are judged together: thresholds on the seed means, comparisons on paired margins "
         f"({claims.RULE}); *within noise* when the margin is inside that noise (docs/reproducibility.md).",
         "",
-        "Verdicts per artefact and scale (" + " / ".join(claims.VERDICTS) + "):",
+        "Verdicts per scale, over every claim and then per artefact (" + " / ".join(claims.VERDICTS) + "):",
         "",
         verdict_table(summary, [s for s in SCALE_ORDER if s in seen] + [s for s in seen if s not in SCALE_ORDER]),
         "",

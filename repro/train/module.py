@@ -31,7 +31,7 @@ from repro.models import family
 from repro.models.base import LanguageModel, detach_state, map_state
 from repro.progress import duration, say
 from repro.store.checkpoints import LAST, RUN_ID
-from repro.train import distributed, memory, signals
+from repro.train import distributed, memory, signals, throughput
 from repro.train.evaluation import evaluate
 from repro.train.optim import AdagradClip
 
@@ -343,9 +343,11 @@ class BoundaryCheckpoint(pl.Callback):
 
 class TrainingMeter(pl.Callback):
     """Median wall-clock seconds per training step (each session's first ``skip`` steps, warm-up, not
-    counted), the peak memory of training, the training wall time and the machine's 1-minute load
-    average (sampled at the start and every ``load_every`` seconds: its mean and maximum), measured in
-    the process that trains and kept in the checkpoint, so a resumed run reports its whole training.
+    counted), the peak memory of training, the training wall time, the machine's 1-minute load average
+    and the cores other processes kept busy (``throughput.others_cores``, the run's ``processes`` ranks
+    counted as its own), both sampled at the start and every ``load_every`` seconds (their mean and
+    maximum), measured in the process that trains and kept in the checkpoint, so a resumed run reports
+    its whole training.
 
     Results go into ``trainer.callback_metrics`` at the end of every fit (even one that had no step
     left to train), which Lightning carries back to the main process under ``ddp_spawn``.
@@ -353,10 +355,13 @@ class TrainingMeter(pl.Callback):
 
     SECONDS, PEAK, TRAIN_SECONDS = "seconds_per_step", "peak_memory_bytes", "train_seconds"
     LOAD_MEAN, LOAD_MAX = "load_average_mean", "load_average_max"
+    OTHERS_MEAN, OTHERS_MAX = "others_cores_mean", "others_cores_max"
 
-    def __init__(self, skip: int = 3, load_every: float = 10.0):
-        self.skip, self.load_every = skip, load_every
+    def __init__(self, skip: int = 3, load_every: float = 10.0, processes: int = 1):
+        self.skip, self.load_every, self.processes = skip, load_every, processes
         self.loads: list[float] = []  # 1-minute load averages sampled over training, every session
+        self.others: list[float] = []  # cores other processes kept busy, per sampled interval, every session
+        self._cpu: tuple[float, float, float] | None = None  # the last CPU-time sample of this session
         self.times: list[float] = []  # step times after warm-up, every session of the run
         self.warm: list[float] = []  # warm-up step times (used only when a run is too short for others)
         self.peak, self.seconds = 0, 0.0  # earlier sessions' peak memory and training seconds
@@ -368,11 +373,15 @@ class TrainingMeter(pl.Callback):
         self._device = pl_module.device
         memory.reset_peak(self._device)
         self._started, self._steps = time.perf_counter(), 0
-        self._sample_load()
+        self._sample_load(first=True)
 
-    def _sample_load(self) -> None:
+    def _sample_load(self, first: bool = False) -> None:
         self.loads.append(os.getloadavg()[0])
         self._loaded = time.perf_counter()
+        sample = throughput.cpu_sample()
+        if sample is not None and self._cpu is not None and not first:
+            self.others.append(throughput.others_cores(self._cpu, sample, self.processes))
+        self._cpu = sample
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._t0 = time.perf_counter()
@@ -396,12 +405,14 @@ class TrainingMeter(pl.Callback):
             "peak": self._peak(),
             "seconds": self._seconds(),
             "loads": torch.tensor(self.loads, dtype=torch.float64),
+            "others": torch.tensor(self.others, dtype=torch.float64),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.times, self.warm = state["times"].tolist(), state["warm"].tolist()
         self.peak, self.seconds = int(state["peak"]), float(state["seconds"])
         self.loads = state["loads"].tolist() if "loads" in state else []  # checkpoints before loads were kept
+        self.others = state["others"].tolist() if "others" in state else []  # and before CPU shares were
 
     def on_fit_end(self, trainer, pl_module) -> None:
         if self._device is not None:
@@ -415,6 +426,9 @@ class TrainingMeter(pl.Callback):
         if self.loads:
             trainer.callback_metrics[self.LOAD_MEAN] = torch.tensor(float(np.mean(self.loads)))
             trainer.callback_metrics[self.LOAD_MAX] = torch.tensor(float(np.max(self.loads)))
+        if self.others:
+            trainer.callback_metrics[self.OTHERS_MEAN] = torch.tensor(float(np.mean(self.others)))
+            trainer.callback_metrics[self.OTHERS_MAX] = torch.tensor(float(np.max(self.others)))
 
 
 class ProgressLines(pl.Callback):

@@ -383,7 +383,7 @@ def _trainer(
         callbacks=[
             *selection_callbacks(spec, run.checkpoints),
             BoundaryCheckpoint(run.checkpoints, spec.train.checkpoint_every, store_logger),
-            TrainingMeter(),
+            TrainingMeter(processes=world.devices),  # the ranks on this machine count as the run's own
             *callbacks,
         ],
         plugins=[StoreCheckpointIO(), world.environment],
@@ -402,13 +402,13 @@ def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, wo
     """Achieved model FLOP/s and MFU against the device's peak, the FLOPs convention, and the load the
     machine carried over training (repro.train.throughput, docs/throughput.md)."""
     metrics = trainer.callback_metrics
-    load = {key: float(metrics[key]) for key in (TrainingMeter.LOAD_MEAN, TrainingMeter.LOAD_MAX) if key in metrics}
+    sampled = (TrainingMeter.LOAD_MEAN, TrainingMeter.LOAD_MAX, TrainingMeter.OTHERS_MEAN, TrainingMeter.OTHERS_MAX)
+    load = {key: float(metrics[key]) for key in sampled if key in metrics}
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    own = world.processes * (1 if device == "cuda" else torch.get_num_threads())
     return {
         **load,
         "cpus": os.cpu_count(),
-        "ran_alone": throughput.ran_alone(load.get(TrainingMeter.LOAD_MAX), own),
+        "ran_alone": throughput.ran_alone(load.get(TrainingMeter.OTHERS_MAX)),
         **throughput.summary_fields(
             run.path.parent.parent.parent,
             device,

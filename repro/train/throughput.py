@@ -13,6 +13,10 @@ measured once with a square GEMM (:func:`measure_peak`, the best of a few repeat
 results root in ``machine/peak-flops.json``, keyed by the CPU model (or GPU name), torch's thread count
 and torch's version. A peak measured while others load the machine is low (MFU then reads high): the
 cache keeps the load average it was measured at; ``python -m repro.train.throughput --measure`` redoes it.
+
+Whether a run had the machine to itself (``ran_alone``, which timing claims require) is read from CPU
+time, not the load average: over each sampled interval, the machine's busy CPU time less the run's own
+(:func:`others_cores`).
 """
 
 from __future__ import annotations
@@ -202,12 +206,40 @@ def bench_fields(root: Path, record: dict) -> dict:
     return fields
 
 
-def ran_alone(load_max: float | None, own_threads: int) -> bool | None:
-    """Whether the highest 1-minute load average sampled over a run leaves room for nothing but the
-    run itself (its ``own_threads`` busy threads, plus half a core of slack); None without samples."""
-    if load_max is None:
+ALONE_SLACK = 0.5  # cores that other processes may keep busy while a run still counts as alone
+
+
+def cpu_sample() -> tuple[float, float, float] | None:
+    """(wall seconds, CPU seconds the whole machine has spent busy, CPU seconds this process has spent in
+    all its threads), or None where the machine's CPU time cannot be read (no ``/proc/stat``)."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
         return None
-    return bool(load_max <= own_threads + 0.5)
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in first[1:9])
+    own = os.times()
+    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    return time.perf_counter(), busy, own.user + own.system
+
+
+def others_cores(before: tuple[float, float, float], after: tuple[float, float, float], processes: int = 1) -> float:
+    """How many cores other processes kept busy between two :func:`cpu_sample` s: the machine's busy CPU
+    time less the run's own (``processes`` ranks alike, each measured by its own sample), per wall second.
+    The run's own threads count as its own however many there are: the thread pools that spin while they
+    wait (OpenMP's and a BLAS library's, side by side) raise the load average past the run's thread count,
+    never this."""
+    wall = after[0] - before[0]
+    if wall <= 0:
+        return 0.0
+    return max(0.0, ((after[1] - before[1]) - processes * (after[2] - before[2])) / wall)
+
+
+def ran_alone(others_max: float | None) -> bool | None:
+    """Whether no sampled interval of a run had other processes keeping more than :data:`ALONE_SLACK` of
+    a core busy; None without samples (a run stored before they were taken, or no ``/proc/stat``)."""
+    if others_max is None:
+        return None
+    return bool(others_max <= ALONE_SLACK)
 
 
 def main(argv: list[str] | None = None) -> int:

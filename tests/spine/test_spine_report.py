@@ -90,3 +90,22 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
     assert any(p.suffix == ".pdf" for p in first) and any(p.suffix == ".png" for p in first)
     report.render(m, root)
     assert written() == first
+
+
+def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
+    """REPORT.md's table: a first row sums each scale's four verdicts over every artefact, then one row each."""
+    from repro.config.claims import Verdict
+    from repro.report.pages import ClaimResult, verdict_table
+
+    def judged(manifest, scale, *statuses):
+        return [ClaimResult(manifest, scale, f"c{i}", "t", "x", Verdict(s, "")) for i, s in enumerate(statuses)]
+
+    a = judged("a", "tiny", "reproduced", "within noise") + judged("a", "cpu", "not evaluable")
+    b = judged("b", "tiny", "reproduced", "not reproduced", "reproduced")
+    lines = verdict_table([("A", "reports/a.md", a), ("B", "reports/b.md", b)], ["tiny", "cpu"]).splitlines()
+    assert lines[0] == "| artefact | tiny | cpu |"
+    assert lines[2] == "| **every claim** | 3 / 1 / 1 / 0 | 0 / 0 / 0 / 1 |"
+    assert lines[3] == "| A | [1 / 0 / 1 / 0](reports/a.md) | [0 / 0 / 0 / 1](reports/a.md) |"
+    assert lines[4] == "| B | [2 / 1 / 0 / 0](reports/b.md) | — |"
+    one = verdict_table([("A", None, a)], ["tiny", "cpu"]).splitlines()
+    assert len(one) == 3 and "every claim" not in one[2]  # one artefact: its row is the total

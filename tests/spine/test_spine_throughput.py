@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -22,7 +23,8 @@ def test_a_run_records_its_model_flops_rate_mfu_and_load(tmp_path, write_manifes
     assert 0 < summary["mfu"] < 1 and summary["compute_dtype"] == "fp32"
     assert summary["flops_convention"] == throughput.CONVENTION
     assert summary["load_average_max"] >= summary["load_average_mean"] >= 0
-    assert isinstance(summary["ran_alone"], bool) and summary["cpus"] >= 1
+    assert summary["others_cores_max"] >= summary["others_cores_mean"] >= 0
+    assert summary["ran_alone"] is (summary["others_cores_max"] <= throughput.ALONE_SLACK) and summary["cpus"] >= 1
     cached = json.loads((tmp_path / "results" / "machine" / "peak-flops.json").read_text())
     ((key, entry),) = cached.items()  # measured once, for this processor, thread count and torch
     assert key in summary["peak_source"] and entry["flops_per_second"] == summary["peak_flops_per_second"]
@@ -62,7 +64,43 @@ def test_precision_names_map_to_compute_dtypes():
     assert throughput.compute_dtype("32-true", "cpu") == "fp32"
 
 
-def test_ran_alone_leaves_room_for_the_runs_own_threads_only():
-    assert throughput.ran_alone(2.3, 2) is True
-    assert throughput.ran_alone(3.9, 2) is False
-    assert throughput.ran_alone(None, 2) is None
+def test_ran_alone_leaves_half_a_core_to_other_processes():
+    assert throughput.ran_alone(0.3) is True
+    assert throughput.ran_alone(0.9) is False
+    assert throughput.ran_alone(None) is None
+
+
+def test_others_cores_is_the_machines_busy_time_less_the_runs_own():
+    # 10 s of wall time; the machine spent 25 CPU-s busy, the run 18 (all its threads): others kept 0.7
+    assert throughput.others_cores((0.0, 100.0, 50.0), (10.0, 125.0, 68.0)) == pytest.approx(0.7)
+    # two ranks on this machine, each measuring 9 CPU-s of its own: theirs, not others'
+    assert throughput.others_cores((0.0, 100.0, 50.0), (10.0, 120.0, 59.0), processes=2) == pytest.approx(0.2)
+    assert throughput.others_cores((0.0, 100.0, 50.0), (10.0, 110.0, 61.0)) == 0.0  # clock ticks round: never < 0
+
+
+def test_a_busy_process_beside_the_run_is_seen_and_the_runs_own_threads_are_not():
+    """Real processes, judged in CPU seconds (so any other load on the machine cannot decide it): all
+    that a sibling process spins counts as others'; all that a thread of this process spins, as its own."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    if throughput.cpu_sample() is None:
+        pytest.skip("no /proc/stat on this machine")
+    spin = "import time\nend = time.thread_time() + 1.0\nwhile time.thread_time() < end: pass"
+    children = os.times().children_user + os.times().children_system
+    before = throughput.cpu_sample()
+    subprocess.run([sys.executable, "-c", spin], check=True)
+    after = throughput.cpu_sample()
+    sibling = os.times().children_user + os.times().children_system - children
+    others = throughput.others_cores(before, after) * (after[0] - before[0])  # CPU seconds
+    assert sibling >= 0.9 and others >= 0.9 * sibling
+
+    spent = []
+    worker = threading.Thread(target=lambda: (exec(spin, {}), spent.append(time.thread_time())))
+    before = throughput.cpu_sample()
+    worker.start()
+    worker.join()
+    after = throughput.cpu_sample()
+    assert spent[0] >= 0.95 and after[2] - before[2] >= 0.9 * spent[0]  # another thread's CPU is the run's own
