@@ -64,10 +64,15 @@ def compute_dtype(precision: str, device_type: str) -> str:
 
 
 def device_key(device_type: str, threads: int) -> str:
-    """What a measured peak is valid for: the processor, torch's threads and torch's version."""
+    """What a measured peak is valid for: the processor (on a CPU with the kernels torch runs: AVX2 under
+    repro's pin, AVX512 natively), torch's threads and torch's version."""
     import torch
 
-    name = torch.cuda.get_device_name(0) if device_type == "cuda" else _cpu_model()
+    name = (
+        torch.cuda.get_device_name(0)
+        if device_type == "cuda"
+        else f"{_cpu_model()} {torch.backends.cpu.get_cpu_capability()}"
+    )
     return f"{name} | {threads} threads | torch {torch.__version__}"
 
 
@@ -210,24 +215,46 @@ ALONE_SLACK = 0.5  # cores that other processes may keep busy while a run still 
 
 
 def cpu_sample() -> tuple[float, float, float] | None:
-    """(wall seconds, CPU seconds the whole machine has spent busy, CPU seconds this process has spent in
-    all its threads), or None where the machine's CPU time cannot be read (no ``/proc/stat``)."""
+    """(wall seconds, CPU seconds the whole machine has spent busy, CPU seconds this process and its
+    descendants have spent: every thread, a W&B service, a data-loader worker, the children they reaped),
+    or None where the machine's CPU time cannot be read (no ``/proc``)."""
     try:
         first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
     except OSError:
         return None
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in first[1:9])
-    own = os.times()
-    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-    return time.perf_counter(), busy, own.user + own.system
+    ticks = os.sysconf("SC_CLK_TCK")
+    return time.perf_counter(), (user + nice + system + irq + softirq + steal) / ticks, _tree_ticks(os.getpid()) / ticks
+
+
+def _tree_ticks(root: int) -> int:
+    """utime + stime + cutime + cstime (``proc(5)``) summed over ``root`` and its live descendants."""
+    children: dict[int, list[int]] = {}
+    spent: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(entry.path, "stat").read_text()
+        except OSError:  # it exited meanwhile
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # from field 3 (state) on: the name may hold spaces
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        spent[pid] = sum(int(x) for x in fields[11:15])
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += spent.get(pid, 0)
+        stack += children.get(pid, [])
+    return total
 
 
 def others_cores(before: tuple[float, float, float], after: tuple[float, float, float], processes: int = 1) -> float:
     """How many cores other processes kept busy between two :func:`cpu_sample` s: the machine's busy CPU
-    time less the run's own (``processes`` ranks alike, each measured by its own sample), per wall second.
-    The run's own threads count as its own however many there are: the thread pools that spin while they
-    wait (OpenMP's and a BLAS library's, side by side) raise the load average past the run's thread count,
-    never this."""
+    time less the run's own (its process tree; ``processes`` ranks alike, each measured by its own
+    sample), per wall second. Unlike the 1-minute load average it neither lags (a run started right after
+    another job ended is not charged with it) nor guesses how many of the run's threads are busy."""
     wall = after[0] - before[0]
     if wall <= 0:
         return 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -78,29 +79,61 @@ def test_others_cores_is_the_machines_busy_time_less_the_runs_own():
     assert throughput.others_cores((0.0, 100.0, 50.0), (10.0, 110.0, 61.0)) == 0.0  # clock ticks round: never < 0
 
 
-def test_a_busy_process_beside_the_run_is_seen_and_the_runs_own_threads_are_not():
-    """Real processes, judged in CPU seconds (so any other load on the machine cannot decide it): all
-    that a sibling process spins counts as others'; all that a thread of this process spins, as its own."""
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_busy_process_beside_the_run_is_seen_and_the_runs_own_are_not():
+    """Real processes, judged in CPU seconds (so other load on the machine cannot decide it): what an
+    unrelated process spins counts as others'; what a thread or a child process of the run spins (a W&B
+    service, a data-loader worker) as the run's own."""
     import subprocess
     import sys
     import threading
     import time
 
     if throughput.cpu_sample() is None:
-        pytest.skip("no /proc/stat on this machine")
-    spin = "import time\nend = time.thread_time() + 1.0\nwhile time.thread_time() < end: pass"
-    children = os.times().children_user + os.times().children_system
-    before = throughput.cpu_sample()
-    subprocess.run([sys.executable, "-c", spin], check=True)
-    after = throughput.cpu_sample()
-    sibling = os.times().children_user + os.times().children_system - children
+        pytest.skip("no /proc on this machine")
+    spin = "import time\nend = time.thread_time() + 1.0\nwhile time.thread_time() < end: pass\ntime.sleep(30)"
+    # an unrelated process: started through a parent that exits at once, so it is no descendant of ours
+    # (its output and errors are not our pipes: run() returns when the parent exits)
+    orphan = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys\nprint(subprocess.Popen([sys.executable, '-c', {spin!r}], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(orphan.stdout)
+    try:
+        before, spent = throughput.cpu_sample(), _cpu_seconds(pid)
+        while _cpu_seconds(pid) < 1.0:
+            time.sleep(0.05)
+        after, spent = throughput.cpu_sample(), _cpu_seconds(pid) - spent
+    finally:
+        os.kill(pid, 9)
     others = throughput.others_cores(before, after) * (after[0] - before[0])  # CPU seconds
-    assert sibling >= 0.9 and others >= 0.9 * sibling
+    assert spent >= 0.5 and others >= 0.9 * spent and after[2] - before[2] < 0.5 * spent
 
-    spent = []
-    worker = threading.Thread(target=lambda: (exec(spin, {}), spent.append(time.thread_time())))
+    child = subprocess.Popen([sys.executable, "-c", spin])  # a child of the run: its own
+    try:
+        before, spent = throughput.cpu_sample(), _cpu_seconds(child.pid)
+        while _cpu_seconds(child.pid) < 1.0:
+            time.sleep(0.05)
+        after, spent = throughput.cpu_sample(), _cpu_seconds(child.pid) - spent
+    finally:
+        child.kill()
+        child.wait()
+    assert spent >= 0.5 and after[2] - before[2] >= 0.9 * spent
+
+    used = []
+    worker = threading.Thread(target=lambda: (exec(spin.rsplit("\n", 1)[0], {}), used.append(time.thread_time())))
     before = throughput.cpu_sample()
     worker.start()
     worker.join()
     after = throughput.cpu_sample()
-    assert spent[0] >= 0.95 and after[2] - before[2] >= 0.9 * spent[0]  # another thread's CPU is the run's own
+    assert used[0] >= 0.95 and after[2] - before[2] >= 0.9 * used[0]  # another thread's CPU is the run's own
