@@ -45,12 +45,23 @@ def pin(environ: MutableMapping[str, str] = os.environ, flags: set[str] | None =
     return "avx2"
 
 
+def model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; the platform's word for it elsewhere). Not enough to tell
+    two machines' kernels apart: "AMD EPYC" has named CPUs with and without AVX-512 here."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine() or "unknown"
+
+
 def _flags() -> set[str]:
     """The CPU's feature flags (``/proc/cpuinfo``; empty where it cannot be read)."""
+    return set(_cpuinfo("flags").split())
+
+
+def _cpuinfo(key: str) -> str:
+    """The first ``key`` line's value in ``/proc/cpuinfo`` ("" where there is none)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.partition(":")[2].split())
+            if line.partition(":")[0].strip() == key:
+                return line.partition(":")[2].strip()
     except OSError:
         pass
-    return set()
+    return ""

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import lightning
@@ -63,7 +61,7 @@ def describe(spec: RunSpec) -> dict[str, Any]:
     return {
         "torch": torch.__version__,
         "lightning": lightning.__version__,
-        "device": torch.cuda.get_device_name(0) if cuda else cpu_model(),
+        "device": torch.cuda.get_device_name(0) if cuda else cpu_isa.model(),
         "cpu_isa": cpu_isa.pin(
             dict(os.environ)
         ),  # what repro pinned: avx2, or none (native, or a CPU it does not apply to)
@@ -71,12 +69,3 @@ def describe(spec: RunSpec) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "precision": spec.train.precision,
     }
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``; the platform's word for it elsewhere)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    return platform.processor() or platform.machine() or "unknown"

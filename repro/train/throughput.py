@@ -24,10 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
+from repro import cpu_isa
 from repro.files import atomic
 
 CONVENTION = (
@@ -71,19 +71,9 @@ def device_key(device_type: str, threads: int) -> str:
     name = (
         torch.cuda.get_device_name(0)
         if device_type == "cuda"
-        else f"{_cpu_model()} {torch.backends.cpu.get_cpu_capability()}"
+        else f"{cpu_isa.model()} {torch.backends.cpu.get_cpu_capability()}"
     )
     return f"{name} | {threads} threads | torch {torch.__version__}"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown cpu"
 
 
 def table_peak(device_name: str, dtype: str) -> float | None:
