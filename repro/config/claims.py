@@ -200,8 +200,9 @@ def _seeds(runs: pd.DataFrame) -> pd.Series:
 
 
 def _complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[tuple[str, dict]]) -> list:
-    """The seeds whose runs complete every selection (finished, the metric stored, every cell there);
-    when none does, the first seed (its selections then say what is missing)."""
+    """The seeds whose runs complete every selection (finished, the metric stored, every cell there, and
+    for a timing metric every run alone); when none does, the first seed (its selections then say what is
+    missing)."""
     seeds = list(dict.fromkeys(_seeds(runs)))
     complete = []
     for seed in seeds:
@@ -223,6 +224,12 @@ def _complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[t
             ):
                 ok = False
                 break
+            if metric in TIMED:  # a seed whose timed runs did not run alone has no timing to judge
+                try:
+                    _check_alone(rows, metric, filters)
+                except NotEvaluable:
+                    ok = False
+                    break
         if ok:
             complete.append(seed)
     return complete or seeds[:1]
@@ -235,13 +242,22 @@ def _means(frames: list[pd.DataFrame], cell_keys: list[str]) -> pd.DataFrame:
     both = pd.concat(frames)
     keys = [k for k in cell_keys if k in both]
     numeric = [c for c in both.select_dtypes("number").columns if c not in keys and c != SEED]
+    alone = (
+        both["ran_alone"].astype(object).where(both["ran_alone"].notna(), False).astype(bool)
+        if "ran_alone" in both
+        else None
+    )
     if not keys:
-        return pd.DataFrame([{"status": "finished", **both[numeric].mean().to_dict()}])
+        extra = {"ran_alone": bool(alone.all())} if alone is not None else {}
+        return pd.DataFrame([{"status": "finished", **both[numeric].mean().to_dict(), **extra}])
     labels = both[keys].astype(str)  # a cell's value may be a dict (data={...}): grouped by its text,
     by = [labels[k].rename(f"_{i}") for i, k in enumerate(keys)]  # but each cell keeps its own value
     cells = both[keys].groupby(by, sort=False, dropna=False).first()
     grouped = both[numeric].groupby(by, sort=False, dropna=False).mean()
-    return pd.concat([cells, grouped], axis=1).reset_index(drop=True).assign(status="finished")
+    parts = [cells, grouped] + ([alone.groupby(by, sort=False, dropna=False).all()] if alone is not None else [])
+    return (
+        pd.concat(parts, axis=1).reset_index(drop=True).assign(status="finished")
+    )  # a cell ran alone if every seed did
 
 
 def _judge(check: str, means: pd.DataFrame, frames: list[pd.DataFrame], cell_keys: list[str], n: int) -> Verdict:

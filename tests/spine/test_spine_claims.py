@@ -118,6 +118,14 @@ def test_timing_claims_count_only_runs_that_ran_alone():
     older = TIMED.drop(columns=["ran_alone"])  # stored before the load was recorded
     verdict = claims.evaluate(FASTER, older, KEYS)
     assert verdict.status == "not evaluable" and "no load record" in verdict.detail
+    # replicates: a seed whose timed runs did not run alone is left out, the others judge the claim
+    seeds = pd.concat(
+        [older.assign(**{claims.SEED: 0}), TIMED.assign(**{claims.SEED: 1}), TIMED.assign(**{claims.SEED: 2})]
+    )
+    verdict = claims.evaluate(
+        FASTER, seeds.assign(seconds_per_step=[0.3, 0.35, 0.2, 0.25] * 2 + [0.3, 0.36, 0.2, 0.26]), KEYS
+    )
+    assert verdict.status == "reproduced" and verdict.seeds == 2
     # a claim on other metrics of the same runs is judged as before
     assert claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", loaded, KEYS).status == "reproduced"
 
