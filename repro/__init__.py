@@ -13,4 +13,4 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # it, so that an AVX-512 machine computes the bits an AVX2 one does. Also before torch is first imported.
 from repro import cpu_isa as _cpu_isa  # noqa: E402
 
-PINNED_ISA = _cpu_isa.pin()
+_cpu_isa.pin()

@@ -254,10 +254,9 @@ def _means(frames: list[pd.DataFrame], cell_keys: list[str]) -> pd.DataFrame:
     by = [labels[k].rename(f"_{i}") for i, k in enumerate(keys)]  # but each cell keeps its own value
     cells = both[keys].groupby(by, sort=False, dropna=False).first()
     grouped = both[numeric].groupby(by, sort=False, dropna=False).mean()
+    # a cell ran alone if every seed of it did
     parts = [cells, grouped] + ([alone.groupby(by, sort=False, dropna=False).all()] if alone is not None else [])
-    return (
-        pd.concat(parts, axis=1).reset_index(drop=True).assign(status="finished")
-    )  # a cell ran alone if every seed did
+    return pd.concat(parts, axis=1).reset_index(drop=True).assign(status="finished")
 
 
 def _judge(check: str, means: pd.DataFrame, frames: list[pd.DataFrame], cell_keys: list[str], n: int) -> Verdict:

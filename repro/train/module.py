@@ -372,14 +372,14 @@ class TrainingMeter(pl.Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         self._device = pl_module.device
         memory.reset_peak(self._device)
-        self._started, self._steps = time.perf_counter(), 0
-        self._sample_load(first=True)
+        self._started, self._steps, self._cpu = time.perf_counter(), 0, None  # no interval spans a restart
+        self._sample_load()
 
-    def _sample_load(self, first: bool = False) -> None:
+    def _sample_load(self) -> None:
         self.loads.append(os.getloadavg()[0])
         self._loaded = time.perf_counter()
         sample = throughput.cpu_sample()
-        if sample is not None and self._cpu is not None and not first:
+        if sample is not None and self._cpu is not None:
             self.others.append(throughput.others_cores(self._cpu, sample, self.processes))
         self._cpu = sample
 
