@@ -23,7 +23,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.report.renderers import Context, finished_runs, legend, pyplot, renderer
+from repro.report.renderers import (
+    Context,
+    error_bars,
+    finished_runs,
+    legend,
+    pyplot,
+    renderer,
+    spread,
+    without_blank_spread,
+)
 
 Files = list[tuple[Path, str]]
 
@@ -45,12 +54,15 @@ def _title(ctx: Context, what: str) -> str:
 
 
 def paper_flops(run: pd.Series) -> float | None:
-    """A run's FLOPs per token in the paper's table convention (1 per MAC, no position term)."""
-    total, effs = run.get("flops_per_token"), run.get("effective_spans")
-    if total is None or not isinstance(effs, list) or not effs:
+    """A run's FLOPs per token in the paper's table convention (1 per MAC, no position term): the
+    position term's sum of effective spans is ``avg_span`` x layers x heads, so the result is linear in
+    the summary's numbers and a cell's seed means give the mean of its seeds' values."""
+    total, avg = run.get("flops_per_token"), run.get("avg_span")
+    if total is None or avg is None or pd.isna(total) or pd.isna(avg):
         return None
-    d_h = run["model.d_model"] / run["model.heads"]
-    return (float(total) - 2.0 * float(np.sum([np.sum(layer) for layer in effs])) * d_h) / 2.0
+    heads = run["model.heads"]
+    spans = float(avg) * run["model.layers"] * heads
+    return (float(total) - 2.0 * spans * (run["model.d_model"] / heads)) / 2.0
 
 
 def _paper_rows(ctx: Context, key: str) -> list[dict[str, Any]]:
@@ -263,26 +275,19 @@ def _by_kind_limit(ctx: Context) -> pd.DataFrame:
                 "kind": row["model.span.kind"],
                 "S": int(row["model.span.limit"]),
                 "dev bits": row.get("valid_bits"),
+                "dev bits sd": spread(row, "valid_bits"),
                 "test bits": row.get("test_bits"),
+                "test bits sd": spread(row, "test_bits"),
                 "avg span": row.get("avg_span"),
+                "avg span sd": spread(row, "avg_span"),
                 "FLOPs (paper conv.)": paper_flops(row),
                 "flops_per_token": row.get("flops_per_token"),
                 "seconds_per_step": row.get("seconds_per_step"),
             }
         )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "kind",
-            "S",
-            "dev bits",
-            "test bits",
-            "avg span",
-            "FLOPs (paper conv.)",
-            "flops_per_token",
-            "seconds_per_step",
-        ],
-    ).sort_values(["kind", "S"])
+    columns = ["kind", "S", "dev bits", "dev bits sd", "test bits", "test bits sd", "avg span", "avg span sd"]
+    columns += ["FLOPs (paper conv.)", "flops_per_token", "seconds_per_step"]
+    return without_blank_spread(pd.DataFrame(rows, columns=columns).sort_values(["kind", "S"]))
 
 
 @renderer(
@@ -305,6 +310,8 @@ def fig3(ctx: Context) -> Files:
     for ax, (col, ref_key, ylabel) in zip(axes, panels):
         for kind, group in ours.groupby("kind"):
             ax.plot(group["S"], group[col], "o-", color=colors.get(kind, "C2"), label=f"ours: {kind}")
+            if f"{col} sd" in group:
+                error_bars(ax, group["S"], group[col], yerr=group[f"{col} sd"], color=colors.get(kind, "C2"))
         twin = None
         for kind, values in (ref.get(ref_key) or {}).items():
             if not isinstance(values, dict):
@@ -341,8 +348,8 @@ def fig3(ctx: Context) -> Files:
     out = ctx.save_figure(fig, "fig3")
     caption = (
         f"Figure 3 ({ctx.label}): dev bits, average span and FLOPs per token against the maximum span S, "
-        f"fixed (blue) vs adaptive (orange); dashed: the paper's values read off its plot (approximate; "
-        f"text8, 12-layer model; its bits on the right-hand axis)."
+        f"fixed (blue) vs adaptive (orange), each point the mean of a cell's seeds (bars: ± their sd); dashed: "
+        f"the paper's values read off its plot (approximate; text8, 12-layer model; its bits on the right-hand axis)."
     )
     table = ctx.write_table("fig3", ours, f"Figure 3 data ({ctx.label})")
     return [(out, caption), (table, f"Figure 3 data ({ctx.label})")]
@@ -445,19 +452,23 @@ def ablate_ramp(ctx: Context) -> Files:
             {
                 "R": int(row["model.span.ramp"]),
                 "dev bits": row.get("valid_bits"),
+                "dev bits sd": spread(row, "valid_bits"),
                 "test bits": row.get("test_bits"),
+                "test bits sd": spread(row, "test_bits"),
                 "avg span": row.get("avg_span"),
+                "avg span sd": spread(row, "avg_span"),
                 "FLOPs (paper conv.)": paper_flops(row),
             }
         )
-    frame = pd.DataFrame(rows, columns=["R", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)"]).sort_values(
-        "R"
-    )
+    columns = ["R", "dev bits", "dev bits sd", "test bits", "test bits sd", "avg span", "avg span sd"]
+    frame = pd.DataFrame(rows, columns=[*columns, "FLOPs (paper conv.)"]).sort_values("R")
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
-    axes[0].plot(frame["R"], frame["dev bits"], "o-")
+    for ax, col, color in ((axes[0], "dev bits", "C0"), (axes[1], "avg span", "C1")):
+        ax.plot(frame["R"], frame[col], "o-", color=color)
+        error_bars(ax, frame["R"], frame[col], yerr=frame[f"{col} sd"], color=color)
     axes[0].set_ylabel("dev bits")
-    axes[1].plot(frame["R"], frame["avg span"], "o-", color="C1")
     axes[1].set_ylabel("average span (tokens)")
+    frame = without_blank_spread(frame)
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("ramp width R")
@@ -465,7 +476,10 @@ def ablate_ramp(ctx: Context) -> Files:
         ax.axvline(ref_r, ls=":", color="gray", lw=1)
     fig.suptitle(_title(ctx, "Ablation: the soft mask's ramp width R (paper: R = 32)"), fontsize=9)
     out = ctx.save_figure(fig, "ramp")
-    caption = f"Ablation of R ({ctx.label}): dev bits and average span against the ramp width; dotted: the paper's R."
+    caption = (
+        f"Ablation of R ({ctx.label}): dev bits and average span against the ramp width (seed means, bars: ± "
+        f"their sd); dotted: the paper's R."
+    )
     table = ctx.write_table("ramp", frame, f"Ablation of R ({ctx.label}); the paper only used R = 32")
     return [(out, caption), (table, f"Ablation of R, data ({ctx.label})")]
 
@@ -485,18 +499,28 @@ def ablate_lambda(ctx: Context) -> Files:
                 "lambda": float(row["model.span.loss_coef"]),
                 "S": int(row["model.span.limit"]),
                 "dev bits": row.get("valid_bits"),
+                "dev bits sd": spread(row, "valid_bits"),
                 "test bits": row.get("test_bits"),
+                "test bits sd": spread(row, "test_bits"),
                 "avg span": row.get("avg_span"),
+                "avg span sd": spread(row, "avg_span"),
                 "FLOPs (paper conv.)": paper_flops(row),
             }
         )
-    frame = pd.DataFrame(
-        rows, columns=["lambda", "S", "dev bits", "test bits", "avg span", "FLOPs (paper conv.)"]
-    ).sort_values(["S", "lambda"])
+    columns = ["lambda", "S", "dev bits", "dev bits sd", "test bits", "test bits sd", "avg span", "avg span sd"]
+    frame = pd.DataFrame(rows, columns=[*columns, "FLOPs (paper conv.)"]).sort_values(["S", "lambda"])
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, (S, group) in enumerate(frame.groupby("S")):
         group = group.sort_values("avg span")
         ax.plot(group["avg span"], group["dev bits"], "o-", color=f"C{i}", label=f"S={S}")
+        error_bars(
+            ax,
+            group["avg span"],
+            group["dev bits"],
+            yerr=group["dev bits sd"],
+            xerr=group["avg span sd"],
+            color=f"C{i}",
+        )
         for _, g in group.iterrows():
             ax.annotate(
                 f"λ={g['lambda']:.0e}",
@@ -512,8 +536,9 @@ def ablate_lambda(ctx: Context) -> Files:
     fig.suptitle(_title(ctx, "Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
     out = ctx.save_figure(fig, "lambda")
     paper_lambda = ctx.reference("paper_lambda")
-    caption = f"Ablation of λ ({ctx.label}): dev bits against average span for each λ and S" + (
-        f"; the paper used λ = {paper_lambda}." if paper_lambda else "."
+    caption = (
+        f"Ablation of λ ({ctx.label}): dev bits against average span for each λ and S (seed means, bars: ± sd)"
+        + (f"; the paper used λ = {paper_lambda}." if paper_lambda else ".")
     )
-    table = ctx.write_table("lambda", frame, f"Ablation of λ x S ({ctx.label})")
+    table = ctx.write_table("lambda", without_blank_spread(frame), f"Ablation of λ x S ({ctx.label})")
     return [(out, caption), (table, f"Ablation of λ x S, data ({ctx.label})")]

@@ -22,7 +22,17 @@ import pandas as pd
 
 from repro.files import atomic
 from repro.models import patterns as P
-from repro.report.renderers import Context, finished_runs, format_value, legend, pyplot, renderer
+from repro.report.renderers import (
+    Context,
+    error_bars,
+    finished_runs,
+    format_value,
+    legend,
+    pyplot,
+    renderer,
+    spread,
+    without_blank_spread,
+)
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -75,6 +85,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
                     "our model": "",
                     "params": None,
                     "our bits": None,
+                    "our bits sd": None,
                     "split": "",
                     "paper bits": ours_paper.get("bits"),
                     "paper model": ours_paper.get("model", ""),
@@ -94,6 +105,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
                     f"l={run['model.stride']}",
                     "params": int(run["params"]) if _num(run.get("params")) is not None else None,
                     "our bits": _num(run.get(metric)),
+                    "our bits sd": spread(run, metric),
                     "split": metric.split("_")[0],
                     "paper bits": ours_paper.get("bits"),
                     "paper model": ours_paper.get("model", ""),
@@ -101,7 +113,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
                     "manifest": name,
                 }
             )
-    frame = pd.DataFrame(rows)
+    frame = without_blank_spread(pd.DataFrame(rows))
     stem = "table1"
     label = ctx.label if ctx.scale != "none" else "scale: every stored scale | data: stand-ins named per row"
     md = ctx.write_table(
@@ -121,13 +133,16 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
     labels = [f"{r['paper dataset']}\n({r['our data']}, {r['scale']})" for _, r in shown.iterrows()]
     x = np.arange(len(shown))
     ax.bar(x - 0.2, shown["our bits"].astype(float) if len(shown) else [], 0.4, label="ours")
+    if "our bits sd" in shown:
+        error_bars(ax, x - 0.2, shown["our bits"].astype(float), yerr=shown["our bits sd"].astype(float))
     ax.bar(x + 0.2, shown["paper bits"].astype(float) if len(shown) else [], 0.4, label="paper (its own data)")
     ax.set_xticks(x, labels, fontsize=7)
     ax.set_ylabel("bits per byte / dim")
     legend(ax, fontsize=7)
     ax.set_title(f"Table 1: ours vs the paper\n{label}", fontsize=9)
     path = ctx.save_figure(fig, stem)
-    return [(md, "table"), (path, f"Table 1, ours beside the paper's Sparse Transformer ({label})")]
+    caption = f"Table 1, ours (the mean of each cell's seeds, bars: ± their sd) beside the paper's Sparse Transformer ({label})"
+    return [(md, "table"), (path, caption)]
 
 
 # -- Table 2 -----------------------------------------------------------------------------------
@@ -143,18 +158,29 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     key = next(k for k in ctx.manifest.grid_for(ctx.scale) if _short(k) == "pattern")
     dense = runs[runs[key] == "dense"]
     dense_sps = _num(dense["seconds_per_step"].iloc[0]) if not dense.empty else None
+    dense_rel = spread(dense.iloc[0], "seconds_per_step") / dense_sps if dense_sps else math.nan
     ref_dense = ctx.reference_for({key: "dense"}).get("seconds_per_step")
     rows = []
     for _, run in runs.iterrows():
         ref = ctx.reference_for({key: run[key]})
         sps = _num(run.get("seconds_per_step"))
+        speedup = (dense_sps / sps) if dense_sps and sps else None
+        # the ratio of the seed means; its sd propagated from both s/step sds (dense against itself: none)
+        rel = (
+            math.hypot(dense_rel, spread(run, "seconds_per_step") / sps)
+            if speedup and run[key] != "dense"
+            else math.nan
+        )
         rows.append(
             {
                 "pattern": run[key],
                 "data": run.get("dataset"),
                 f"our {metric}": _num(run.get(metric)),
+                f"our {metric} sd": spread(run, metric),
                 "our s/step": sps,
-                "our speed-up vs dense": (dense_sps / sps) if dense_sps and sps else None,
+                "our s/step sd": spread(run, "seconds_per_step"),
+                "our speed-up vs dense": speedup,
+                "our speed-up sd": speedup * rel if speedup else math.nan,
                 "paper bits (test)": ref.get("test_bits"),
                 "paper s/iter": ref.get("seconds_per_step"),
                 "paper speed-up vs dense": (ref_dense / ref["seconds_per_step"])
@@ -165,14 +191,16 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
             }
         )
     order = {"dense": 0, "strided": 1, "fixed": 2}
-    frame = pd.DataFrame(rows).sort_values("pattern", key=lambda s: s.map(order))
+    frame = without_blank_spread(pd.DataFrame(rows).sort_values("pattern", key=lambda s: s.map(order)))
     md = ctx.write_table(
         "table2",
         frame,
         f"{ctx.manifest.title}",
         [
             f"our bits: {metric} (the whole split); s/step: median wall time of a training step after warm-up, "
-            "on the scale's hardware (tiny: 2 CPU cores shared with another job)",
+            "on the scale's hardware (tiny, cpu: 2 CPU cores; a run's ran_alone says whether it had them alone)",
+            "with several seeds: their means, `sd` their standard deviation; the speed-up is the ratio of the "
+            "mean s/step, its sd propagated from both s/step sds",
             "paper: 8 V100s, same batch size for every pattern",
         ],
     )
@@ -180,6 +208,8 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
     x = np.arange(len(frame))
     axes[0].bar(x - 0.2, frame[f"our {metric}"], 0.4, label=f"ours ({metric})")
+    if f"our {metric} sd" in frame:
+        error_bars(axes[0], x - 0.2, frame[f"our {metric}"], yerr=frame[f"our {metric} sd"])
     axes[0].bar(x + 0.2, frame["paper bits (test)"].astype(float), 0.4, label="paper (test)")
     axes[0].set_xticks(x, frame["pattern"])
     axes[0].set_ylabel("bits")
@@ -187,6 +217,8 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     axes[0].set_ylim(max(0.0, lo - 0.3), None)
     legend(axes[0], fontsize=7)
     axes[1].bar(x - 0.2, frame["our speed-up vs dense"].astype(float), 0.4, label="ours")
+    if "our speed-up sd" in frame:
+        error_bars(axes[1], x - 0.2, frame["our speed-up vs dense"].astype(float), yerr=frame["our speed-up sd"])
     axes[1].bar(x + 0.2, frame["paper speed-up vs dense"].astype(float), 0.4, label="paper")
     axes[1].axhline(1.0, color="k", lw=0.8)
     axes[1].set_xticks(x, frame["pattern"])
@@ -194,7 +226,8 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     legend(axes[1], fontsize=7)
     fig.suptitle(f"{ctx.manifest.name}: patterns, bits and speed\n{ctx.label}", fontsize=9)
     path = ctx.save_figure(fig, "table2")
-    return [(md, "table"), (path, f"Table 2 ({ctx.label}): bits and training speed-up per pattern")]
+    caption = f"Table 2 ({ctx.label}): bits and training speed-up per pattern (seed means, bars: ± sd)"
+    return [(md, "table"), (path, caption)]
 
 
 # -- Table 3 -----------------------------------------------------------------------------------
@@ -211,7 +244,7 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
     run = runs.iloc[0]
     block = run["data.block"]
     sweep = sorted(
-        (int(m.group(1)), v, _num(run.get(f"{k} sd")))
+        (int(m.group(1)), v, spread(run, k))
         for k, v in run.items()
         if (m := re.fullmatch(r"test_bits_ctx(\d+)", k)) and _num(v) is not None
     )
@@ -583,7 +616,9 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
                 _short(key): run[key],
                 "data": run.get("dataset"),
                 f"our {metric}": _num(run.get(metric)),
+                f"our {metric} sd": spread(run, metric),
                 "our s/step": _num(run.get("seconds_per_step")),
+                "our s/step sd": spread(run, "seconds_per_step"),
                 "keys/query": _num(run.get("attn_keys_per_query")),
                 "params": run.get("params"),
                 "paper": ref.get("label", ""),
@@ -593,7 +628,7 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     frame = pd.DataFrame(rows)
     values = ctx.manifest.grid_for(ctx.scale).get(key, [])
     frame["_order"] = frame[_short(key)].map({v: i for i, v in enumerate(values)})
-    frame = frame.sort_values("_order").drop(columns="_order")
+    frame = without_blank_spread(frame.sort_values("_order").drop(columns="_order"))
     rule = ctx.reference("rule")
     md = ctx.write_table(
         "ablation",
@@ -606,14 +641,18 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     labels = [str(v) for v in frame[_short(key)]]
     axes[0].bar(labels, frame[f"our {metric}"])
+    if f"our {metric} sd" in frame:
+        error_bars(axes[0], labels, frame[f"our {metric}"], yerr=frame[f"our {metric} sd"])
     lo = np.nanmin(frame[f"our {metric}"].astype(float))
     hi = np.nanmax(frame[f"our {metric}"].astype(float))
     axes[0].set_ylim(lo - max(0.05, hi - lo), hi + 0.5 * max(0.05, hi - lo))
     axes[0].set_ylabel(metric)
     axes[0].set_xlabel(_short(key))
     axes[1].bar(labels, frame["our s/step"], color="C1")
+    if "our s/step sd" in frame:
+        error_bars(axes[1], labels, frame["our s/step"], yerr=frame["our s/step sd"])
     axes[1].set_ylabel("seconds per step")
     axes[1].set_xlabel(_short(key))
     fig.suptitle(f"{ctx.manifest.name}: {_short(key)} against bits and step time\n{ctx.label}", fontsize=9)
     path = ctx.save_figure(fig, "ablation")
-    return [(md, "table"), (path, f"Ablation of {_short(key)} ({ctx.label})")]
+    return [(md, "table"), (path, f"Ablation of {_short(key)} ({ctx.label}): seed means, bars: ± sd")]

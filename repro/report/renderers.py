@@ -199,6 +199,30 @@ def datasets(runs: pd.DataFrame) -> str:
     return ", ".join(sorted(labels)) or "?"
 
 
+def spread(row: Any, key: str) -> float:
+    """The standard deviation over the seeds of ``row``'s cell of the summary key ``key`` (the context's
+    ``<key> sd`` column, pages.by_cell); NaN when the cell has one seed, which matplotlib draws as no bar."""
+    try:
+        return float(row.get(f"{key} sd"))
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def error_bars(ax: Any, x: Any, y: Any, yerr: Any = None, xerr: Any = None, **style: Any) -> None:
+    """The seeds' spread (``spread``) as bars around points or bars already drawn; nothing when every cell
+    has one seed. The data stay on their own labelled artists: the bars carry no label."""
+    given = [np.asarray(e, dtype=float) for e in (yerr, xerr) if e is not None]
+    if not any(np.isfinite(e).any() for e in given):
+        return
+    style = {"color": "0.2", "capsize": 3, "lw": 1} | style
+    ax.errorbar(x, y, yerr=yerr, xerr=xerr, fmt="none", **style)
+
+
+def without_blank_spread(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` without its ``... sd`` columns that no row fills (every cell on one seed)."""
+    return frame.drop(columns=[c for c in frame if str(c).endswith(" sd") and frame[c].isna().all()])
+
+
 def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty or "status" not in runs:
         return runs.iloc[0:0]

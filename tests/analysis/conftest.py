@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matplotlib.collections import LineCollection
 
 from repro.report.renderers import Context
 
@@ -13,7 +14,10 @@ def _axes(ax) -> dict:
     return {
         "title": ax.get_title(),
         "lines": [(line.get_label(), np.asarray(line.get_xdata()), np.asarray(line.get_ydata())) for line in ax.lines],
-        "points": [np.asarray(c.get_offsets()) for c in ax.collections],
+        "points": [np.asarray(c.get_offsets()) for c in ax.collections if not isinstance(c, LineCollection)],
+        "errorbars": [
+            [np.asarray(seg) for seg in c.get_segments()] for c in ax.collections if isinstance(c, LineCollection)
+        ],
         "bars": [p.get_height() for p in ax.patches],
         "images": [np.asarray(im.get_array()) for im in ax.images],
     }
@@ -21,7 +25,7 @@ def _axes(ax) -> dict:
 
 @pytest.fixture
 def drawn(monkeypatch) -> dict[str, list[dict]]:
-    """{figure stem: [per axes: title, lines (label, x, y), points, bar heights, images]} of every figure
+    """{figure stem: [per axes: title, lines (label, x, y), points, error bars (segments), bar heights, images]} of every figure
     saved during the test."""
     figures: dict[str, list[dict]] = {}
     save = Context.save_figure

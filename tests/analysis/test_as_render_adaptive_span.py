@@ -42,9 +42,10 @@ def _load(name: str) -> manifests.Manifest:
     return manifests.load(AS_DIR / f"{name}.yaml")
 
 
-def _fake_store(root: Path, m: manifests.Manifest, scale: str = "tiny") -> list:
-    """Write one finished, plausible run per spec of ``m`` at ``scale``."""
-    specs = m.expand(scale, seeds=1)  # one seed per cell
+def _fake_store(root: Path, m: manifests.Manifest, scale: str = "tiny", seeds: int = 1) -> list:
+    """Write one finished, plausible run per spec of ``m`` at ``scale`` (``seeds`` replicates per cell: the
+    bits differ by run, i, which counts every cell's first seed, then every cell's second)."""
+    specs = m.expand(scale, seeds=seeds)
     for i, spec in enumerate(specs):
         c, span = spec.model, spec.model.span
         L, H, S, R = c.layers, c.heads, span.limit, span.ramp
@@ -148,10 +149,28 @@ def test_soft_mask_and_helpers():
     assert layer_halves([[1, 1], [2, 2], [9, 9]]) == (1.0, 9.0)
     spans = [[40.0, 100.0], [32.0, 300.0]]
     kw = dict(layers=2, d_model=64, d_ff=256, heads=2, vocab_size=27, spans=spans)
+    avg = float(np.mean(spans))
     run = pd.Series(
-        {"flops_per_token": flops_per_token(**kw), "effective_spans": spans, "model.d_model": 64, "model.heads": 2}
+        {
+            "flops_per_token": flops_per_token(**kw),
+            "avg_span": avg,
+            "model.layers": 2,
+            "model.d_model": 64,
+            "model.heads": 2,
+        }
     )
     assert paper_flops(run) == pytest.approx(paper_table_flops(**kw))
+    # linear in the summary's numbers: the seed means of two runs give the mean of their paper FLOPs
+    other = [[33.0, 64.0], [32.0, 120.0]]
+    kw2 = kw | {"spans": other}
+    mean = pd.Series(
+        run.to_dict()
+        | {
+            "flops_per_token": (flops_per_token(**kw) + flops_per_token(**kw2)) / 2,
+            "avg_span": (avg + float(np.mean(other))) / 2,
+        }
+    )
+    assert paper_flops(mean) == pytest.approx((paper_table_flops(**kw) + paper_table_flops(**kw2)) / 2)
 
 
 @pytest.mark.parametrize("name", ["as-table1", "as-table2", "as-table3"])
@@ -265,3 +284,61 @@ def test_figures(tmp_path, name, stems, drawn):
         table = pd.read_csv(root / "reports" / "tables" / "as-fig3-fig3-tiny.csv")
         stored = {(sp.model.span.kind, sp.model.span.limit): su["valid_bits"] for sp, su in _stored(root, m)}
         assert dict(zip(zip(table["kind"], table["S"]), table["dev bits"])) == pytest.approx(stored)
+
+
+def test_fig3_draws_the_seed_spread(tmp_path, drawn):
+    """Two seeds per cell: each point of Figure 3 is the cell's seed mean, with a bar from mean - sd to
+    mean + sd (dev bits and average span), and the figure's data table carries the sd."""
+    root = tmp_path / "results"
+    m = _load("as-fig3")
+    specs = _fake_store(root, m, seeds=2)
+    cells: dict[tuple, list[dict]] = {}
+    for spec in specs:
+        key = (spec.model.span.kind, spec.model.span.limit)
+        cells.setdefault(key, []).append(RunDir(root, m.name, spec.run_id).summary())
+    assert all(len(v) == 2 for v in cells.values())
+    report.render(m, root)
+    bits, spans, _ = drawn["fig3"][:3]
+    for panel, key in ((bits, "valid_bits"), (spans, "avg_span")):
+        for kind in {k for k, _ in cells}:
+            mine = sorted((S, [su[key] for su in runs]) for (k, S), runs in cells.items() if k == kind)
+            mean = [np.mean(v) for _, v in mine]
+            sd = [np.std(v, ddof=1) for _, v in mine]
+            (_, x, y) = next(line for line in panel["lines"] if line[0] == f"ours: {kind}")
+            assert x.tolist() == [S for S, _ in mine] and np.allclose(y, mean)
+            drawn_bars = {
+                (seg[0, 0], seg[0, 1], seg[1, 1]) for bars in panel["errorbars"] for seg in bars
+            }  # (S, low, high)
+            for S, m_, s_ in zip(x, mean, sd):
+                assert any(b[0] == S and np.isclose(b[1], m_ - s_) and np.isclose(b[2], m_ + s_) for b in drawn_bars)
+    csv = pd.read_csv(root / "reports" / "tables" / "as-fig3-fig3-tiny.csv")
+    first = csv.iloc[0]
+    runs = cells[(first["kind"], int(first["S"]))]
+    assert first["dev bits sd"] == pytest.approx(np.std([r["valid_bits"] for r in runs], ddof=1))
+
+
+def test_fig3_one_seed_has_no_spread_columns(tmp_path, drawn):
+    root = tmp_path / "results"
+    m = _load("as-fig3")
+    _fake_store(root, m)
+    report.render(m, root)
+    csv = pd.read_csv(root / "reports" / "tables" / "as-fig3-fig3-tiny.csv")
+    assert not [c for c in csv.columns if c.endswith(" sd")]
+    assert not any(ax["errorbars"] for ax in drawn["fig3"])
+
+
+@pytest.mark.parametrize("name,stem", [("as-ablate-ramp", "ramp"), ("as-ablate-lambda", "lambda")])
+def test_ablation_figures_draw_the_seed_spread(tmp_path, drawn, name, stem):
+    """With two seeds a cell, the ablation figures draw a bar per point (dev bits; lambda: average span
+    too), and their data tables carry the sd of the bits."""
+    root = tmp_path / "results"
+    m = _load(name)
+    specs = _fake_store(root, m, seeds=2)
+    report.render(m, root)
+    cells = len(specs) // 2
+    bars = [seg for ax in drawn[stem] for bars in ax["errorbars"] for seg in bars]
+    assert len(bars) >= cells * (2 if name == "as-ablate-lambda" else 1)
+    heights = [seg[1, 1] - seg[0, 1] for seg in bars if seg[0, 0] == seg[1, 0] and seg[0, 1] != seg[1, 1]]  # 2 sd
+    assert heights and np.allclose(heights[0] / 2, 0.01 * cells / np.sqrt(2))  # two seeds i apart by `cells`
+    csv = pd.read_csv(root / "reports" / "tables" / f"{name}-{stem}-tiny.csv")
+    assert np.allclose(csv["dev bits sd"], 0.01 * cells / np.sqrt(2))

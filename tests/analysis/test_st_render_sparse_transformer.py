@@ -141,7 +141,9 @@ def test_table3_with_seeds_shows_their_mean_and_spread(tmp_path, drawn):
     assert np.allclose(csv["sd over seeds"], np.std(per_seed, axis=0, ddof=1))
     ours = drawn["table3"][0]  # the first axes: ours (the paper's on a twin axis)
     assert np.allclose(ours["lines"][0][2], np.mean(per_seed, axis=0))
-    assert ours["points"], "the seeds' spread is drawn as error bars"
+    (bars,) = ours["errorbars"]  # the seeds' spread: one bar per context, mean - sd to mean + sd
+    mean, sd = np.mean(per_seed, axis=0), np.std(per_seed, axis=0, ddof=1)
+    assert np.allclose([seg[:, 1] for seg in bars], np.c_[mean - sd, mean + sd])
 
 
 def test_table4_picks_the_largest_model_within_budget(tmp_path):
@@ -226,6 +228,44 @@ def test_fig4_and_fig5(tmp_path, drawn):
     assert len(files) == 1 and "temperature 0.9" in files[0][1] and "scale: tiny" in files[0][1]
     drawn = pyplot().imread(files[0][0])  # redrawn with its title (temperature, run, scale and data), not copied
     assert drawn.shape[0] > 56 and drawn.shape[0] > drawn.shape[1]
+
+
+def test_table2_with_seeds_shows_the_spread(tmp_path, drawn):
+    """Two seeds per pattern: the table's bits and s/step are the seeds' means with their sd beside; the
+    speed-up is the ratio of the mean s/step, its sd propagated from both (dense's own: none); the figure
+    draws those sds as bars."""
+    m = resolve("st-table2-enwik8")
+    per_seed = {
+        "dense": ([3.5, 3.6], [0.10, 0.12]),
+        "strided": ([3.4, 3.3], [0.05, 0.07]),
+        "fixed": ([3.2, 3.3], [0.06, 0.06]),
+    }
+    done: dict[str, int] = {}
+    for spec in m.expand("tiny", seeds=2):
+        p = spec.model.pattern
+        i = done.setdefault(p, 0)
+        done[p] += 1
+        bits, sps = per_seed[p]
+        _store_run(tmp_path, spec, test_bits=bits[i], valid_bits=bits[i], seconds_per_step=sps[i])
+    _render(tmp_path, "st-table2-enwik8")
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table2-enwik8-table2-tiny.csv").set_index("pattern")
+    for p, (bits, sps) in per_seed.items():
+        assert csv.loc[p, "our test_bits"] == pytest.approx(np.mean(bits))
+        assert csv.loc[p, "our test_bits sd"] == pytest.approx(np.std(bits, ddof=1))
+        assert csv.loc[p, "our s/step sd"] == pytest.approx(np.std(sps, ddof=1))
+    d_mean, d_sd = np.mean(per_seed["dense"][1]), np.std(per_seed["dense"][1], ddof=1)
+    s_mean, s_sd = np.mean(per_seed["strided"][1]), np.std(per_seed["strided"][1], ddof=1)
+    ratio = d_mean / s_mean
+    assert csv.loc["strided", "our speed-up vs dense"] == pytest.approx(ratio)
+    assert csv.loc["strided", "our speed-up sd"] == pytest.approx(ratio * np.hypot(d_sd / d_mean, s_sd / s_mean))
+    assert np.isnan(csv.loc["dense", "our speed-up sd"])  # dense against itself
+    assert csv.loc["fixed", "our speed-up sd"] == pytest.approx(d_sd / 0.06)  # fixed's seeds agree: dense's spread
+    bits_ax, speed_ax = drawn["table2"]
+    (bars,) = bits_ax["errorbars"]
+    lows_highs = [tuple(seg[:, 1]) for seg in bars]
+    expect = [(np.mean(b) - np.std(b, ddof=1), np.mean(b) + np.std(b, ddof=1)) for b, _ in per_seed.values()]
+    assert np.allclose(lows_highs, expect)
+    assert speed_ax["errorbars"], "the speed-up's spread is drawn too"
 
 
 @pytest.mark.parametrize(
