@@ -113,12 +113,12 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
                     "manifest": name,
                 }
             )
-    frame = without_blank_spread(pd.DataFrame(rows))
+    frame = pd.DataFrame(rows)
     stem = "table1"
     label = ctx.label if ctx.scale != "none" else "scale: every stored scale | data: stand-ins named per row"
     md = ctx.write_table(
         stem,
-        frame,
+        without_blank_spread(frame),
         "Table 1: density modelling (bits per byte / per dim)",
         label=label,
         notes=[
@@ -133,8 +133,7 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
     labels = [f"{r['paper dataset']}\n({r['our data']}, {r['scale']})" for _, r in shown.iterrows()]
     x = np.arange(len(shown))
     ax.bar(x - 0.2, shown["our bits"].astype(float) if len(shown) else [], 0.4, label="ours")
-    if "our bits sd" in shown:
-        error_bars(ax, x - 0.2, shown["our bits"].astype(float), yerr=shown["our bits sd"].astype(float))
+    error_bars(ax, x - 0.2, shown["our bits"].astype(float), yerr=shown["our bits sd"].astype(float))
     ax.bar(x + 0.2, shown["paper bits"].astype(float) if len(shown) else [], 0.4, label="paper (its own data)")
     ax.set_xticks(x, labels, fontsize=7)
     ax.set_ylabel("bits per byte / dim")
@@ -166,8 +165,8 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
         sps = _num(run.get("seconds_per_step"))
         speedup = (dense_sps / sps) if dense_sps and sps else None
         # the ratio of the seed means; its sd propagated from both s/step sds (dense against itself: none)
-        rel = (
-            math.hypot(dense_rel, spread(run, "seconds_per_step") / sps)
+        speedup_sd = (
+            speedup * math.hypot(dense_rel, spread(run, "seconds_per_step") / sps)
             if speedup and run[key] != "dense"
             else math.nan
         )
@@ -180,7 +179,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
                 "our s/step": sps,
                 "our s/step sd": spread(run, "seconds_per_step"),
                 "our speed-up vs dense": speedup,
-                "our speed-up sd": speedup * rel if speedup else math.nan,
+                "our speed-up sd": speedup_sd,
                 "paper bits (test)": ref.get("test_bits"),
                 "paper s/iter": ref.get("seconds_per_step"),
                 "paper speed-up vs dense": (ref_dense / ref["seconds_per_step"])
@@ -191,10 +190,10 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
             }
         )
     order = {"dense": 0, "strided": 1, "fixed": 2}
-    frame = without_blank_spread(pd.DataFrame(rows).sort_values("pattern", key=lambda s: s.map(order)))
+    frame = pd.DataFrame(rows).sort_values("pattern", key=lambda s: s.map(order))
     md = ctx.write_table(
         "table2",
-        frame,
+        without_blank_spread(frame),
         f"{ctx.manifest.title}",
         [
             f"our bits: {metric} (the whole split); s/step: median wall time of a training step after warm-up, "
@@ -208,8 +207,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
     x = np.arange(len(frame))
     axes[0].bar(x - 0.2, frame[f"our {metric}"], 0.4, label=f"ours ({metric})")
-    if f"our {metric} sd" in frame:
-        error_bars(axes[0], x - 0.2, frame[f"our {metric}"], yerr=frame[f"our {metric} sd"])
+    error_bars(axes[0], x - 0.2, frame[f"our {metric}"], yerr=frame[f"our {metric} sd"])
     axes[0].bar(x + 0.2, frame["paper bits (test)"].astype(float), 0.4, label="paper (test)")
     axes[0].set_xticks(x, frame["pattern"])
     axes[0].set_ylabel("bits")
@@ -217,8 +215,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     axes[0].set_ylim(max(0.0, lo - 0.3), None)
     legend(axes[0], fontsize=7)
     axes[1].bar(x - 0.2, frame["our speed-up vs dense"].astype(float), 0.4, label="ours")
-    if "our speed-up sd" in frame:
-        error_bars(axes[1], x - 0.2, frame["our speed-up vs dense"].astype(float), yerr=frame["our speed-up sd"])
+    error_bars(axes[1], x - 0.2, frame["our speed-up vs dense"].astype(float), yerr=frame["our speed-up sd"])
     axes[1].bar(x + 0.2, frame["paper speed-up vs dense"].astype(float), 0.4, label="paper")
     axes[1].axhline(1.0, color="k", lw=0.8)
     axes[1].set_xticks(x, frame["pattern"])
@@ -628,11 +625,11 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     frame = pd.DataFrame(rows)
     values = ctx.manifest.grid_for(ctx.scale).get(key, [])
     frame["_order"] = frame[_short(key)].map({v: i for i, v in enumerate(values)})
-    frame = without_blank_spread(frame.sort_values("_order").drop(columns="_order"))
+    frame = frame.sort_values("_order").drop(columns="_order")
     rule = ctx.reference("rule")
     md = ctx.write_table(
         "ablation",
-        frame,
+        without_blank_spread(frame),
         ctx.manifest.title,
         [f"our bits: {metric}", "an ablation the paper did not run: no paper values"]
         + ([f"paper's rule: {rule}"] if rule else []),
@@ -641,16 +638,14 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     labels = [str(v) for v in frame[_short(key)]]
     axes[0].bar(labels, frame[f"our {metric}"])
-    if f"our {metric} sd" in frame:
-        error_bars(axes[0], labels, frame[f"our {metric}"], yerr=frame[f"our {metric} sd"])
+    error_bars(axes[0], labels, frame[f"our {metric}"], yerr=frame[f"our {metric} sd"])
     lo = np.nanmin(frame[f"our {metric}"].astype(float))
     hi = np.nanmax(frame[f"our {metric}"].astype(float))
     axes[0].set_ylim(lo - max(0.05, hi - lo), hi + 0.5 * max(0.05, hi - lo))
     axes[0].set_ylabel(metric)
     axes[0].set_xlabel(_short(key))
     axes[1].bar(labels, frame["our s/step"], color="C1")
-    if "our s/step sd" in frame:
-        error_bars(axes[1], labels, frame["our s/step"], yerr=frame["our s/step sd"])
+    error_bars(axes[1], labels, frame["our s/step"], yerr=frame["our s/step sd"])
     axes[1].set_ylabel("seconds per step")
     axes[1].set_xlabel(_short(key))
     fig.suptitle(f"{ctx.manifest.name}: {_short(key)} against bits and step time\n{ctx.label}", fontsize=9)
