@@ -99,4 +99,6 @@ def cmd_validate(args) -> int:
     for path in paths:
         m = lookup.load(path)
         print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}")
+        for warning in m.claim_warnings():
+            print(f"    warning: {warning}")
     return 0
