@@ -10,6 +10,7 @@ def said(verdict: verdicts.Verdict) -> str:
     assert verdict.status == verdicts.INDICATIVE and verdict.seeds == 1, verdict
     return "holds" if verdict.holds else "fails"
 
+
 RUNS = pd.DataFrame(
     [
         {"model.span.kind": k, "model.span.limit": s, "status": "finished", "valid_bits": b, "avg_span": a}
@@ -34,9 +35,7 @@ def test_series_compare_cell_by_cell():
     assert said(verdicts.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", RUNS, KEYS)) == "holds"
     worse = RUNS.copy()
     worse.loc[3, "valid_bits"] = 1.09  # adaptive loses at S=1024 only
-    assert (
-        said(verdicts.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", worse, KEYS)) == "fails"
-    )
+    assert said(verdicts.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", worse, KEYS)) == "fails"
     assert said(verdicts.evaluate("mean(avg_span[kind=adaptive]) < 200", RUNS, KEYS)) == "holds"
 
 
@@ -154,7 +153,9 @@ def test_cells_that_differ_by_less_than_their_seed_spread_are_within_noise():
     runs = _replicated({"adaptive": [2.30, 2.25, 2.38], "fixed": [2.26, 2.33, 2.37]})
     verdict = verdicts.evaluate(WINS, runs, ["model.span.kind"])
     assert verdict.status == "within noise" and verdict.seeds == 3
-    assert "2.31 ± 0.066" in verdict.detail and "margin +0.01 [" in verdict.detail and "3 seeds, paired" in verdict.detail
+    assert (
+        "2.31 ± 0.066" in verdict.detail and "margin +0.01 [" in verdict.detail and "3 seeds, paired" in verdict.detail
+    )
     # one seed alone indicates a loss, and is never called "not reproduced"
     alone = verdicts.evaluate(WINS, runs[runs["train.seed"] == 0], ["model.span.kind"])
     assert said(alone) == "fails" and "one seed" in alone.detail

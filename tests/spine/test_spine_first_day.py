@@ -11,11 +11,9 @@ import pandas as pd
 import pytest
 from spine_manifests import stored_run
 
-from repro.config import claims
-from repro.report import verdicts
 from repro.config import manifest as manifests
 from repro.config.cells import cell_text, value_text
-from repro.report import lookup, prune
+from repro.report import lookup, prune, verdicts
 
 ROW = {"name": "moh-audio", "seq_len": 1024, "block": 1024}
 
