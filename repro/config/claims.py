@@ -119,7 +119,7 @@ def mechanism_requires(check: str, family: str | None) -> list[str]:
     """The preconditions a check gets by itself: ``moved[...]`` for every selection of an adaptive-span
     model's span-set metric (its spans, or FLOPs that follow them), so a claim cannot hold only because
     no span left z = 0 (z + R then measures R)."""
-    if family != "adaptive_span":
+    if family not in ("adaptive_span", "frontier"):
         return []
     out = []
     for metric, filters in parse(check)[1]:

@@ -33,6 +33,7 @@ from typing import Any
 from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
 from repro.config import claims, metrics
 from repro.config.cells import cell_text
+from repro.config.families import learns_span
 from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
@@ -389,15 +390,15 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
 
 
 def _drop_fixed_moved(manifest: Manifest, expanded: list[list[RunSpec]]) -> None:
-    """An automatic ``moved[...]`` is for learned spans: dropped where every run it selects, at every scale,
-    has a fixed span (whose z is S by construction)."""
+    """An automatic ``moved[...]`` is for learned spans: dropped where no run it selects, at any scale,
+    learns its span (a fixed span's z is S by construction; dense or factorised attention has none)."""
     specs = [spec for runs in expanded for spec in runs]
     for claim in manifest.claims:
         auto = claims.mechanism_requires(claim.check, specs[0].family if specs else None)
         claim.requires = [
             p
             for p in claim.requires
-            if p not in auto or any(_selects(spec, p) and spec.model.span.kind != "fixed" for spec in specs)
+            if p not in auto or any(_selects(spec, p) and learns_span(spec.family, spec.model) for spec in specs)
         ]
 
 

@@ -42,6 +42,14 @@ FAMILY = {
         "dynamic_span_mean",
     ),
     "sparse_transformer": ("attn_keys_per_query",),
+    "frontier": (  # the span metrics for its span attentions (window, adaptive, dynamic)
+        "attn_keys_per_query",
+        "avg_span",
+        "span_max",
+        "span_limit",
+        "span_lower_half",
+        "span_upper_half",
+    ),
 }
 PATTERNS = {"sparse_transformer": (re.compile(r"test_bits_ctx\d+$"),)}  # st-table3: bits at each context
 # metrics that count a spec key's value whatever the model learned, and why
