@@ -21,9 +21,7 @@ n positions and heads (``repro.models.patterns.layer_keys``); ``realised_fractio
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 
 from repro.bench import common
 from repro.models import patterns as P
@@ -209,6 +207,7 @@ def _records(args, n: int) -> list[dict]:
             "impl": case["impl"],
             **{k: v for k, v in setup.items() if k not in ("n", "stride", "c")},
             **env,
+            "kernels": timed.get("kernels"),
             "timing": "interleaved",
         }
         if "error" in t:
@@ -277,4 +276,4 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench attention`
-    print(json.dumps(_worker(json.loads(sys.argv[2]))))
+    common.worker_main(_worker)
