@@ -16,6 +16,9 @@ interpreter excluded.
 Theoretical ratio: allowed keys per query of causal dense over those of the pattern, averaged over the
 n positions and heads (``repro.models.patterns.layer_keys``); ``realised_fraction`` is
 (1 - 1/speedup) / (1 - 1/theoretical): the share of the pattern's FLOPs saving realised in time.
+The CPU layouts' ceiling (``repro.models.kernels.ceiling``): ``allowed_keys_per_query``,
+``computed_keys_per_query`` (the scores the blocked kernel's fused calls compute, per query; dense SDPA's
+own for dense) and ``ceiling_vs_dense``, the speed-up at dense's cost per computed score.
 """
 
 from __future__ import annotations
@@ -171,6 +174,7 @@ def _records(args, n: int) -> list[dict]:
     import torch
 
     from repro.models.kernels import resolve_impl
+    from repro.models.kernels.ceiling import ceiling
 
     setup = dict(
         n=n,
@@ -234,6 +238,13 @@ def _records(args, n: int) -> list[dict]:
                     fwd_bwd_cpu_seconds=common.median(t["fwd_bwd_cpu"]),
                     cpu_speedup_vs_dense=common.paired_speedup(base["fwd_bwd_cpu"], t["fwd_bwd_cpu"]),
                 )
+            if case["impl"] in ("sdpa", "blocked"):  # what the CPU layout computes (kernels/ceiling.py)
+                found = ceiling(case["pattern"], n, args.stride, args.c, args.heads, args.combine)
+                rec.update(
+                    allowed_keys_per_query=found["allowed_keys"],
+                    computed_keys_per_query=found["computed_keys"],
+                    ceiling_vs_dense=found["ceiling_vs_dense"],
+                )
             rec.update(
                 speedup_vs_dense=s,
                 fwd_speedup_vs_dense=common.paired_speedup(base["fwd"], t["fwd"]),
@@ -262,6 +273,7 @@ FIRST = [
     "memory_vs_dense",
     "theoretical_speedup",
     "realised_fraction",
+    "ceiling_vs_dense",
 ]
 
 
