@@ -137,3 +137,27 @@ def test_bf16_on_cpu_kernels_without_fast_bf16_is_refused_in_one_line(tmp_path, 
         pass
     monkeypatch.setattr(cpu_isa, "cpu_flags", lambda: {"avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq"})
     assert cpu_isa.bf16_refusal() is None  # native AVX-512: bf16 runs
+
+
+def test_a_stored_run_is_reexecuted_with_the_instruction_set_it_recorded(tmp_path, write_manifest, monkeypatch):
+    from repro.train import retrain
+
+    m = manifests.load(write_manifest())
+    (spec,) = m.expand("tiny")
+    seen = []
+    monkeypatch.setattr(retrain, "run_spec", lambda *a, isa=None, **kw: seen.append(isa))
+    for environment_, isa in (({"cpu_isa": "avx2"}, "avx2"), ({"cpu_isa": "none"}, "native"), (None, None)):
+        retrain.reexecute(spec, m, {"environment": environment_}, tmp_path / "scratch")
+        assert seen.pop() == isa
+
+
+def test_a_bench_refuses_an_unknown_instruction_set_in_one_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "repro", "--results", str(tmp_path), "bench", "attention", "--n", "64"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "REPRO_CPU_ISA": "sse"},
+    )
+    assert proc.returncode == 2 and not (tmp_path / "bench").exists()
+    (line,) = proc.stderr.strip().splitlines()
+    assert "REPRO_CPU_ISA" in line and "'sse'" in line
