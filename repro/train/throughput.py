@@ -95,7 +95,7 @@ def measure_peak(device_type: str, dtype: str, threads: int, size: int = GEMM_SI
     process with native kernels (the module docstring); ``kernels`` names them."""
     if device_type != "cuda":
         env = {k: v for k, v in os.environ.items() if k not in cpu_isa.AVX2}
-        command = [sys.executable, "-m", "repro.train.throughput", "--gemm", dtype, str(threads), str(size)]
+        command = [sys.executable, "-m", "repro.train.throughput", "--gemm", dtype, *map(str, (threads, size, repeats))]
         proc = subprocess.run(command, capture_output=True, text=True, env={**env, "REPRO_CPU_ISA": "native"})
         if proc.returncode != 0:
             raise RuntimeError(f"the native GEMM peak: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
@@ -289,13 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default=os.environ.get("REPRO_RESULTS", "results"), help="results root")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--measure", action="store_true", help="measure again (on an idle machine) and cache")
-    parser.add_argument("--gemm", nargs=3, metavar=("DTYPE", "THREADS", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--gemm", nargs=4, metavar=("DTYPE", "THREADS", "SIZE", "REPEATS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.gemm:  # measure_peak's fresh process: native kernels, one JSON line
         import torch
 
         cpu_isa.apply("native", "the GEMM peak")
-        rate = _best_gemm("cpu", args.gemm[0], int(args.gemm[1]), int(args.gemm[2]))
+        rate = _best_gemm("cpu", args.gemm[0], *map(int, args.gemm[1:]))
         print(json.dumps({"flops_per_second": rate, "kernels": f"native {torch.backends.cpu.get_cpu_capability()}"}))
         return 0
     for precision in ("32-true", "bf16-mixed"):
