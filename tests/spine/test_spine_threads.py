@@ -125,6 +125,7 @@ def test_bf16_on_cpu_kernels_without_fast_bf16_is_refused_in_one_line(tmp_path, 
     m = manifests.load(write_manifest(extra_train=", precision: bf16-mixed"))
     (spec,) = m.expand("tiny")
     monkeypatch.setattr(cpu_isa, "_applied", {"isa": "avx2", "capability": "AVX2"})  # as if pinned before
+    monkeypatch.setattr(cpu_isa, "apply", lambda isa, run: None)  # this process's kernels stay as they are
     monkeypatch.setattr(cpu_isa.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(cpu_isa, "cpu_flags", lambda: {"avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq"})
     with pytest.raises(UserError) as err, environment.pinned(spec, "avx2"):
