@@ -14,6 +14,7 @@ from repro.cli.common import allow_read
 from repro.cli.parser import build_parser
 from repro.config import overrides
 from repro.errors import StoreError, UserError
+from repro.store.runs import results_root
 from repro.train import signals
 
 
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args.entry = main  # what a launcher's job calls again (`repro run` hands it to submitit)
     try:
         allow_read(getattr(args, "allow_read", None) or [])
+        results_root(getattr(args, "results", None))  # one that is not a folder: refused by every command
         status = args.func(args) or 0
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return status

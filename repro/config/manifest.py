@@ -33,12 +33,11 @@ from typing import Any
 from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
 from repro.config import claims
 from repro.config.cells import cell_text
-from repro.config.spec import RunSpec, SpecError, build_run
+from repro.config.spec import SECTIONS, RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
 from repro.store.runs import check_name
 
-SECTIONS = ("data", "model", "train", "eval")  # a run spec's sections
 TOP_KEYS = {
     "analysis",
     "name",

@@ -141,7 +141,7 @@ def _settle(
     ``held``."""
     if run.finished:
         return Outcome(spec, "skipped", run.summary()), None
-    twin = finished_twin(root, spec.manifest, spec.run_id)
+    twin = finished_twin(root, spec.manifest, spec.resolved())
     data = None if twin is not None else open_data(spec, manifest)  # bad data or sizes: before any write
     lock = held.enter_context(run.lock())
     if not lock.held:
@@ -210,6 +210,13 @@ def open_data(spec: RunSpec, manifest: Manifest) -> RunData:
         if array.ndim == 2 and array.shape[1] != block:
             raise UserError(f"{where} differs from the sequence length of {spec.data.name}; allowed: {array.shape[1]}")
         room = (len(array) - 1) // (spec.train.batch_size if name == "train" else 1)
+        streams = (len(array) - 1) // block  # how many training streams of a block the split holds
+        if array.ndim == 1 and name == "train" and room < block and streams >= 1:
+            raise UserError(
+                f"{manifest.path}: train.batch_size: {spec.train.batch_size} streams of data.block = {block} "
+                f"tokens do not fit the train split of {spec.data.name} ({len(array) - 1:,} targets); "
+                f"allowed: at most {streams:,}"
+            )
         if array.ndim == 1 and room < block:
             what = (
                 f"{spec.train.batch_size} training streams of {room:,} tokens"
