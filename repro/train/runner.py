@@ -28,7 +28,7 @@ import torch
 from repro import data as datasets
 from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec, from_record
-from repro.errors import StoreError, UserError
+from repro.errors import RunFailed, StoreError, UserError
 from repro.models.base import LanguageModel
 from repro.progress import say
 from repro.store import checkpoints
@@ -36,7 +36,7 @@ from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.provenance import code_version
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
 from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
-from repro.train import distributed, environment, quiet, signals, throughput
+from repro.train import distributed, environment, memory, quiet, signals, throughput
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.module import (
     BoundaryCheckpoint,
@@ -291,8 +291,12 @@ def _train(
         ]
     trainer = _trainer(spec, run, store_logger, [store_logger] + ([wb] if wb is not None else []), world, callbacks)
     tell(("train", str(resume[0]) if resume else None))
+    stage = (
+        f"a training step (train.batch_size = {spec.train.batch_size} streams of data.block = {spec.data.block} tokens)"
+    )
     try:
         diverged = _fit(trainer, module, data, str(resume[0]) if resume else None, world.strategy == "ddp_spawn")
+        stage = f"the final evaluation (eval.batch_size = {spec.eval.batch_size} windows of data.block = {spec.data.block} tokens)"
         if diverged is None:
             selected = load_selected(spec, run.checkpoints, module.model)
             if selected["selected"] == "best_valid":
@@ -311,6 +315,12 @@ def _train(
         err.detail = _stopped(run, wb, err.exit_status)
         raise
     except Exception as err:  # under ddp_spawn a worker's exception arrives wrapped: its last line says what
+        if memory.out_of_memory(err):
+            _failed(run, store_logger, wb, f"out of memory in {stage}")
+            raise RunFailed(
+                f"run {spec.run_id} of {spec.manifest}: out of memory in {stage}; marked failed, its last "
+                "checkpoint kept: lower the batch size (or the block), or free memory, then `repro run` resumes it"
+            ) from None
         _failed(run, store_logger, wb, str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__)
         raise
     if diverged is not None:
