@@ -4,6 +4,8 @@ not a folder. Real files, real commands."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 
 import pytest
@@ -103,3 +105,23 @@ def test_a_results_root_that_is_not_a_folder_is_refused_by_every_command(tmp_pat
     assert code == 2 and len(lines) == 1 and not captured.out, captured
     assert lines[0].startswith(f"error: --results {given}: ") and "not a folder" in lines[0]
     assert (tmp_path / "file").read_text() == "not a store\n"
+
+
+def test_the_index_never_says_more_than_the_folders(tmp_path, trained, capsys):
+    """status keeps runs/<manifest>/.index.json; an in-place edit of the same size with the old
+    modification time restored is still seen (the change time moved), and a garbled index is rebuilt."""
+    _, a = trained
+    assert main(["status"]) == 0
+    index = a.path.parent / ".index.json"
+    assert a.run_id in json.loads(index.read_text())["runs"] and a.run_id in capsys.readouterr().out
+    spec = a.path / "spec.yaml"
+    before = spec.stat()
+    spec.write_text(spec.read_text().replace("layers: 1", "layers: 3"))
+    os.utime(spec, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert spec.stat().st_size == before.st_size and spec.stat().st_mtime_ns == before.st_mtime_ns
+    assert main(["status"]) == 0
+    assert capsys.readouterr().out.startswith(f"corrupt: {spec}: the spec hashes to ")
+    spec.write_text(spec.read_text().replace("layers: 3", "layers: 1"))
+    index.write_text("{garbled")
+    assert main(["status"]) == 0
+    assert a.run_id in capsys.readouterr().out and json.loads(index.read_text())["runs"][a.run_id]["row"]
