@@ -33,6 +33,7 @@ BOOL_11 = re.compile(r"yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF")
 BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
 OCTAL_11 = re.compile(r"[-+]?0[0-7_]+")
 OCTAL_12 = re.compile(r"[-+]?0o[0-7]+")
+SUSPECT = re.compile("|".join(p.pattern for p in (BOOL_11, BASE_60, OCTAL_11, OCTAL_12)))  # one test first
 
 
 class YamlError(UserError):
@@ -80,7 +81,8 @@ def loads(text: str, where: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        size = expanded_size(node, where)
+        # without an anchor there is no alias: a tree of at most a node per character (and one more)
+        size = 0 if "&" not in text and 2 * len(text) < MAX_NODES else expanded_size(node, where)
         if size > MAX_NODES:
             raise YamlError(f"{where}: aliases expand to more than {MAX_NODES:,} YAML nodes; write the values out")
         one_meaning(node, where)
@@ -158,7 +160,7 @@ def one_meaning(root: yaml.Node, where: str) -> None:
 def _one_reading(node: yaml.ScalarNode, name: str, where: str) -> None:
     """YamlError for a plain scalar that YAML 1.1 and 1.2 read differently."""
     text = node.value
-    if node.style or not text or len(text) > 64:  # plain: None (PyYAML) or "" (libyaml)
+    if node.style or len(text) > 64 or not SUSPECT.fullmatch(text):  # plain: None (PyYAML) or "" (libyaml)
         return
     if BOOL_11.fullmatch(text):
         why = "a boolean in YAML 1.1 and text in YAML 1.2; write true or false, or quote it for the text"

@@ -365,12 +365,13 @@ def listing(root: Path, manifest: str | None = None) -> tuple[list[tuple[dict[st
     found, corrupt = [], []
     for folder in folders:
         known = index.load(folder)
-        kept = {}
+        kept, changed = {}, False
         for path in _folders(folder):
             stamps = [index.stamp(path / "spec.yaml"), index.stamp(path / "summary.json")]
             entry = known.get(path.name)
             if entry is None or entry.get("stamps") != stamps:
                 entry = _entry(root, path, stamps)
+                changed = changed or entry is not None
             if entry is None:
                 continue
             kept[path.name] = entry
@@ -378,9 +379,17 @@ def listing(root: Path, manifest: str | None = None) -> tuple[list[tuple[dict[st
                 corrupt.append(entry["corrupt"])
             else:
                 found.append((entry["row"], entry["cell"]))
-        if kept != known:
+        if changed or len(kept) != len(known):
             index.save(folder, kept)
     return found, corrupt
+
+
+def refresh_index(root: Path, manifest: str) -> None:
+    """Bring a manifest folder's index up to date (only its changed runs are read): called when a run
+    finishes, so that a store grown by training answers `status` and `report` from its index. A cache:
+    what it cannot read or write costs only time."""
+    with contextlib.suppress(UserError, OSError):
+        listing(root, manifest)
 
 
 def _folders(folder: Path) -> list[Path]:

@@ -34,7 +34,7 @@ from repro.progress import say
 from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.provenance import code_version
-from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin, refresh_index
 from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
 from repro.train import distributed, environment, memory, quiet, signals, throughput
 from repro.train.evaluation import evaluate, unigram_bits
@@ -328,6 +328,7 @@ def _train(
         echo(f"  run {spec.run_id} diverged: {diverged}; marked failed, last good checkpoint kept")
         return Outcome(spec, "failed", run.summary())
     summary = run.update_summary(status=FINISHED, **final)
+    refresh_index(run.path.parent.parent.parent, spec.manifest)
     if wb is not None:
         finish_wandb(wb, run)
     return Outcome(spec, "finished", summary)
