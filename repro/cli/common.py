@@ -6,7 +6,7 @@ import math
 import os
 from pathlib import Path
 
-from repro.bounds import ALLOW_CODE, ALLOW_READ
+from repro.bounds import ALLOW_READ, TRUST_CODE
 from repro.config import manifest as manifests
 from repro.config import overrides
 from repro.errors import UserError
@@ -52,7 +52,7 @@ def fmt(value) -> str:
 
 
 def allow(folders: list[str], option: str = "--allow-read", variable: str = ALLOW_READ) -> None:
-    """``--allow-read`` (or ``--allow-code``) folders into the environment, where processes started from
+    """``--allow-read`` (or ``--trust-code``) folders into the environment, where processes started from
     here find them too."""
     for folder in folders:
         if not Path(folder).expanduser().is_dir():
@@ -62,5 +62,5 @@ def allow(folders: list[str], option: str = "--allow-read", variable: str = ALLO
         os.environ[variable] = os.pathsep.join([*known, *(str(Path(f).expanduser().resolve()) for f in folders)])
 
 
-def allow_code(folders: list[str]) -> None:
-    allow(folders, "--allow-code", ALLOW_CODE)
+def trust_code(folders: list[str]) -> None:
+    allow(folders, "--trust-code", TRUST_CODE)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.bounds import ALLOW_CODE, ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
+from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES, TRUST_CODE
 from repro.config import claims
 from repro.config.cells import cell_text
 from repro.config.spec import SECTIONS, RunSpec, SpecError, build_run
@@ -78,8 +78,8 @@ def analysis_root() -> Path:
 
 def code_roots() -> list[Path]:
     """The folders whose renderer files any manifest may name (``docs/faults.md``, the trust model): the
-    project's analysis/, ``$REPRO_ANALYSIS``, and each folder named by ``--allow-code`` or ``$REPRO_ALLOW_CODE``."""
-    named = [p for p in os.environ.get(ALLOW_CODE, "").split(os.pathsep) if p]
+    project's analysis/, ``$REPRO_ANALYSIS``, and each folder named by ``--trust-code`` or ``$REPRO_TRUST_CODE``."""
+    named = [p for p in os.environ.get(TRUST_CODE, "").split(os.pathsep) if p]
     return [Path(p).expanduser().resolve() for p in dict.fromkeys([str(ANALYSIS), str(analysis_root()), *named])]
 
 
@@ -295,7 +295,7 @@ def _analysis_files(path: Path, value: Any) -> list[str]:
             raise ManifestError(
                 f"{path}: analysis: {ref}: {target} lies outside the manifest's folder ({folder}); a renderer "
                 "file is code, run only from there, the project's analysis/, $REPRO_ANALYSIS or a folder named "
-                "with --allow-code DIR"
+                "with --trust-code DIR"
             )
         out.append(str(target))
     return out

@@ -1,5 +1,6 @@
-"""The store's index: per manifest folder, ``runs/<manifest>/.index.json`` keeps what a scan read from
-each run (its tidy row and grid cell, or why it is corrupt) beside the identity of the files it read.
+"""The store's index: per manifest, ``<results>/index/<manifest>.json`` keeps what a scan read from each
+of its runs (its tidy row and grid cell, or why it is corrupt) beside the identity of the files it read
+(beside the run folders, not among them).
 
 An entry is used only while its run's spec.yaml and summary.json are the very files it was read from
 (inode, size, modification and change times: an edit, a rename over it or a copy changes at least one),
@@ -19,7 +20,7 @@ from typing import Any
 from repro.errors import StoreError
 from repro.files import atomic
 
-NAME = ".index.json"
+FOLDER = "index"
 VERSION = 1  # bumped whenever what a scan keeps per run changes
 
 
@@ -32,10 +33,14 @@ def stamp(path: Path) -> list[int] | None:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def load(folder: Path) -> dict[str, Any]:
-    """Run id -> entry of the index in ``folder`` (empty when there is none, or it does not read)."""
+def path(root: Path, manifest: str) -> Path:
+    return root / FOLDER / f"{manifest}.json"
+
+
+def load(root: Path, manifest: str) -> dict[str, Any]:
+    """Run id -> entry of the manifest's index (empty when there is none, or it does not read)."""
     try:
-        index = json.loads((folder / NAME).read_text())
+        index = json.loads(path(root, manifest).read_text())
     except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(index, dict) or index.get("version") != VERSION or not isinstance(index.get("runs"), dict):
@@ -43,7 +48,7 @@ def load(folder: Path) -> dict[str, Any]:
     return index["runs"]
 
 
-def save(folder: Path, runs: dict[str, Any]) -> None:
-    """Write the index of ``folder`` atomically, or nothing where the store cannot be written."""
+def save(root: Path, manifest: str, runs: dict[str, Any]) -> None:
+    """Write the manifest's index atomically, or nothing where the store cannot be written."""
     with contextlib.suppress(StoreError, OSError):
-        atomic.write_text(folder / NAME, json.dumps({"version": VERSION, "runs": runs}, default=str))
+        atomic.write_text(path(root, manifest), json.dumps({"version": VERSION, "runs": runs}, default=str))

@@ -364,7 +364,8 @@ def listing(root: Path, manifest: str | None = None) -> tuple[list[tuple[dict[st
     folders = [base / manifest] if manifest else _folders(base)
     found, corrupt = [], []
     for folder in folders:
-        known = index.load(folder)
+        named = bool(NAME.fullmatch(folder.name)) and len(folder.name) <= MAX_NAME  # else: no index
+        known = index.load(root, folder.name) if named else {}
         kept, changed = {}, False
         for path in _folders(folder):
             stamps = [index.stamp(path / "spec.yaml"), index.stamp(path / "summary.json")]
@@ -379,8 +380,8 @@ def listing(root: Path, manifest: str | None = None) -> tuple[list[tuple[dict[st
                 corrupt.append(entry["corrupt"])
             else:
                 found.append((entry["row"], entry["cell"]))
-        if changed or len(kept) != len(known):
-            index.save(folder, kept)
+        if named and (changed or len(kept) != len(known)):
+            index.save(root, folder.name, kept)
     return found, corrupt
 
 
@@ -393,7 +394,7 @@ def refresh_index(root: Path, manifest: str) -> None:
 
 
 def _folders(folder: Path) -> list[Path]:
-    """The folders in ``folder``, sorted, but for hidden ones (temp folders, the index)."""
+    """The folders in ``folder``, sorted, but for hidden ones (temp folders)."""
     try:
         return sorted(Path(e.path) for e in os.scandir(folder) if not e.name.startswith(".") and e.is_dir())
     except (FileNotFoundError, NotADirectoryError):

@@ -1,5 +1,5 @@
 """Code that runs is code the user chose: a manifest's renderer files (``analysis:``) lie in its own folder
-tree, the project's analysis/, $REPRO_ANALYSIS or a folder named with --allow-code; reading a manifest
+tree, the project's analysis/, $REPRO_ANALYSIS or a folder named with --trust-code; reading a manifest
 (validate, show, list, run --dry-run) never runs them; one that exits while it loads fails in one line.
 Real processes where the file ends the process."""
 
@@ -61,7 +61,7 @@ def test_a_renderer_file_outside_the_manifest_folder_is_refused_unless_allowed(
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"analysis: {outside}: {outside} lies outside the manifest's folder" in err[0], err
     assert not marker.exists()
-    assert main(["--allow-code", str(outside.parent), "validate", str(path)]) == 0  # consent, per folder
+    assert main(["--trust-code", str(outside.parent), "validate", str(path)]) == 0  # consent, per folder
     assert not marker.exists()
 
 

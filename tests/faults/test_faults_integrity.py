@@ -108,11 +108,11 @@ def test_a_results_root_that_is_not_a_folder_is_refused_by_every_command(tmp_pat
 
 
 def test_the_index_never_says_more_than_the_folders(tmp_path, trained, capsys):
-    """status keeps runs/<manifest>/.index.json; an in-place edit of the same size with the old
+    """status keeps results/index/<manifest>.json; an in-place edit of the same size with the old
     modification time restored is still seen (the change time moved), and a garbled index is rebuilt."""
     _, a = trained
     assert main(["status"]) == 0
-    index = a.path.parent / ".index.json"
+    index = tmp_path / "results" / "index" / "f-run.json"
     assert a.run_id in json.loads(index.read_text())["runs"] and a.run_id in capsys.readouterr().out
     spec = a.path / "spec.yaml"
     before = spec.stat()
