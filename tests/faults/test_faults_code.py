@@ -40,7 +40,9 @@ def with_renderer(tmp_path, write_manifest, where: str, exit: str = "", trains: 
     return path, marker
 
 
-@pytest.mark.parametrize("argv", [["validate", "M"], ["show", "M"], ["run", "M", "--dry-run"], ["list"]])
+@pytest.mark.parametrize(
+    "argv", [["validate", "M"], ["show", "M"], ["run", "M", "--dry-run"], ["list"], ["run", "M", "--no-wandb"]]
+)
 def test_reading_a_manifest_never_runs_its_renderer_files(tmp_path, write_manifest, capsys, argv, monkeypatch):
     path, marker = with_renderer(tmp_path, write_manifest, "figs/mine.py")
     monkeypatch.setenv("REPRO_EXPERIMENTS", str(tmp_path))
