@@ -97,8 +97,10 @@ def _dotted(tree: dict, key: str):
 def cmd_validate(args) -> int:
     paths = [Path(p) for p in args.paths] or list(manifests.discover().values())
     for path in paths:
-        m = lookup.load(path)
-        print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}")
+        m = lookup.load(path, run_code=args.renderers)
+        code = f"  renderer files: {', '.join(map(str, m.analysis))}" if m.analysis else ""
+        loaded = " (loaded)" if args.renderers else " (read, not run: --renderers loads them)"
+        print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}{code}{loaded * bool(code)}")
         for warning in m.claim_warnings():
             print(f"    warning: {warning}")
     return 0
