@@ -93,7 +93,12 @@ class ClaimResult:
         """The verdict's effect, or what stopped it (failed preconditions by their ``labels``)."""
         v = self.verdict
         if v.failed:
-            why = "precondition " + ", ".join(labels.get(p, f"`{p}`") for p in v.failed) + " fails"
+            names = [labels.get(p, f"`{p}`") for p in v.failed]
+            why = (
+                f"precondition {', '.join(names)} fails"
+                if len(names) == 1
+                else f"preconditions {', '.join(names)} fail"
+            )
         elif v.status == verdicts.NOT_EVALUABLE:
             why = v.detail
         elif v.status == verdicts.INDICATIVE:

@@ -141,7 +141,8 @@ def evaluate(
     # a claim that the models learned is no precondition of itself
     failed = [p for p in requires if p != check and _gate(p, means, frames, cell_keys).status != REPRODUCED]
     if failed:
-        return Verdict(NOT_EVALUABLE, "precondition " + ", ".join(f"`{p}`" for p in failed) + " fails", failed=failed)
+        words = ("precondition", "fails") if len(failed) == 1 else ("preconditions", "fail")
+        return Verdict(NOT_EVALUABLE, f"{words[0]} {', '.join(f'`{p}`' for p in failed)} {words[1]}", failed=failed)
     return _judge(check, means, frames, cell_keys, confidence)
 
 
@@ -205,30 +206,37 @@ def _complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[c
     """The seeds whose runs complete every selection (finished, the metric stored, every cell there, and
     for a timing metric every run alone); when none does, the first seed (its selections then say what is
     missing)."""
-    seeds = list(dict.fromkeys(_seeds(runs)))
-
-    def cells(r: pd.DataFrame) -> int:
-        return len(r[[k for k in cell_keys if k in r]].astype(str).drop_duplicates()) if cell_keys else 1
+    seed_of = _seeds(runs)
+    keys = [k for k in cell_keys if k in runs]
+    label = runs[keys].astype(str).agg("\x1f".join, axis=1) if keys else pd.Series("", index=runs.index)
+    wanted = []  # per selection: the rows of every seed it selects, and how many cells they span
+    for metric, filters in selections:
+        try:
+            every = _matching(runs, cell_keys, filters).index
+        except NotEvaluable:
+            return list(dict.fromkeys(seed_of))[:1]
+        wanted.append((metric, filters, every, label[every].nunique()))
 
     def complete(frame: pd.DataFrame) -> bool:
-        for metric, filters in selections:
-            try:
-                rows, every = _matching(frame, cell_keys, filters), _matching(runs, cell_keys, filters)
-                if metric in TIMED:
-                    _check_alone(rows, metric, filters)
-            except NotEvaluable:
-                return False
+        for metric, filters, every, cells in wanted:
+            rows = frame.loc[frame.index.intersection(every)]
             if (
                 rows.empty
                 or (rows["status"] != "finished").any()
                 or metric not in rows
                 or rows[metric].isna().any()
-                or cells(rows) != cells(every)
+                or label[rows.index].nunique() != cells
             ):
                 return False
+            if metric in TIMED:
+                try:
+                    _check_alone(rows, metric, filters)
+                except NotEvaluable:
+                    return False
         return True
 
-    return [s for s in seeds if complete(runs[_seeds(runs) == s])] or seeds[:1]
+    seeds = [seed for seed, frame in runs.groupby(seed_of, sort=False) if complete(frame)]
+    return seeds or list(dict.fromkeys(seed_of))[:1]
 
 
 def _judge(
