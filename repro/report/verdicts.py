@@ -155,6 +155,7 @@ def precondition(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdic
 
 def _paired(runs: pd.DataFrame, cell_keys: list[str], checks: list[str]) -> tuple[list[pd.DataFrame], pd.DataFrame]:
     """(each complete seed's runs, the seed means of those runs) for ``checks``."""
+    runs = runs.reset_index(drop=True)  # rows are told apart by position
     seeds = _complete_seeds(runs, cell_keys, [sel for c in checks for sel in claims.parse(c)[1]])
     frames = [runs[_seeds(runs) == seed] for seed in seeds]
     return frames, seed_means(pd.concat(frames), cell_keys) if len(frames) > 1 else frames[0]
@@ -177,25 +178,31 @@ def seed_means(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     The one seed-means function of tables, figures and claims."""
     if rows.empty:
         return rows
+    rows = rows.reset_index(drop=True)  # seeds' frames concatenated repeat their indices
     present = [k for k in keys if k in rows]
     label = rows[present].astype(str).agg(",".join, axis=1) if present else pd.Series("", rows.index)
-    out = []
-    for cell in dict.fromkeys(label):
-        group = rows[label == cell]
-        done = group[group["status"] == "finished"] if (group["status"] == "finished").any() else group
-        record = done.iloc[0].to_dict()
+    finished = rows["status"] == "finished"
+    done = rows[finished | ~finished.groupby(label).transform("any")]  # a cell's finished seeds, if any
+    cell = label[done.index]
+    first = ~cell.duplicated()  # each cell's first seed, in grid order
+    order = cell[first]
+    counts = cell.value_counts(sort=False).reindex(order).to_numpy()
+    out = done[first].reset_index(drop=True)
+    multi = pd.Series(counts > 1)
+    if multi.any():
         numeric = [c for c in done.select_dtypes("number").columns if c not in keys and c != SEED]
-        if len(done) > 1:
-            means, sds = done[numeric].mean(), done[numeric].std(ddof=1)
-            record.update(means.to_dict())
-            record.update({f"{c} sd": sds[c] for c in numeric})
-            if "ran_alone" in done:
-                record["ran_alone"] = bool(
-                    done["ran_alone"].astype(object).where(done["ran_alone"].notna(), False).all()
-                )
-        record["seeds"] = len(done)
-        out.append(record)
-    return pd.DataFrame(out)
+        groups = done.groupby(cell, sort=False)
+        means = groups[numeric].mean().reindex(order).reset_index(drop=True)
+        sds = groups[numeric].std(ddof=1).reindex(order).reset_index(drop=True)
+        for c in numeric:
+            out[c] = out[c].where(~multi, means[c])
+        out = pd.concat([out, sds.where(multi).add_suffix(" sd")], axis=1)
+        if "ran_alone" in done:
+            alone = done["ran_alone"].astype(object).where(done["ran_alone"].notna(), False).astype(bool)
+            every = alone.groupby(cell, sort=False).all().reindex(order).reset_index(drop=True)
+            out["ran_alone"] = out["ran_alone"].astype(object).where(~multi, every)
+    out["seeds"] = counts
+    return out
 
 
 def _seeds(runs: pd.DataFrame) -> pd.Series:
