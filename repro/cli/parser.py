@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("show", cmd_show, "the resolved runs of a manifest (or a group) as a table")
     manifest_args(p)
+    seeds_arg(p, "show")
     p.add_argument("--json", action="store_true", help="print JSON, each run with its resolved spec")
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
 
@@ -111,13 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="cap every run at N steps (a different run id: kept out of reports)",
     )
-    p.add_argument(
-        "--seeds",
-        type=int,
-        default=None,
-        metavar="N",
-        help="train N seeds of every grid cell (replicates: train.seed + 0 .. N-1; default: the manifest's)",
-    )
+    seeds_arg(p, "train")
     p.add_argument(
         "--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing"
     )
@@ -226,6 +221,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     data_cli.register(sub, parents=[common])
     return parser
+
+
+def seeds_arg(p: argparse.ArgumentParser, verb: str) -> None:
+    """``--seeds N``: as many replicates of every grid cell as ``repro run --seeds N`` trains."""
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"{verb} N seeds of every grid cell (replicates: train.seed + 0 .. N-1; default: the manifest's)",
+    )
 
 
 RESULTS_HELP = "results root (default: $REPRO_RESULTS or results/)"

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from repro import data, progress
-from repro.cli.common import override_args, save, select, store_root
+from repro.cli.common import override_args, save, seeds_option, select, store_root
 from repro.cli.status import run_state
 from repro.config import manifest as manifests
 from repro.errors import UserError
@@ -38,8 +38,7 @@ def cmd_run(args) -> int:
             "--retrain-checkpoint: retrains here, in one process, the runs as stored; allowed without "
             "--launcher, --max-steps, --devices and --num-nodes"
         )
-    if args.seeds is not None and args.seeds < 1:
-        raise UserError(f"--seeds {args.seeds}: allowed: a positive number of seeds per grid cell")
+    seeds_option(args.seeds)
     if args.launcher and distributed.launched_by():
         raise UserError(
             f"--launcher {args.launcher}: this process is one of those {distributed.launched_by()} started; "

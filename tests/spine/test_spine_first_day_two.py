@@ -1,0 +1,61 @@
+"""A researcher's first day, round two (issue 36): `show`, `validate` and `list` agree with `run`; groups by
+scale; shortened runs found; an estimate before the wait."""
+
+from __future__ import annotations
+
+import shutil
+
+from repro.cli import main
+from repro.config import manifest as manifests
+
+
+def test_show_has_a_seed_column_one_steps_column_and_takes_seeds(capsys):
+    assert main(["show", "as-table1", "--seeds", "2", "train.steps=100"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[1].split()
+    assert header.count("seed") == 1 and header.count("steps") == 1 and "train.steps" not in header
+    rows = [line.split() for line in lines[2:]]
+    assert len(rows) == 6  # 3 cells x 2 seeds
+    seeds = [row[header.index("seed")] for row in rows]
+    assert sorted(seeds) == ["0", "0", "0", "1", "1", "1"]
+    assert {row[header.index("steps")] for row in rows} == {"100"}
+    assert main(["show", "as-table1", "--seeds", "0"]) == 2
+    assert "--seeds 0: allowed: a positive number" in capsys.readouterr().err
+
+
+def _broken_experiments(tmp_path, monkeypatch):
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    shutil.copy(manifests.discover()["smoke"], folder / "smoke.yaml")
+    (folder / "a.yaml").write_text("name: bad-a\ntitle: x\n")
+    (folder / "b.yaml").write_text("name: bad-b\npaper: suite\n")
+    monkeypatch.setenv("REPRO_EXPERIMENTS", str(folder))
+    return folder
+
+
+def test_validate_checks_every_manifest_and_reports_every_failure(tmp_path, monkeypatch, capsys):
+    folder = _broken_experiments(tmp_path, monkeypatch)
+    assert main(["validate"]) == 2
+    captured = capsys.readouterr()
+    errors = captured.err.strip().splitlines()
+    assert errors == [
+        f"error: {folder / 'a.yaml'}: paper: required key is missing",
+        f"error: {folder / 'b.yaml'}: title: required key is missing",
+    ]
+    assert "ok  smoke" in captured.out and "2 of 3 manifests invalid" in captured.out
+
+
+def test_list_puts_invalid_messages_under_the_table(tmp_path, monkeypatch, capsys):
+    _broken_experiments(tmp_path, monkeypatch)
+    assert main(["list", "--results", str(tmp_path / "results")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table, below = lines[:4], lines[4:]
+    assert all("required key" not in line for line in table)
+    assert [line.split()[:3] for line in table[1:3]] == [
+        ["bad-a", "INVALID", "(below)"],
+        ["bad-b", "INVALID", "(below)"],
+    ]
+    assert below == [
+        f"INVALID bad-a: {tmp_path / 'experiments' / 'a.yaml'}: paper: required key is missing",
+        f"INVALID bad-b: {tmp_path / 'experiments' / 'b.yaml'}: title: required key is missing",
+    ]
