@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from repro import data, progress
-from repro.cli.common import override_args, save, seeds_option, select, store_root
+from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root
 from repro.cli.status import run_state
 from repro.config import manifest as manifests
 from repro.errors import UserError
@@ -46,7 +46,7 @@ def cmd_run(args) -> int:
         )
     world = None if args.launcher else distributed.world(args.devices, args.num_nodes)
     found = select(args)
-    plan = lookup.with_parts(found, override_args(args))
+    plan = at_scale(lookup.with_parts(found, override_args(args)), args.scale)
     for m in [m for m in plan if m.base is None]:
         print(f"{m.name} trains nothing; `repro report {m.command}` draws it")
     plan = [m for m in plan if m.base is not None]
