@@ -78,6 +78,11 @@ def cmd_run(args) -> int:
         distributed.start(world)
         distributed.first(world, prepare)
     echo = say if world is None or world.leads else _quiet
+    if args.max_steps is not None:
+        echo(
+            f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
+            f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
+        )
     if args.dry_run:
         for m, s in specs:
             state = run_state(RunDir(root, m.name, s.run_id))

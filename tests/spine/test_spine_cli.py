@@ -24,7 +24,10 @@ def test_max_steps_makes_a_different_run(capsys, write_manifest):
     main(["run", str(path), "--dry-run"])
     full = capsys.readouterr().out.split()[0]
     main(["run", str(path), "--dry-run", "--max-steps", "5"])
-    assert capsys.readouterr().out.split()[0] != full
+    note, line = capsys.readouterr().out.splitlines()
+    assert line.split()[0] != full
+    assert note.startswith("--max-steps 5: capped runs have run ids of their own and are kept out of reports")
+    assert f"`repro run {path} train.steps=5` trains a shortened manifest" in note
 
 
 def test_status_list_and_sync_without_runs(capsys, tmp_path):

@@ -76,3 +76,33 @@ def test_a_group_runs_the_parts_that_have_the_scale_and_names_those_left_out(tmp
     assert main(["run", "st-table1", "--scale", "cpu", "--dry-run", "--results", results]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "none of the 4 manifests has this scale" in err[0] and "st-table1-audio: tiny" in err[0]
+
+
+def test_a_report_without_runs_names_the_derived_manifests_that_have_some(tmp_path, write_manifest):
+    """Runs trained with `train.steps=20` are stored under the derived manifest: the base's report (and a
+    sibling's) names it, with its finished runs and the command that reports it."""
+    from spine_manifests import stored_run
+
+    from repro.report import lookup
+    from repro.store.runs import record_source
+
+    path = write_manifest()
+    root = tmp_path / "results"
+    base = lookup.select(str(path), [], root)[0]
+    assert lookup.elsewhere(base, root) == []  # nothing stored anywhere
+    (short,) = lookup.select(str(path), ["train.steps=20"], root)
+    assert short.name == "t-tiny.train.steps_20" and lookup.base_name(short) == "t-tiny"
+    for spec in short.expand("tiny"):
+        stored_run(root, spec, valid_bits=3.0)
+    record_source(root, short.name, path, short.args)
+    assert lookup.elsewhere(base, root) == [
+        "Stored runs of the same manifest with other overrides (each its own report):",
+        "",
+        "- `t-tiny.train.steps_20`: 1 finished run(s); `repro report t-tiny.train.steps_20`",
+        "",
+    ]
+    (sibling,) = lookup.select(str(path), ["train.steps=25"], root)
+    assert [name for name, _ in lookup.relatives_with_runs(sibling, root)] == ["t-tiny.train.steps_20"]
+    assert lookup.elsewhere(short, root) == []  # its own runs are no relative's
+    # the command printed reports them: the store knows the derived manifest by its name
+    assert [m.name for m in lookup.select("t-tiny.train.steps_20", [], root)] == [short.name]
