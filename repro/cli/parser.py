@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="nodes per run (default 1): started by torchrun or srun, or allocated by --launcher slurm",
     )
     p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the libraries' lines (Lightning's device and stop lines, W&B's banners and summaries)",
+    )
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
     p.add_argument("--run-id", default=None, metavar="ID", help="only the run with this id (what a job runs)")
     p.add_argument(

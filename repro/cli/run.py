@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from repro import data, progress
+from repro.cli import eta
 from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root
 from repro.cli.status import run_state
 from repro.config import manifest as manifests
@@ -15,7 +16,7 @@ from repro.progress import say
 from repro.report import lookup
 from repro.store import runs as store
 from repro.store.runs import RunDir
-from repro.train import launch, signals
+from repro.train import launch, quiet, signals
 
 
 def cmd_run(args) -> int:
@@ -27,6 +28,7 @@ def cmd_run(args) -> int:
     )
 
     signals.install()
+    quiet.configure(args.verbose)
     for option, what in (("devices", "devices"), ("num_nodes", "nodes")):
         if getattr(args, option) < 1:
             raise UserError(
@@ -83,11 +85,13 @@ def cmd_run(args) -> int:
             f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
             f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
         )
+    timings = eta.Timings(eta.default_roots(root))
     if args.dry_run:
         for m, s in specs:
             state = run_state(RunDir(root, m.name, s.run_id))
             why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
             echo(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
+        echo(eta.plan([s for m, s in specs if not RunDir(root, m.name, s.run_id).finished], timings))
         return 0
     if args.launcher:
         return _launch(
@@ -102,20 +106,14 @@ def cmd_run(args) -> int:
         atomic.make_dirs(wandb_dir(root))
     failed = busy = 0
     started = time.monotonic()
-    beside_training: list[float] = []  # this session's runs: wall seconds beyond their training steps
     for i, (m, spec) in enumerate(specs, 1):
-        todo = [(n, s) for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished]
-        line = progress.plan_line(
-            i,
-            len(specs),
-            time.monotonic() - started,
-            sum(s.train.steps for _, s in todo),
-            _per_step(root, specs),
-            len(todo),
-            _per_run(root, specs, beside_training),
+        timings.refresh()  # the runs this session finished time the ones left of their shape
+        todo = [s for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished]
+        echo(
+            f"[{i}/{len(specs)}] elapsed {progress.duration(time.monotonic() - started)}, {eta.plan(todo, timings)}"
+            f"\n  {m.name} {spec.cell_name + ' ' if spec.cell else ''}({spec.run_id}, scale {spec.scale}, "
+            f"data {spec.data.label})"
         )
-        echo(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
-        began = time.monotonic()
         try:
             if args.retrain_checkpoint:
                 outcome = retrain.checkpoint(spec, m, root, echo=echo)
@@ -127,8 +125,6 @@ def cmd_run(args) -> int:
             if world.leads and RunDir(root, m.name, spec.run_id).path.exists():
                 _remember(root, m, known)
         s = outcome.summary
-        if outcome.status == "finished" and s.get("train_seconds"):
-            beside_training.append(max(0.0, time.monotonic() - began - float(s["train_seconds"])))
         if outcome.status in ("failed", "busy"):
             failed += outcome.status == "failed"
             busy += outcome.status == "busy"
@@ -210,20 +206,3 @@ def _remember(root: Path, m, known: dict[str, Path]) -> None:
     """Record a manifest that discovery does not find (or one with overrides), so that its name works later."""
     if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
         store.record_source(root, m.name, m.path, m.args)
-
-
-def _per_run(root: Path, specs: list, measured: list[float]) -> float | None:
-    """Mean seconds a run takes beyond its training steps (evaluation, analysis, start-up): the stored
-    ``eval_seconds`` of the finished runs among ``specs`` and what this session's runs took; None before any."""
-    runs = [RunDir(root, m.name, s.run_id) for m, s in specs]
-    stored = [run.summary().get("eval_seconds") for run in runs if run.finished]
-    values = [float(v) for v in stored if v is not None] + measured
-    return sum(values) / len(values) if values else None
-
-
-def _per_step(root: Path, specs: list) -> float | None:
-    """Mean stored seconds per step of the finished runs among ``specs`` (None before any)."""
-    runs = [RunDir(root, m.name, s.run_id) for m, s in specs]
-    known = [run.summary() for run in runs if run.finished]  # a corrupt summary is not finished
-    values = [k["seconds_per_step"] for k in known if k.get("seconds_per_step")]
-    return sum(values) / len(values) if values else None

@@ -68,8 +68,8 @@ def test_a_group_runs_the_parts_that_have_the_scale_and_names_those_left_out(tmp
     assert (
         out[1] == "left out, no scale 'cpu': st-table1-cifar10, st-table1-enwik8, st-table1-imagenet64, st-table1-audio"
     )
-    runs = out[2:]
-    assert runs and all(" as-table1 " in line for line in runs)
+    runs, estimate = out[2:-1], out[-1]
+    assert runs and all(" as-table1 " in line for line in runs) and estimate.startswith("ETA ")
     assert main(["show", "table1", "--scale", "cpu"]) == 0
     assert "as-table1: " in capsys.readouterr().out
     # none of them has the scale: one line naming each one's scales
@@ -106,3 +106,50 @@ def test_a_report_without_runs_names_the_derived_manifests_that_have_some(tmp_pa
     assert lookup.elsewhere(short, root) == []  # its own runs are no relative's
     # the command printed reports them: the store knows the derived manifest by its name
     assert [m.name for m in lookup.select("t-tiny.train.steps_20", [], root)] == [short.name]
+
+
+def test_the_plan_eta_comes_from_stored_runs_of_the_same_shape(tmp_path, write_manifest):
+    """Before the first step: a run whose shape (data, model, batch, evaluation; not the seed, the steps
+    or the learning rate) was stored is timed at that run's seconds per step and evaluation seconds; one
+    whose evaluation was never timed at the stored runs' median rate; one of a new shape is named apart."""
+    from spine_manifests import stored_run
+
+    from repro.cli import eta
+    from repro.report import lookup
+
+    path = write_manifest(grid="grid:\n  train.lr: [0.003, 0.001]\n  model.d_model: [32, 64]\n")
+    root, shipped = tmp_path / "results", tmp_path / "shipped"
+    specs = lookup.select(str(path), [], root)[0].expand("tiny")
+    by_cell = {(s.cell["train.lr"], s.cell["model.d_model"]): s for s in specs}
+    # d_model 32 timed under the root trained into (lr 0.003 only: lr 0.001 has its shape)
+    stored_run(root, by_cell[0.003, 32], seconds_per_step=0.5, eval_seconds=20.0, valid_targets=640, test_targets=640)
+    assert eta.plan([by_cell[0.001, 32]], eta.Timings([root])) == (
+        f"ETA 35s for 1 run(s), from stored runs of the same shape under {root}/"  # 30 steps x 0.5 s + 20 s
+    )
+    # d_model 64 only in the shipped store, its evaluation untimed: 1280 targets = 10 steps of 4 x 32
+    # tokens, at the median ratio 20 / (10 x 0.5) = 4 -> 4 x 10 x 1.0 = 40 s
+    stored_run(shipped, by_cell[0.003, 64], seconds_per_step=1.0, valid_targets=640, test_targets=640)
+    timings = eta.Timings([root, shipped])
+    assert timings.of(by_cell[0.001, 64].resolved()) == eta.Timing(1.0, 40.0, True, 1, shipped)
+    new_shape = lookup.select(str(path), ["train.batch_size=8"], root)[0].expand("tiny")[0]
+    text = eta.plan([by_cell[0.001, 32], by_cell[0.001, 64], new_shape], timings)
+    assert text == (
+        f"ETA 1m45s for 2 run(s), from stored runs of the same shape under {root}/ (1), {shipped}/ (1) "
+        "(1 evaluation(s) not timed there: estimated from their size); + 1 run(s) of a shape never stored: "
+        "their lines give their ETA after their first steps"
+    )
+    assert eta.plan([new_shape], timings).startswith("ETA unknown: no stored run of the same shape")
+
+
+def test_progress_lines_come_early_then_every_twentieth_and_at_the_end():
+    from repro.progress import Lines
+
+    now = [0.0]
+    shown: list[str] = []
+    lines = Lines("evaluating valid", 2000, "targets", echo=shown.append, clock=lambda: now[0])
+    for _ in range(40):  # 50 targets a second
+        now[0] += 1.0
+        lines.update(50)
+    assert shown[0] == "  evaluating valid 50/2k targets  ETA 39s"  # the first 1%: an early rate
+    assert shown[1] == "  evaluating valid 150/2k targets  ETA 37s"  # then every 5% (100) after it
+    assert shown[-1] == "  evaluating valid 2k/2k targets  ETA 0s" and len(shown) == 21
