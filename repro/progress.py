@@ -54,13 +54,13 @@ class Every:
 
 
 class Lines:
-    """Progress lines of a loop over ``total`` units, off a terminal (on one, a bar): ``  evaluating test
-    120k/247k tokens  ETA 1m10s``."""
+    """Progress lines of a loop over ``total`` units, off a terminal (on one, a bar): after the first 1%,
+    then every quarter or 30 s, and at the end: ``  evaluating test 120k/247k targets  ETA 1m10s``."""
 
     def __init__(self, what: str, total: int, unit: str, echo: Callable[[str], None] = say, **when):
         self.what, self.total, self.unit, self.echo = what, total, unit, echo
         self.done = 0
-        self.when = Every(total, max(1, total // 20), max(1, total // 100), **when)
+        self.when = Every(total, max(1, total // 4), max(1, total // 100), **when)
 
     def update(self, n: int) -> None:
         self.done += n
@@ -73,9 +73,11 @@ class Lines:
 
 
 def _count(n: int) -> str:
-    """``950``, ``120k``, ``3.2M``."""
+    """``950``, ``1.5k``, ``120k``, ``3.2M``."""
     if n < 1000:
         return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k"
     if n < 1_000_000:
         return f"{n / 1000:.0f}k"
     return f"{n / 1e6:.1f}M"

@@ -141,7 +141,7 @@ def test_the_plan_eta_comes_from_stored_runs_of_the_same_shape(tmp_path, write_m
     assert eta.plan([new_shape], timings).startswith("ETA unknown: no stored run of the same shape")
 
 
-def test_progress_lines_come_early_then_every_twentieth_and_at_the_end():
+def test_progress_lines_come_early_then_every_quarter_and_at_the_end():
     from repro.progress import Lines
 
     now = [0.0]
@@ -150,6 +150,10 @@ def test_progress_lines_come_early_then_every_twentieth_and_at_the_end():
     for _ in range(40):  # 50 targets a second
         now[0] += 1.0
         lines.update(50)
-    assert shown[0] == "  evaluating valid 50/2k targets  ETA 39s"  # the first 1%: an early rate
-    assert shown[1] == "  evaluating valid 150/2k targets  ETA 37s"  # then every 5% (100) after it
-    assert shown[-1] == "  evaluating valid 2k/2k targets  ETA 0s" and len(shown) == 21
+    assert shown == [
+        "  evaluating valid 50/2.0k targets  ETA 39s",  # the first 1%: an early rate
+        "  evaluating valid 550/2.0k targets  ETA 29s",  # then every quarter after it
+        "  evaluating valid 1.1k/2.0k targets  ETA 19s",
+        "  evaluating valid 1.6k/2.0k targets  ETA 9s",
+        "  evaluating valid 2.0k/2.0k targets  ETA 0s",
+    ]
