@@ -25,9 +25,11 @@ from repro.train import launch
 DESCRIPTION = """Reproduce the tables and figures of Adaptive Attention Span (Sukhbaatar et al. 2019) and
 Sparse Transformers (Child et al. 2019): train a manifest's runs into the store, then judge its claims.
 
-first steps:  repro list                  every manifest, with its runs and how many are finished
-              repro run as-table1         train its runs (tiny scale by default; finished runs are skipped)
-              repro report as-table1      its tables, figures and claim verdicts from the stored runs
+first steps:  repro list                           every manifest, with its runs and how many are finished
+              repro run smoke --results /tmp/first   train one small model into a fresh root (minutes)
+              repro report smoke --results /tmp/first
+              repro report as-table1               a table, its figures and claim verdicts from the shipped runs
+              repro run as-table1 --results DIR    train its runs afresh (tiny scale by default; ETA first)
 """
 
 

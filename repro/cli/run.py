@@ -100,6 +100,12 @@ def cmd_run(args) -> int:
             [(m.name, s.run_id) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
             len(specs),
         )
+    if not args.retrain_checkpoint and specs and all(RunDir(root, m.name, s.run_id).finished for m, s in specs):
+        echo(
+            f"all {len(specs)} run(s) already finished under {root}/: nothing to train (`repro report "
+            f"{args.name}` reports them; `--results DIR` trains them afresh into DIR)"
+        )
+        return 0
     known = manifests.discover()
     mode = resolve_mode(args.no_wandb)
     if mode != "disabled" and (world is None or world.leads):  # before any run is written: W&B's folder
