@@ -289,8 +289,10 @@ def test_help_opens_with_what_the_tool_does_and_the_first_commands():
     opening = text.split("\n\n", 1)[1]
     assert opening.startswith("Reproduce the tables and figures of Adaptive Attention Span")
     steps = opening.split("first steps:", 1)[1].split("\n\n")[0]
-    assert [line.split()[:2] for line in steps.strip().splitlines()] == [
-        ["repro", "list"],
-        ["repro", "run"],
-        ["repro", "report"],
+    assert [line.split()[:3] for line in steps.strip().splitlines()] == [
+        ["repro", "list", "every"],
+        ["repro", "run", "smoke"],  # a first run that trains, into a fresh root
+        ["repro", "report", "smoke"],
+        ["repro", "report", "as-table1"],  # the shipped runs
+        ["repro", "run", "as-table1"],
     ]
