@@ -138,8 +138,9 @@ def run_name(spec: dict[str, Any], seeds: bool = False, twin: bool = False) -> s
 
 
 def cell_palette(groups: list[str], colours: list[str]) -> list[str]:
-    """trackio colours the n-th run of a project with the n-th colour of its palette: given each run's
-    group in trackio's order, the palette that gives every run of a group its group's colour."""
+    """trackio's page colours the n-th run it lists (the newest first) with the n-th colour of its
+    palette: given each run's group in the page's order, the palette that gives every run of a group
+    its group's colour."""
     order = list(dict.fromkeys(groups))
     return [colours[order.index(g) % len(colours)] for g in groups]
 
@@ -229,10 +230,16 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
     def cell(s: dict) -> tuple:
         return s["manifest"], s.get("scale"), cell_text(s.get("cell") or {})
 
+    def seed(s: dict) -> Any:
+        return (s.get("train") or {}).get("seed")
+
     cells = Counter(cell(s) for s in specs.values())
-    seeded = Counter((*cell(s), (s.get("train") or {}).get("seed")) for s in specs.values())
-    for _, row in runs.iterrows():
-        run, spec = RunDir(root, row["manifest"], row["run_id"]), specs[row["manifest"], row["run_id"]]
+    seeded = Counter((*cell(s), seed(s)) for s in specs.values())
+    by_key = {(r["manifest"], r["run_id"]): r for r in runs.to_dict("records")}
+    # imported cell by cell, each cell's seeds in order: the page lists a cell's seeds together
+    for stored in sorted(specs, key=lambda k: [str(v) for v in (*cell(specs[k]), seed(specs[k]))]):
+        row, spec = by_key[stored], specs[stored]
+        run = RunDir(root, row["manifest"], row["run_id"])
         key, name = f"{row['manifest']}/{row['run_id']}", project(str(spec.get("scale")))
         if name not in formats:
             configs = store.get_all_run_configs(name)
@@ -250,7 +257,7 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
             store.delete_run(name, key, run_id=key)
         paper = references(spec["manifest"], spec.get("cell") or {})
         rows, steps, constants = run_metrics(run, paper)
-        twin = seeded[(*cell(spec), (spec.get("train") or {}).get("seed"))] > 1
+        twin = seeded[(*cell(spec), seed(spec))] > 1
         store.bulk_log(
             project=name,
             run=run_name(spec, seeds=cells[cell(spec)] > 1, twin=twin),
@@ -284,7 +291,9 @@ def serve(
     from trackio.utils import DEFAULT_COLOR_PALETTE
 
     configs = store.get_all_run_configs(project(scale))
-    groups = [(configs.get(r["id"]) or {}).get("_Group") or r["id"] for r in store.get_run_records(project(scale))]
+    # the page lists the newest run first, and colours the runs in that order
+    records = reversed(store.get_run_records(project(scale)))
+    groups = [(configs.get(r["id"]) or {}).get("_Group") or r["id"] for r in records]
     with contextlib.redirect_stdout(io.StringIO()):  # trackio's own lines: a second URL, with a write token
         server, local_url, _, _ = trackio.show(
             project=project(scale),
