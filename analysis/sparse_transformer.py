@@ -351,10 +351,12 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
     chosen = pd.DataFrame(chosen)
     paper = pd.DataFrame(ctx.reference("table4") or [])
     shrinks = chosen["largest fitting d_model"].dropna()  # width: params also count position embeddings
-    verdict = (
-        "the widest fitting model narrows (or stays) as the length grows"
-        if len(shrinks) == len(chosen) and shrinks.is_monotonic_decreasing
-        else "the widest fitting model does NOT narrow monotonically with length (or some length has none)"
+    verdict = ctx.judge(
+        "narrower-with-length",
+        "the widest model that fits the memory budget narrows (or stays) as the length grows",
+        len(shrinks) == len(chosen) and shrinks.is_monotonic_decreasing,
+        "widest fitting d_model per length: "
+        + ", ".join(f"{int(r['seq_len'])}: {format_value(r['largest fitting d_model'])}" for _, r in chosen.iterrows()),
     )
     md = ctx.write_table(
         "table4",

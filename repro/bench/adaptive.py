@@ -29,8 +29,6 @@ inputs, activations, gradients and temporaries of a step), measured apart from t
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from repro.bench import common
 
@@ -202,7 +200,7 @@ def main(args: argparse.Namespace) -> list[dict]:
     times = timed.get("times", {})
     records = []
     for name, case in cases.items():
-        rec = {**case, "threads": timed.get("threads", case["threads"])}
+        rec = {**case, "threads": timed.get("threads", case["threads"]), "kernels": timed.get("kernels")}
         if name not in times:
             records.append({**rec, "error": timed.get("errors", {}).get(name) or timed.get("error", "timing failed")})
             continue
@@ -238,4 +236,4 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench adaptive`
-    print(json.dumps(_worker(json.loads(sys.argv[2]))))
+    common.worker_main(_worker)

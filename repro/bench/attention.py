@@ -16,14 +16,15 @@ interpreter excluded.
 Theoretical ratio: allowed keys per query of causal dense over those of the pattern, averaged over the
 n positions and heads (``repro.models.patterns.layer_keys``); ``realised_fraction`` is
 (1 - 1/speedup) / (1 - 1/theoretical): the share of the pattern's FLOPs saving realised in time.
+The CPU layouts' ceiling (``repro.models.kernels.ceiling``): ``allowed_keys_per_query``,
+``computed_keys_per_query`` (the scores the blocked kernel's fused calls compute, per query; dense SDPA's
+own for dense) and ``ceiling_vs_dense``, the speed-up at dense's cost per computed score.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 
 from repro.bench import common
 from repro.models import patterns as P
@@ -173,6 +174,7 @@ def _records(args, n: int) -> list[dict]:
     import torch
 
     from repro.models.kernels import resolve_impl
+    from repro.models.kernels.ceiling import ceiling
 
     setup = dict(
         n=n,
@@ -209,6 +211,7 @@ def _records(args, n: int) -> list[dict]:
             "impl": case["impl"],
             **{k: v for k, v in setup.items() if k not in ("n", "stride", "c")},
             **env,
+            "kernels": timed.get("kernels"),
             "timing": "interleaved",
         }
         if "error" in t:
@@ -234,6 +237,13 @@ def _records(args, n: int) -> list[dict]:
                 rec.update(
                     fwd_bwd_cpu_seconds=common.median(t["fwd_bwd_cpu"]),
                     cpu_speedup_vs_dense=common.paired_speedup(base["fwd_bwd_cpu"], t["fwd_bwd_cpu"]),
+                )
+            if case["impl"] in ("sdpa", "blocked"):  # what the CPU layout computes (kernels/ceiling.py)
+                found = ceiling(case["pattern"], n, args.stride, args.c, args.heads, args.combine)
+                rec.update(
+                    allowed_keys_per_query=found["allowed_keys"],
+                    computed_keys_per_query=found["computed_keys"],
+                    ceiling_vs_dense=found["ceiling_vs_dense"],
                 )
             rec.update(
                 speedup_vs_dense=s,
@@ -263,6 +273,7 @@ FIRST = [
     "memory_vs_dense",
     "theoretical_speedup",
     "realised_fraction",
+    "ceiling_vs_dense",
 ]
 
 
@@ -277,4 +288,4 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench attention`
-    print(json.dumps(_worker(json.loads(sys.argv[2]))))
+    common.worker_main(_worker)

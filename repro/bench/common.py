@@ -22,6 +22,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from repro import cpu_isa
+
 
 def interleaved(
     fns: dict[str, Callable[[], None]],
@@ -77,6 +79,18 @@ def run_worker(module: str, payload: dict, env: dict | None = None):
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def worker_main(worker: Callable[[dict], dict]) -> None:
+    """A worker process's entry (``python -m MODULE --worker JSON``): the instruction set applied before
+    its first tensor operation (``REPRO_CPU_ISA``, native by default: repro/cpu_isa.py), then
+    ``worker(payload)`` printed as one JSON line, with the kernels it ran (``kernels``: ``native AVX512``,
+    ``avx2 AVX2``, ...)."""
+    import torch
+
+    cpu_isa.apply(cpu_isa.choice(), "the benchmark")
+    out = worker(json.loads(sys.argv[2]))
+    print(json.dumps({**out, "kernels": f"{cpu_isa.applied()} {torch.backends.cpu.get_cpu_capability()}"}))
 
 
 def memory_env() -> dict:

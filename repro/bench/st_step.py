@@ -13,8 +13,6 @@ that takes one step first.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from repro.bench import common
 
@@ -158,6 +156,7 @@ def main(args: argparse.Namespace) -> list[dict]:
             **s,
             "threads": timed.get("threads"),
             "device_name": timed.get("device_name"),
+            "kernels": timed.get("kernels"),
             "timing": "interleaved",
         }
         if p not in times:
@@ -186,4 +185,4 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 if __name__ == "__main__":  # a worker's fresh process (``_run``); run the bench with `repro bench st-step`
-    print(json.dumps(_worker(json.loads(sys.argv[2]))))
+    common.worker_main(_worker)

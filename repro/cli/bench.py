@@ -6,6 +6,7 @@ import datetime
 import json
 from pathlib import Path
 
+from repro import cpu_isa
 from repro.cli.common import fmt, store_root
 from repro.console import print_table
 from repro.errors import UserError
@@ -16,6 +17,7 @@ BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attenti
 
 
 def cmd_bench(args) -> int:
+    cpu_isa.choice()  # the workers' instruction set (REPRO_CPU_ISA), checked before anything runs
     out = target(store_root(args), args.bench, args.out, args.replace)  # before the benchmark runs
     records = args.bench_module.main(args)
     for rec in records:  # a training step's achieved model FLOP/s and MFU (docs/throughput.md)

@@ -119,6 +119,8 @@ def cmd_validate(args) -> int:
             print(f"error: {err}", file=sys.stderr, flush=True)
             continue
         print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}", flush=True)
+        for warning in m.claim_warnings():
+            print(f"    warning: {warning}")
     if failed and len(paths) > 1:
         print(f"{failed} of {len(paths)} manifests invalid")
     return 2 if failed else 0

@@ -20,6 +20,7 @@ from repro.cli.status import cmd_status
 from repro.cli.tracking import cmd_dashboard, cmd_pull, cmd_sync
 from repro.config.manifest import DEFAULT_SCALE
 from repro.data import cli as data_cli
+from repro.report.verdicts import CONFIDENCE
 from repro.train import launch
 
 DESCRIPTION = """Reproduce the tables and figures of Adaptive Attention Span (Sukhbaatar et al. 2019) and
@@ -31,6 +32,17 @@ first steps:  repro list                           every manifest, with its runs
               repro report as-table1               a table, its figures and claim verdicts from the shipped runs
               repro run as-table1 --results DIR    train its runs afresh (tiny scale by default; ETA first)
 """
+
+
+def confidence(text: str) -> float:
+    """``--confidence``: a level strictly between 0.5 and 1 (0.95, not 95)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.5 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a confidence level between 0.5 and 1, e.g. 0.95")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     manifest_args(p, scale=False, optional="a manifest or group (or --all)")
     p.add_argument("--all", action="store_true", help="every manifest, and results/REPORT.md over them")
     p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
+    p.add_argument(
+        "--confidence",
+        type=confidence,
+        default=CONFIDENCE,
+        help=f"the confidence level of the verdicts' t intervals (default {CONFIDENCE})",
+    )
 
     command("renderers", cmd_renderers, "every renderer: what it draws, the summary and reference keys it reads")
 

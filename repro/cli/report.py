@@ -11,7 +11,7 @@ from repro.report import pages as report
 def cmd_report(args) -> int:
     root = store_root(args)
     if args.all:
-        print(f"wrote {report.render_all(root)}")
+        print(f"wrote {report.render_all(root, args.confidence)}")
         removed = prune.remove_unreferenced(root)
         if removed:
             print(f"removed {len(removed)} file(s) of reports/figures and reports/tables that no report references")
@@ -20,7 +20,7 @@ def cmd_report(args) -> int:
         raise UserError("report: name a manifest or pass --all")
     found = select(args)
     for manifest in lookup.with_parts(found, override_args(args)) if override_args(args) else found:
-        path, results = report.render(manifest, root)
+        path, results = report.render(manifest, root, args.confidence)
         print(path.read_text())
         print(f"wrote {path}")
         if args.wandb:

@@ -110,6 +110,7 @@ def cmd_run(args) -> int:
     mode = resolve_mode(args.no_wandb)
     if mode != "disabled" and (world is None or world.leads):  # before any run is written: W&B's folder
         atomic.make_dirs(wandb_dir(root))
+    runner.settle_isa(root, [s for _, s in specs])  # a resumed run's instruction set first (docs/reproducibility.md)
     failed = busy = 0
     started = time.monotonic()
     for i, (m, spec) in enumerate(specs, 1):

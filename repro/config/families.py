@@ -4,6 +4,7 @@ configures is ``repro.models.<family>`` (``repro.models.family``), whose docstri
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
@@ -51,7 +52,40 @@ class AdaptiveSpanConfig(Section):
     span: SpanConfig = Field(default_factory=SpanConfig)
 
 
+# the frontier's attentions: one file each under repro/models/attentions/ (read here as names, not imported)
+ATTENTIONS = tuple(sorted(p.stem for p in (Path(__file__).parents[1] / "models" / "attentions").glob("[a-z]*.py")))
+
+
+class FrontierConfig(Section):
+    """One backbone for every attention of both papers (repro.models.frontier): only ``attention`` and its
+    own keys change between the frontier's cells."""
+
+    layers: Int = Field(4, ge=1)
+    d_model: Int = Field(128, ge=1)
+    heads: Int = Field(4, ge=1)
+    ff_mult: Float = Field(4.0, gt=0)
+    dropout: Float = Field(0.0, ge=0, lt=1)  # at the end of each residual branch
+    init_std: Float = Field(0.02, gt=0)
+    attention: Literal.__getitem__(ATTENTIONS) = "dense"  # type: ignore[valid-type]
+    span: SpanConfig = Field(
+        default_factory=SpanConfig
+    )  # window / adaptive / dynamic / longformer: S (limit), R, lambda
+    stride: Int = Field(128, ge=1)  # strided / fixed: l
+    c: Int = Field(32, ge=1)  # fixed: summary positions per block
+    combine: Literal["interleaved", "merged", "multihead"] = "merged"  # strided / fixed
+    globals: Int = Field(16, ge=0)  # longformer: the first g positions are keys of every query
+
+
+def learns_span(family: str, model: Section) -> bool:
+    """Whether a model's spans are learned (the adaptive or the dynamic span), so that a claim on them needs
+    them to have moved (repro.config.claims.mechanism_requires)."""
+    if family == "adaptive_span":
+        return model.span.kind != "fixed"
+    return family == "frontier" and model.attention in ("adaptive", "dynamic")
+
+
 FAMILIES: dict[str, type[Section]] = {
     "sparse_transformer": SparseTransformerConfig,
     "adaptive_span": AdaptiveSpanConfig,
+    "frontier": FrontierConfig,
 }

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
-from repro.config import claims
+from repro.config import claims, metrics
 from repro.config.cells import cell_text
+from repro.config.families import learns_span
 from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
@@ -57,6 +58,7 @@ TOP_KEYS = {
     "set",
     "sweep",
     "seeds",
+    "headline",
 }
 CLAIM_KEYS = {"id", "text", "check", "scales", "requires"}
 SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
@@ -105,6 +107,7 @@ class Manifest:
     args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
     seeds: int = 1  # replicates of every grid cell (a scale's `seeds` replaces it at that scale)
     folders: list[Path] = field(default_factory=list)  # of the files merged into it: where it may read
+    headline: str | None = None  # the claim id REPORT.md's first table shows (default: the first finding)
 
     def read_roots(self) -> list[Path]:
         """The folders whose files a `file` corpus may be (``docs/faults.md``): the folder of every file
@@ -130,6 +133,14 @@ class Manifest:
             return grid
         grid.update(self.sweep)
         return {k: [self.set[k]] if k in self.set else v for k, v in grid.items()}
+
+    def claim_warnings(self) -> list[str]:
+        """What ``repro validate`` warns of: claims that can hold by construction (docs/manifests.md)."""
+        out = []
+        for claim in self.claims:
+            keys = list(dict.fromkeys(k for s in self.scale_names() for k in self.grid_for(s)))
+            out += [f"claims {claim.id}: {w}" for w in claims.by_construction(claim.check, keys)]
+        return out
 
     def replicates(self, scale: str) -> int:
         """How many seeds each grid cell runs at ``scale``."""
@@ -352,7 +363,12 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
         renders=_str_list(path, "renders", data.get("renders") or []),
         analysis=[Path(p) for p in _str_list(path, "analysis", data.get("analysis") or [])],
         reference=data.get("reference") or {},
-        claims=_claims(path, data.get("claims") or [], _str_list(path, "requires", data.get("requires") or [])),
+        claims=_claims(
+            path,
+            data.get("claims") or [],
+            _str_list(path, "requires", data.get("requires") or []),
+            ((data.get("base") or {}).get("model") or {}).get("family"),
+        ),
         parts=_str_list(path, "parts", data.get("parts") or []),
         description=str(data.get("description") or ""),
         notes=str(data.get("notes") or ""),
@@ -361,6 +377,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
         args=list(args),
         folders=list(dict.fromkeys([path.resolve().parent, *folders])),
         seeds=data.get("seeds", 1),
+        headline=_headline(path, data.get("headline"), data.get("claims") or []),
     )
     expanded = [manifest._expand(scale) for scale in manifest.scale_names()]  # an invalid cell raises here
     if not any(runs for runs, _ in expanded) and any(left for _, left in expanded):  # overrides that leave no run
@@ -368,7 +385,31 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
     if "runs" in manifest.reference:
         _check_reference_runs(manifest, manifest.reference["runs"])
     _check_claim_cells(manifest)
+    _drop_fixed_moved(manifest, [runs for runs, _ in expanded])
     return manifest
+
+
+def _drop_fixed_moved(manifest: Manifest, expanded: list[list[RunSpec]]) -> None:
+    """An automatic ``moved[...]`` is for learned spans: dropped where no run it selects, at any scale,
+    learns its span (a fixed span's z is S by construction; dense or factorised attention has none)."""
+    specs = [spec for runs in expanded for spec in runs]
+    for claim in manifest.claims:
+        auto = claims.mechanism_requires(claim.check, specs[0].family if specs else None)
+        claim.requires = [
+            p
+            for p in claim.requires
+            if p not in auto or any(_selects(spec, p) and learns_span(spec.family, spec.model) for spec in specs)
+        ]
+
+
+def _selects(spec: RunSpec, check: str) -> bool:
+    """Whether ``spec``'s grid cell matches every filter of the check's first selection."""
+    _, filters = claims.parse(check)[1][0]
+    for key, value in filters.items():
+        keys = claims.matching_keys(key, list(spec.cell))
+        if not keys or str(spec.cell[keys[0]]) != value:
+            return False
+    return True
 
 
 def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
@@ -474,12 +515,13 @@ def _check_overrides(path: Path, values: dict, axes: dict) -> None:
             raise ManifestError(f"{path}: sweep.{key}: expected a non-empty list of values")
 
 
-def _claims(path: Path, items: Any, requires: list[str]) -> list[Claim]:
-    """The claims, each with the manifest-wide preconditions ``requires`` before its own."""
+def _claims(path: Path, items: Any, requires: list[str], family: str | None) -> list[Claim]:
+    """The claims, each with the manifest-wide preconditions ``requires``, its own, then those its metrics
+    bring by themselves (:func:`repro.config.claims.mechanism_requires`)."""
     if not isinstance(items, list):
         raise ManifestError(f"{path}: claims: expected a list")
     for j, check in enumerate(requires):
-        _parse(path, f"requires[{j}]", check)
+        _parse(path, f"requires[{j}]", check, family)
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, dict) or set(item) - CLAIM_KEYS or "check" not in item:
@@ -489,25 +531,39 @@ def _claims(path: Path, items: Any, requires: list[str]) -> list[Claim]:
             raise ManifestError(f"{path}: claims[{i}].scales: expected a list of scale names")
         own = _str_list(path, f"claims[{i}].requires", item.get("requires") or [])
         for j, check in enumerate(own):
-            _parse(path, f"claims[{i}].requires[{j}]", check)
-        _parse(path, f"claims[{i}]", str(item["check"]))
+            _parse(path, f"claims[{i}].requires[{j}]", check, family)
+        check = str(item["check"])
+        _parse(path, f"claims[{i}]", check, family)
+        auto = claims.mechanism_requires(check, family)
         out.append(
             Claim(
                 id=str(item.get("id", i)),
                 text=str(item.get("text", "")),
-                check=str(item["check"]),
+                check=check,
                 scales=scales,
-                requires=[*requires, *own],
+                requires=list(dict.fromkeys([*requires, *own, *auto])),
             )
         )
     return out
 
 
-def _parse(path: Path, where: str, check: str) -> None:
+def _headline(path: Path, value: Any, items: list) -> str | None:
+    ids = [str(item.get("id", i)) for i, item in enumerate(items)]
+    if value is not None and str(value) not in ids:
+        raise ManifestError(f"{path}: headline: {value!r} names no claim; claims: {', '.join(ids) or 'none'}")
+    return None if value is None else str(value)
+
+
+def _parse(path: Path, where: str, check: str, family: str | None) -> None:
+    """A check that parses and names only metrics a run of ``family`` stores (or spec keys)."""
     try:
         claims.parse(check)
+        unknown = claims.unknown_metrics(check, family)
     except claims.ClaimError as err:
         raise ManifestError(f"{path}: {where}: {err}") from None
+    for metric, close in unknown:
+        hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(metrics.names(family))}"
+        raise ManifestError(f"{path}: {where}: metric {metric!r} is not stored by a {family or 'any'} run{hint}")
 
 
 def _str_list(path: Path, key: str, value: Any) -> list[str]:

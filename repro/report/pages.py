@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +26,15 @@ from typing import Any
 
 import pandas as pd
 
-from repro.config import claims
 from repro.config.cells import value_text
-from repro.config.claims import SEED
+from repro.config.claims import is_sanity
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
 from repro.config.manifest import SCALES as SCALE_ORDER
 from repro.files import atomic
 from repro.files.locks import FileLock
-from repro.report import lookup, renderers
+from repro.report import lookup, renderers, verdicts
 from repro.report.renderers import Context, format_value, markdown_table, reference_for, table_csv
+from repro.report.verdicts import CONFIDENCE, SEED, seed_means
 from repro.store.runs import scan, short_names, table
 
 COLUMNS = [
@@ -61,6 +62,11 @@ SCALE_NOTE = {
 }
 
 
+LINE = 250  # a claim's line in a report is at most this long; the claims csv has the full numbers
+PAPERS = ("adaptive_span", "sparse_transformer", "suite", "pilot")  # REPORT.md's order of papers
+KINDS = ("table", "fig")  # then the suite's ablations, by name
+
+
 @dataclass
 class ClaimResult:
     manifest: str
@@ -68,7 +74,38 @@ class ClaimResult:
     id: str
     text: str
     check: str
-    verdict: claims.Verdict
+    verdict: verdicts.Verdict
+
+    @property
+    def sanity(self) -> bool:
+        """Made only of ``learned[...]``: says the model trained, not what the paper found."""
+        return is_sanity(self.check)
+
+    @property
+    def status(self) -> str:
+        """The verdict as a row shows it: a sanity check reads *trained* / *did not learn*."""
+        v = self.verdict
+        if self.sanity and (v.status in (verdicts.REPRODUCED, verdicts.NOT_REPRODUCED) or v.holds is not None):
+            return "trained" if v.status == verdicts.REPRODUCED or v.holds else "did not learn"
+        return v.status
+
+    def why(self, labels: dict[str, str]) -> str:
+        """The verdict's effect, or what stopped it (failed preconditions by their ``labels``)."""
+        v = self.verdict
+        if v.failed:
+            why = "precondition " + ", ".join(labels.get(p, f"`{p}`") for p in v.failed) + " fails"
+        elif v.status == verdicts.NOT_EVALUABLE:
+            why = v.detail
+        elif v.status == verdicts.INDICATIVE:
+            why = f"{'holds' if v.holds else 'fails'} on its one seed: {v.effect or v.detail}"
+        else:
+            why = v.effect or v.detail
+        return why
+
+    def line(self, labels: dict[str, str], scale: bool = False) -> str:
+        """One line under :data:`LINE` characters: id, verdict, and its effect or what stopped it."""
+        head = f"- **{self.id}**{f' ({self.scale})' if scale else ''} — **{self.status}** — "
+        return head + _clip(self.why(labels), LINE - len(head))
 
 
 def cell_keys(manifest: Manifest, scale: str) -> list[str]:
@@ -87,35 +124,11 @@ def split_current(manifest: Manifest, scale: str, runs: pd.DataFrame) -> tuple[p
     return ordered.reset_index(drop=True), rows[~current]
 
 
-def by_cell(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """One row per grid cell (grid order): the numeric summary columns averaged over the cell's finished
-    seeds (all of them while none has finished), the rest (run id, lists) of its first seed; ``seeds`` =
-    how many were averaged, ``<metric> sd`` their standard deviation."""
-    if rows.empty:
-        return rows
-    label = (
-        rows[[k for k in keys if k in rows]].astype(str).agg(",".join, axis=1) if keys else pd.Series("", rows.index)
-    )
-    out = []
-    for cell in dict.fromkeys(label):
-        group = rows[label == cell]
-        done = group[group["status"] == "finished"] if (group["status"] == "finished").any() else group
-        record = done.iloc[0].to_dict()
-        numeric = [c for c in done.select_dtypes("number").columns if c not in keys and c != SEED]
-        if len(done) > 1:
-            means, sds = done[numeric].mean(), done[numeric].std(ddof=1)
-            record.update(means.to_dict())
-            record.update({f"{c} sd": sds[c] for c in numeric})
-        record["seeds"] = len(done)
-        out.append(record)
-    return pd.DataFrame(out)
-
-
 def current_runs(manifest: Manifest, root: Path) -> pd.DataFrame:
     """The tidy table of a manifest's current runs at every stored scale, one row per grid cell (seed means)."""
     runs = table(root, manifest.name)
     frames = (
-        [by_cell(split_current(manifest, s, runs)[0], cell_keys(manifest, s)) for s in manifest.scale_names()]
+        [seed_means(split_current(manifest, s, runs)[0], cell_keys(manifest, s)) for s in manifest.scale_names()]
         if not runs.empty
         else []
     )
@@ -127,7 +140,7 @@ def context(manifest: Manifest, root: Path, scale: str) -> Context:
     """What a manifest's renderers get at ``scale`` (``none``: a manifest that trains nothing)."""
     runs = table(root, manifest.name)
     rows = split_current(manifest, scale, runs)[0] if scale != "none" and not runs.empty else runs.iloc[0:0]
-    return Context(manifest, by_cell(rows, cell_keys(manifest, scale)), scale, root, _parts(manifest, root), rows)
+    return Context(manifest, seed_means(rows, cell_keys(manifest, scale)), scale, root, _parts(manifest, root), rows)
 
 
 def _parts(manifest: Manifest, root: Path) -> dict[str, tuple[Manifest, pd.DataFrame]]:
@@ -149,13 +162,13 @@ def writing(root: Path) -> Iterator[None]:
         yield
 
 
-def render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
+def render(manifest: Manifest, root: Path, confidence: float = CONFIDENCE) -> tuple[Path, list[ClaimResult]]:
     """Write the manifest's report; returns its path and the claims judged at every stored scale."""
     with writing(root):
-        return _render(manifest, root)
+        return _render(manifest, root, confidence)
 
 
-def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
+def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, list[ClaimResult]]:
     runs, corrupt = scan(root, manifest.name)
     out_dir = root / "reports"
     lines = [
@@ -215,36 +228,112 @@ def _render(manifest: Manifest, root: Path) -> tuple[Path, list[ClaimResult]]:
                 markdown_table(_table(manifest, others, keys).assign(run_id=list(others["run_id"]))),
                 "",
             ]
-        figures = (
-            renderers.render_all(Context(manifest, by_cell(rows, keys), scale, root, replicates=rows))
-            if not rows.empty
-            else []
-        )
+        drawn = Context(manifest, seed_means(rows, keys), scale, root, replicates=rows)
+        figures = renderers.render_all(drawn) if not rows.empty else []
         for path, caption in figures:
             lines += _embed(path, caption, out_dir)
         judged = [c for c in manifest.claims if c.scales is None or scale in c.scales]
-        if judged:
+        if judged or drawn.judged:
             lines += [f"### Claims at scale `{scale}`", ""]
-        for claim in judged:
-            verdict = (
-                claims.evaluate(claim.check, rows, keys, claim.requires)
-                if not rows.empty
-                else claims.Verdict("not evaluable", f"no run of the current resolution is stored: {fill}")
-            )
-            results.append(ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict))
-            lines += [f"- **{claim.id}** — {claim.text} — **{verdict.status}** (`{claim.check}`: {verdict.detail})"]
+            scale_results, block = _claims_at(manifest, scale, judged, rows, keys, fill, confidence)
+            for claim_id, text, verdict in drawn.judged:  # a renderer's own verdicts, counted with the claims
+                scale_results.append(ClaimResult(manifest.name, scale, claim_id, text, "(renderer)", verdict))
+                block.insert(-1, scale_results[-1].line({}))
+            results += scale_results
+            lines += block
         lines.append("")
     if manifest.notes:
         lines += ["## Notes", "", manifest.notes.strip(), ""]
+    if manifest.claims:
+        lines[4:4] = _claims_defined(manifest)
     if results:
         summary = verdict_table([(f"`{manifest.name}`", None, results)], manifest.scale_names())
-        lines[4:4] = ["Verdicts per scale (" + " / ".join(claims.VERDICTS) + "; rule: " + claims.RULE + "):", ""]
-        lines[6:6] = [summary, ""]
+        lines[4:4] = [f"Verdicts per scale ({' / '.join(COUNTED)}).", "", rule_line(confidence), "", summary, ""]
     path = out_dir / f"{manifest.name}.md"
     atomic.write_text(path, "\n".join(lines))
     if csv_frames:
         atomic.write_text(out_dir / f"{manifest.name}.csv", pd.concat(csv_frames).to_csv(index=False))
+    if results:
+        atomic.write_text(out_dir / "tables" / f"{manifest.name}-claims.csv", claims_csv(results))
     return path, results
+
+
+COUNTED = (*verdicts.VERDICTS, "trained")  # the last: sanity checks (the model learned) that held, apart
+
+
+def rule_line(confidence: float) -> str:
+    return textwrap.fill(f"**Rule:** {verdicts.rule(confidence)}.", 110, break_on_hyphens=False)
+
+
+def _claims_defined(manifest: Manifest) -> list[str]:
+    """The claims once, with their checks; the automatic preconditions named as such."""
+    lines = ["## Claims", ""]
+    for claim in manifest.claims:
+        lines += [f"- **{claim.id}**: {claim.text}", f"  `{claim.check}`"]
+    csv = f"tables/{manifest.name}-claims.csv"
+    return [
+        *lines,
+        "",
+        f"Each verdict's full numbers (every selection's mean ± sd, every cell's margin): [{csv}]({csv}).",
+        "",
+    ]
+
+
+def _claims_at(
+    manifest: Manifest, scale: str, judged: list, rows: pd.DataFrame, keys: list[str], fill: str, confidence: float
+) -> tuple[list[ClaimResult], list[str]]:
+    """The claims judged at one scale: their preconditions in a table, once, then a line per claim."""
+    pre = list(dict.fromkeys(p for c in judged for p in c.requires if p != c.check))
+    labels = {p: f"P{i + 1}" for i, p in enumerate(pre)}
+    lines: list[str] = []
+    if pre and not rows.empty:
+        lines += [
+            "Preconditions, on the seed means (*moved*: the longest head's z reached R; *learned*: bits "
+            "below 0.8 x the unigram bits):",
+            "",
+            "| | precondition | | values |",
+            "|---|---|---|---|",
+        ]
+        for p in pre:
+            v = verdicts.precondition(p, rows, keys)
+            held = {verdicts.REPRODUCED: "holds", verdicts.NOT_REPRODUCED: "fails"}.get(v.status, "not evaluable")
+            lines.append(f"| {labels[p]} | `{p}` | {held} | {_clip(v.detail, 160)} |")
+        lines.append("")
+    results = []
+    for claim in judged:
+        verdict = (
+            verdicts.evaluate(claim.check, rows, keys, claim.requires, confidence)
+            if not rows.empty
+            else verdicts.Verdict(verdicts.NOT_EVALUABLE, f"no run of the current resolution is stored: {fill}")
+        )
+        result = ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict)
+        results.append(result)
+        lines.append(result.line(labels))
+    return results, [*lines, ""]
+
+
+def claims_csv(results: list[ClaimResult]) -> str:
+    """Every claim judged, with the full numbers the report's lines leave out."""
+    frame = pd.DataFrame(
+        [
+            {
+                "scale": r.scale,
+                "claim": r.id,
+                "verdict": r.status,
+                "seeds": r.verdict.seeds,
+                "effect": r.verdict.effect,
+                "failed preconditions": "; ".join(r.verdict.failed),
+                "detail": r.verdict.detail,
+                "check": r.check,
+            }
+            for r in results
+        ]
+    )
+    return frame.to_csv(index=False)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 def derived_note(manifest: Manifest) -> list[str]:
@@ -265,16 +354,16 @@ def derived_note(manifest: Manifest) -> list[str]:
 
 
 def verdict_table(rows: list[tuple[str, str | None, list[ClaimResult]]], scales: list[str]) -> str:
-    """Rows (label, link, claim results) by scale: each cell the counts of the four verdicts, linked; with
-    more than one row, a first row sums each scale's verdicts over every artefact."""
+    """Rows (label, link, claim results) by scale: each cell the counts of the :data:`COUNTED` verdicts,
+    linked; with more than one row, a first row sums each scale's verdicts over every artefact."""
     used = [s for s in scales if any(r.scale == s for _, _, results in rows for r in results)]
     lines = ["| artefact | " + " | ".join(used) + " |", "|---|" + "---|" * len(used)]
     everything = [r for _, _, results in rows for r in results]
     for label, link, results in [("**every claim**", None, everything)] * (len(rows) > 1) + rows:
         cells = []
         for scale in used:
-            judged = [r.verdict.status for r in results if r.scale == scale]
-            text = " / ".join(str(judged.count(v)) for v in claims.VERDICTS) if judged else "—"
+            judged = [r.status if r.status == "trained" else r.verdict.status for r in results if r.scale == scale]
+            text = " / ".join(str(judged.count(v)) for v in COUNTED) if judged else "—"
             cells.append(f"[{text}]({link})" if judged and link else text)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -337,7 +426,7 @@ def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool
     seeds and their number ``n``; the paper's values beside."""
     names = short_names(keys)
     out = []
-    for _, row in (by_cell(rows, keys) if spread else rows).iterrows():
+    for _, row in (seed_means(rows, keys) if spread else rows).iterrows():
         cell = {k: row[k] for k in keys if k in row}
         record = {names[k]: value_text(v) if isinstance(v, (dict, list)) else v for k, v in cell.items()}
         if not spread and SEED in row:
@@ -373,49 +462,79 @@ def stored_line(manifest: Manifest, root: Path) -> str:
     return f"{where}: {', '.join(scales) or 'no runs'}"
 
 
-def render_all(root: Path) -> Path:
-    """Every manifest's report plus ``REPORT.md``: per paper, each artefact and its claims' verdicts."""
+def render_all(root: Path, confidence: float = CONFIDENCE) -> Path:
+    """Every manifest's report plus ``REPORT.md``: the papers' artefacts in their order, each row's headline
+    claim with its effect, the verdict counts, then each artefact's claims a line each."""
     with writing(root):
-        return _render_all(root)
+        return _render_all(root, confidence)
 
 
-def _render_all(root: Path) -> Path:
-    manifests = [lookup.load(p) for p in discover().values()]
+def paper_order(manifest: Manifest) -> tuple:
+    """REPORT.md's order: the papers, then within each its tables, its figures (by number), the suite's
+    ablations and the rest by name; pilots last."""
+    paper = PAPERS.index(manifest.paper) if manifest.paper in PAPERS else len(PAPERS) - 1
+    found = re.search(r"-(table|fig)(\d+)", manifest.name)
+    kind = KINDS.index(found.group(1)) if found else len(KINDS)
+    return (paper, kind, int(found.group(2)) if found else 0, manifest.name)
+
+
+def headline(manifest: Manifest, results: list[ClaimResult]) -> ClaimResult | None:
+    """The claim a row of REPORT.md's first table shows: the manifest's ``headline``, else its first finding
+    (a claim other than "the model learned"), else its first claim."""
+    named = [r for r in results if r.id == manifest.headline]
+    return (named or [r for r in results if not r.sanity] or results or [None])[0]
+
+
+def _render_all(root: Path, confidence: float) -> Path:
+    manifests = sorted((lookup.load(p) for p in discover().values()), key=paper_order)
     sections: dict[str, list[str]] = {}
     summary: list[tuple[str, str | None, list[ClaimResult]]] = []
+    heads = [
+        "| artefact | scale | headline claim | verdict | effect: margin [bounds], seeds |",
+        "|---|---|---|---|---|",
+    ]
     seen: list[str] = []
-    for manifest in sorted(manifests, key=lambda m: m.name):
-        path, results = _render(manifest, root)
+    for manifest in manifests:
+        path, results = _render(manifest, root, confidence)
+        link = f"reports/{path.name}"
         if results:
-            summary.append((f"{manifest.paper}: {manifest.title}", f"reports/{path.name}", results))
+            summary.append((f"[{manifest.name}]({link})", None, results))
             seen += [s for s in manifest.scale_names() if s not in seen]
+        for scale in [s for s in manifest.scale_names() if any(r.scale == s for r in results)]:
+            top = headline(manifest, [r for r in results if r.scale == scale])
+            heads.append(
+                f"| [{manifest.name}]({link}) | {scale} | {top.id} | {top.status} | {_clip(top.why({}), 110)} |"
+            )
         block = sections.setdefault(manifest.paper, [])
-        block += [
-            f"### [{manifest.title}](reports/{path.name})",
-            "",
-            f"`{manifest.name}` — {stored_line(manifest, root)}",
-            "",
-        ]
-        block += [f"- {r.id} ({r.scale}): {r.text} — **{r.verdict.status}** — {r.verdict.detail}" for r in results]
+        block += [f"### [{manifest.title}]({link})", "", f"`{manifest.name}` — {stored_line(manifest, root)}", ""]
+        block += [r.line({}, scale=True) for r in results]
         block.append("")
+    intro = (
+        "Generated by `repro report --all` from the run store. Every number is labelled with its scale; `tiny` "
+        "and `cpu` results come from 2-CPU runs on offline stand-in corpora and are not the papers' numbers. "
+        "A claim is *not evaluable* when a precondition fails (the spans never moved, a baseline is "
+        "under-trained, a model did not learn the data); *trained* marks a check that the model learned, "
+        "apart from the papers' findings. The `pilot` rows are the measured search for the `cpu` scale "
+        "(studies/cpu-scale.md)."
+    )
     lines = [
         "# Results",
         "",
-        "Generated by `repro report --all` from the run store. Every number is labelled "
-        "with its scale; `tiny` and `cpu` results come from 2-CPU runs on offline stand-in corpora and are "
-        "not the papers' numbers. A claim is *not evaluable* when a precondition fails (the spans never "
-        "moved, a baseline is under-trained, a model did not learn the data); the line says which. The "
-        "`pilot` section is the measured search for the `cpu` scale (studies/cpu-scale.md). Replicates "
-        "(seeds) are judged together: thresholds on the seed means, comparisons on paired margins "
-        f"({claims.RULE}); *within noise* when the margin is inside that noise (docs/reproducibility.md).",
+        textwrap.fill(intro, 110, break_on_hyphens=False),
         "",
-        "Verdicts per scale, over every claim and then per artefact (" + " / ".join(claims.VERDICTS) + "):",
+        rule_line(confidence),
+        "",
+        "## Headlines, in the papers' order",
+        "",
+        *heads,
+        "",
+        f"## Verdicts per scale ({' / '.join(COUNTED)})",
         "",
         verdict_table(summary, [s for s in SCALE_ORDER if s in seen] + [s for s in seen if s not in SCALE_ORDER]),
         "",
     ]
-    for paper, block in sorted(sections.items()):
-        lines += [f"## {paper}", "", *block]
+    for paper in sorted(sections, key=lambda p: PAPERS.index(p) if p in PAPERS else len(PAPERS)):
+        lines += [f"## {paper}", "", *sections[paper]]
     path = root / "REPORT.md"
     atomic.write_text(path, "\n".join(lines))
     return path

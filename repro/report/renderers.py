@@ -31,6 +31,7 @@ import pandas as pd
 
 from repro.config.manifest import Manifest, ManifestError, show
 from repro.files import atomic
+from repro.report import verdicts
 from repro.store.runs import RunDir
 
 SHIPPED = Path(__file__).resolve().parents[2] / "analysis"
@@ -54,6 +55,23 @@ class Context:
     root: Path  # the results root
     parts: dict[str, pd.DataFrame] = field(default_factory=dict)  # manifest.parts -> their tidy tables
     replicates: pd.DataFrame | None = None  # every seed's run of those cells (None: one per cell, as runs)
+    judged: list[tuple[str, str, verdicts.Verdict]] = field(default_factory=list)  # see judge()
+
+    def judge(self, claim_id: str, text: str, holds: bool | None, detail: str) -> str:
+        """A verdict a renderer reaches from what it computed (a check the claim grammar cannot write): stored
+        as a :class:`repro.report.verdicts.Verdict` on the seed means, so the report lists and counts it with
+        the manifest's claims; with one seed it is *indicative*, with ``holds`` None *not evaluable*.
+        Returns the verdict's words, for the renderer's caption."""
+        seeds = int(self.runs["seeds"].min()) if "seeds" in self.runs and not self.runs.empty else 1
+        if holds is None:
+            verdict = verdicts.Verdict(verdicts.NOT_EVALUABLE, detail)
+        elif seeds == 1:
+            verdict = verdicts.Verdict(verdicts.INDICATIVE, detail, 1, holds=holds)
+        else:
+            status = verdicts.REPRODUCED if holds else verdicts.NOT_REPRODUCED
+            verdict = verdicts.Verdict(status, f"{detail}; on the means of {seeds} seeds", seeds)
+        self.judged.append((claim_id, text, verdict))
+        return f"{verdict.status} ({claim_id}, judged by this renderer)"
 
     def seeds_of(self, row: pd.Series) -> list[str]:
         """The run ids of every seed of ``row``'s cell (its own first)."""
@@ -210,7 +228,7 @@ def datasets(runs: pd.DataFrame) -> str:
 
 def spread(row: Any, key: str) -> float:
     """The standard deviation over the seeds of ``row``'s cell of the summary key ``key`` (the context's
-    ``<key> sd`` column, pages.by_cell); NaN when the cell has one seed, which matplotlib draws as no bar."""
+    ``<key> sd`` column, verdicts.seed_means); NaN when the cell has one seed, which matplotlib draws as no bar."""
     try:
         return float(row.get(f"{key} sd"))
     except (TypeError, ValueError):

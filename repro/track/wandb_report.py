@@ -40,7 +40,7 @@ def claims_frame(results: list[Any]) -> pd.DataFrame:
                 "claim": r.id,
                 "text": r.text,
                 "check": r.check,
-                "verdict": r.verdict.status,
+                "verdict": r.status,
                 "detail": r.verdict.detail,
             }
             for r in results

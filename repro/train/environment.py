@@ -5,7 +5,8 @@ over more threads adds in another order), so the runner sets it from ``train.thr
 ``OMP_NUM_THREADS`` says, asks torch for its deterministic algorithms (``warn_only``: an op without one
 warns, it does not stop the run; on CUDA cuBLAS gets the workspace setting those need), and the training
 batches are made in the training process (no data-loader workers). The CPU instruction set the kernels may
-use is pinned when repro is imported (repro/cpu_isa.py: AVX2 by default, ``REPRO_CPU_ISA``). The summary's
+use is applied here too, before the run's first tensor operation (repro/cpu_isa.py: native for a new run
+unless ``REPRO_CPU_ISA=avx2``; the one a stored run recorded when it is resumed or re-executed). The summary's
 ``environment`` names the rest: torch and Lightning versions, the CPU model or GPU name, the instruction
 set pinned and the one torch runs, the thread count and the precision.
 """
@@ -26,21 +27,19 @@ from repro.errors import UserError
 
 
 @contextlib.contextmanager
-def pinned(spec: RunSpec) -> Iterator[None]:
-    """Inside: ``spec.train.threads`` intra-op threads and deterministic algorithms; the caller's settings
-    come back after (a test or a notebook that runs several specs keeps its own). The instruction set is
-    the process's (pinned at import, again here while no kernel has chosen yet): a process whose kernels
-    chose another before is refused, one line, since its bits would not be the pinned ones."""
-    wanted = cpu_isa.choice()
-    if wanted not in cpu_isa.CHOICES:
-        raise UserError(
-            f"REPRO_CPU_ISA: {wanted!r} is not an instruction-set choice; expected one of {', '.join(cpu_isa.CHOICES)}"
-        )
-    if cpu_isa.pin() == "avx2" and torch.backends.cpu.get_cpu_capability() not in ("AVX2", "DEFAULT"):
-        raise UserError(
-            f"REPRO_CPU_ISA=avx2, but torch already runs {torch.backends.cpu.get_cpu_capability()} kernels in this "
-            "process (torch ran before repro was imported): start a fresh process, or set REPRO_CPU_ISA=native"
-        )
+def pinned(spec: RunSpec, isa: str | None = None) -> Iterator[None]:
+    """Inside: the instruction set ``isa`` (None: a run that will not train, none applied),
+    ``spec.train.threads`` intra-op threads and deterministic algorithms; the caller's threads and
+    algorithms come back after (a test or a notebook that runs several specs keeps its own). The
+    instruction set stays: the libraries choose their kernels once per process (:func:`cpu_isa.apply`)."""
+    if isa is not None:
+        cpu_isa.apply(isa, f"run {spec.run_id}")
+        why = None if torch.cuda.is_available() or spec.train.precision != "bf16-mixed" else cpu_isa.bf16_refusal()
+        if why:
+            raise UserError(
+                f"run {spec.run_id}: train.precision: bf16-mixed refused on CPU: {why}, 7-15x slower than "
+                "32-true; allowed here: 32-true"
+            )
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
@@ -62,9 +61,8 @@ def describe(spec: RunSpec) -> dict[str, Any]:
         "torch": torch.__version__,
         "lightning": lightning.__version__,
         "device": torch.cuda.get_device_name(0) if cuda else cpu_isa.model(),
-        "cpu_isa": cpu_isa.pin(
-            dict(os.environ)
-        ),  # what repro pinned: avx2, or none (native, or a CPU it does not apply to)
+        # what repro pinned: avx2, or none (native, or a CPU the pin does not apply to)
+        "cpu_isa": cpu_isa.pin(cpu_isa.applied() or cpu_isa.DEFAULT, {}),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels torch runs: AVX2, AVX512, ...
         "threads": torch.get_num_threads(),
         "precision": spec.train.precision,

@@ -116,6 +116,7 @@ def adaptive_span_arrays(model, data: np.ndarray, vocab: Any) -> dict[str, np.nd
 PROBES: dict[str, Callable[[Any, np.ndarray, Any], dict[str, np.ndarray]]] = {
     "adaptive_span": adaptive_span_arrays,
     "sparse_transformer": lambda model, data, vocab: model.analyses(data, vocab),
+    "frontier": lambda model, data, vocab: {},  # its figure reads the summaries only
 }
 
 

@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from repro import cpu_isa
 from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
 from repro.errors import StoreError
@@ -24,6 +25,18 @@ from repro.train.runner import Outcome, run_spec
 SCRATCH = ".retrain"
 SCORES = ("valid_bits", "test_bits")
 TOLERANCE = 1e-6  # bits; the same spec on the same code gives the same numbers
+
+
+def reexecute(
+    spec: RunSpec, manifest: Manifest, stored: dict, scratch: Path, echo: Callable[[str], None] = say
+) -> Outcome:
+    """Train a stored run again from its first step under the results root ``scratch`` (emptied first;
+    W&B off), in the environment it recorded: its instruction set (``stored["environment"]``, read by
+    :func:`repro.cpu_isa.recorded`), its threads and precision (the spec's ``train.threads`` and
+    ``train.precision``). Same spec, code and environment give the stored bits (docs/reproducibility.md);
+    the caller compares. A process that already runs the other instruction set refuses, one line."""
+    shutil.rmtree(scratch, ignore_errors=True)  # a re-execution that was killed starts afresh
+    return run_spec(spec, manifest, scratch, echo=echo, isa=cpu_isa.recorded(stored.get("environment")))
 
 
 def checkpoint(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[str], None] = say) -> Outcome:
@@ -40,9 +53,8 @@ def checkpoint(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[st
             echo(f"  skipped: run {spec.run_id} is being trained by {lock.holder}")
             return Outcome(spec, "busy", {})
         scratch = root / SCRATCH / spec.run_id
-        shutil.rmtree(scratch, ignore_errors=True)  # a retraining that was killed starts afresh
         echo(f"  retraining {spec.run_id} for its checkpoint (under {scratch}; W&B off)")
-        again = run_spec(spec, manifest, scratch, echo=echo)
+        again = reexecute(spec, manifest, stored, scratch, echo=echo)
         if again.status != "finished":
             raise StoreError(f"run {spec.run_id}: the retraining {again.status}; the stored run is unchanged")
         compared = {k: (stored[k], again.summary.get(k)) for k in SCORES if stored.get(k) is not None}

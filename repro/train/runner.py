@@ -25,6 +25,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
+from repro import cpu_isa
 from repro import data as datasets
 from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec, from_record
@@ -102,15 +103,39 @@ def run_spec(
     wandb_mode: str = "disabled",
     callbacks: Sequence[pl.Callback] = (),
     echo: Callable[[str], None] = say,
+    isa: str | None = None,
 ) -> Outcome:
+    """Train ``spec`` into ``root`` (or resume it, or skip it when finished). ``isa``: the instruction set
+    (repro/cpu_isa.py); default: the one the stored run recorded, else ``REPRO_CPU_ISA``'s."""
     world = distributed.world(devices, num_nodes)
     check_processes(spec, manifest, world)
     distributed.start(world)
     run = RunDir(root, spec.manifest, spec.run_id)
-    with environment.pinned(spec):
+    if isa is None and not run.finished:
+        isa = cpu_isa.for_run(recorded_environment(run))
+    with environment.pinned(spec, isa):
         if not world.leads:
             return _follow(spec, manifest, run, world, callbacks)
         return _lead(spec, manifest, root, run, world, wandb_mode, callbacks, echo)
+
+
+def recorded_environment(run: RunDir) -> dict | None:
+    """The ``environment`` a stored run recorded when it started (None: none, or a summary that does not
+    read, which the run's settling reports)."""
+    try:
+        return run.summary().get("environment")
+    except CorruptFile:
+        return None
+
+
+def settle_isa(root: Path, specs: Sequence[RunSpec]) -> None:
+    """Before a session's first run: apply the instruction set of the first unfinished run that recorded
+    one, so that the new runs after it follow it instead of refusing it (cpu_isa.for_run)."""
+    for spec in specs:
+        run = RunDir(root, spec.manifest, spec.run_id)
+        if not run.finished and (stored := cpu_isa.recorded(recorded_environment(run))) is not None:
+            cpu_isa.apply(stored, f"run {spec.run_id}")
+            return
 
 
 def _lead(spec, manifest, root, run, world, wandb_mode, callbacks, echo) -> Outcome:

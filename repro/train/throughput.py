@@ -9,10 +9,15 @@ forward plus a backward of twice its FLOPs (gradients for inputs and for weights
 (checkpointing), the optimizer, softmax and norms are not counted.
 
 Peaks: a known GPU from :data:`GPU_PEAKS` (vendor dense peaks, no structured sparsity); any other device
-measured once with a square GEMM (:func:`measure_peak`, the best of a few repeats) and cached under the
-results root in ``machine/peak-flops.json``, keyed by the CPU model (or GPU name), torch's thread count
-and torch's version. A peak measured while others load the machine is low (MFU then reads high): the
-cache keeps the load average it was measured at; ``python -m repro.train.throughput --measure`` redoes it.
+measured once with a square GEMM in the run's compute dtype (:func:`measure_peak`, the best of a few
+repeats) and cached under the results root in ``machine/peak-flops.json``, keyed by the CPU model and its
+vector units (``cpu_isa.features()``: one model name covers CPUs with and without AVX-512), torch's
+thread count and torch's version. On a CPU the peak is always the libraries' native kernels', measured
+in a fresh process (``REPRO_CPU_ISA=native``, the libraries' own variables cleared), whatever the run
+pinned: MFU says what share of the hardware a step used, so a run under the AVX2 pin reads lower, not the
+same (``peak_kernels`` names the kernels the peak was measured with). A peak measured while others load
+the machine is low (MFU then reads high): the cache keeps the load average it was measured at;
+``python -m repro.train.throughput --measure`` redoes it.
 
 Whether a run had the machine to itself (``ran_alone``, which timing claims require) is read from CPU
 time, not the load average: over each sampled interval, the machine's busy CPU time less the run's own
@@ -24,6 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -64,15 +71,11 @@ def compute_dtype(precision: str, device_type: str) -> str:
 
 
 def device_key(device_type: str, threads: int) -> str:
-    """What a measured peak is valid for: the processor (on a CPU with the kernels torch runs: AVX2 under
-    repro's pin, AVX512 natively), torch's threads and torch's version."""
+    """What a measured peak is valid for: the processor (a CPU's model and vector units, or the GPU's
+    name), torch's threads and torch's version."""
     import torch
 
-    name = (
-        torch.cuda.get_device_name(0)
-        if device_type == "cuda"
-        else f"{cpu_isa.model()} {torch.backends.cpu.get_cpu_capability()}"
-    )
+    name = torch.cuda.get_device_name(0) if device_type == "cuda" else f"{cpu_isa.model()} [{cpu_isa.features()}]"
     return f"{name} | {threads} threads | torch {torch.__version__}"
 
 
@@ -84,11 +87,23 @@ def table_peak(device_name: str, dtype: str) -> float | None:
     return None
 
 
-def measure_peak(device_type: str, dtype: str, threads: int, size: int = GEMM_SIZE, repeats: int = 5) -> float:
-    """FLOP/s of the best of ``repeats`` square matrix products in ``dtype`` (after a warm-up) on
-    ``threads`` torch threads: ``size`` wide, or narrower where a 256-wide product shows the machine
-    would take more than about 0.2 s for one (bf16 on a CPU without AVX-512 runs a slow fallback at
-    well under 1 GFLOP/s: a 2048-wide product there takes a minute)."""
+def measure_peak(device_type: str, dtype: str, threads: int, size: int = GEMM_SIZE, repeats: int = 5) -> dict:
+    """``{"flops_per_second", "kernels"}``: the best of ``repeats`` square matrix products in ``dtype``
+    (after a warm-up) on ``threads`` torch threads, ``size`` wide, or narrower where a 256-wide product
+    shows the machine would take more than about 0.2 s for one (bf16 on a CPU without AVX-512 runs a slow
+    fallback at well under 1 GFLOP/s: a 2048-wide product there takes a minute). On a CPU in a fresh
+    process with native kernels (the module docstring); ``kernels`` names them."""
+    if device_type != "cuda":
+        env = {k: v for k, v in os.environ.items() if k not in cpu_isa.AVX2}
+        command = [sys.executable, "-m", "repro.train.throughput", "--gemm", dtype, *map(str, (threads, size, repeats))]
+        proc = subprocess.run(command, capture_output=True, text=True, env={**env, "REPRO_CPU_ISA": "native"})
+        if proc.returncode != 0:
+            raise RuntimeError(f"the native GEMM peak: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"flops_per_second": _best_gemm(device_type, dtype, threads, size, repeats), "kernels": "cuda"}
+
+
+def _best_gemm(device_type: str, dtype: str, threads: int, size: int = GEMM_SIZE, repeats: int = 5) -> float:
     import torch
 
     before = torch.get_num_threads()
@@ -132,7 +147,12 @@ def peak(root: Path, device_type: str, precision: str, threads: int | None = Non
         name = torch.cuda.get_device_name(0)
         known = table_peak(name, dtype)
         if known is not None:
-            return {"peak_flops_per_second": known, "peak_source": f"table: {name} {dtype}", "compute_dtype": dtype}
+            return {
+                "peak_flops_per_second": known,
+                "peak_source": f"table: {name} {dtype}",
+                "peak_kernels": "cuda",
+                "compute_dtype": dtype,
+            }
     key = f"{device_key(device_type, threads)} | {dtype}"
     path = Path(root) / CACHE
     try:
@@ -142,14 +162,19 @@ def peak(root: Path, device_type: str, precision: str, threads: int | None = Non
     entry = cache.get(key)
     if entry is None or remeasure:
         entry = {
-            "flops_per_second": measure_peak(device_type, dtype, threads),
+            **measure_peak(device_type, dtype, threads),
             "gemm": f"square {dtype} GEMM up to {GEMM_SIZE} wide, best of 5",
             "load_average": round(os.getloadavg()[0], 2),
             "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         atomic.write_text(path, json.dumps({**cache, key: entry}, indent=2) + "\n")
     source = f"measured {entry['gemm']} ({key}, load {entry['load_average']} at {entry['measured']})"
-    return {"peak_flops_per_second": entry["flops_per_second"], "peak_source": source, "compute_dtype": dtype}
+    return {
+        "peak_flops_per_second": entry["flops_per_second"],
+        "peak_source": source,
+        "peak_kernels": entry.get("kernels", "unknown"),
+        "compute_dtype": dtype,
+    }
 
 
 def achieved(flops_per_token: float, tokens_per_step: float, seconds_per_step: float, peak_flops: float) -> dict:
@@ -264,7 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default=os.environ.get("REPRO_RESULTS", "results"), help="results root")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--measure", action="store_true", help="measure again (on an idle machine) and cache")
+    parser.add_argument("--gemm", nargs=4, metavar=("DTYPE", "THREADS", "SIZE", "REPEATS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.gemm:  # measure_peak's fresh process: native kernels, one JSON line
+        import torch
+
+        cpu_isa.apply("native", "the GEMM peak")
+        rate = _best_gemm("cpu", args.gemm[0], *map(int, args.gemm[1:]))
+        print(json.dumps({"flops_per_second": rate, "kernels": f"native {torch.backends.cpu.get_cpu_capability()}"}))
+        return 0
     for precision in ("32-true", "bf16-mixed"):
         found = peak(Path(args.results), args.device, precision, remeasure=args.measure)
         print(f"{found['compute_dtype']}: {found['peak_flops_per_second'] / 1e9:.1f} GFLOP/s ({found['peak_source']})")

@@ -188,7 +188,7 @@ def test_tables(tmp_path, name):
     assert "ours:" in body and "| 2.5 |" in body  # our first run's dev bits
     assert all(line in text for line in body.splitlines() if not line.startswith("#"))  # inlined in the report
     assert "scale: tiny" in body and "wiki-lead" in body
-    assert results and all(r.verdict.status in ("reproduced", "not reproduced") for r in results)
+    assert results and all(r.verdict.status == "indicative (one seed)" for r in results)  # one seed: judged
 
 
 def _ramp(x, z, R):
@@ -279,7 +279,8 @@ def test_figures(tmp_path, name, stems, drawn):
     assert "scale: tiny" in text
     assert all(r.verdict.status != "not evaluable" for r in results), [r.verdict for r in results]
     if name == "as-fig4":
-        assert "holds here" in text  # synthetic spans grow with depth by more than R/4
+        judged = {r.id: r.verdict for r in results}  # synthetic spans grow with depth by more than R/4
+        assert judged["upper-layers-longer"].holds and "upper-layers-longer" in text
     if name == "as-fig3":
         table = pd.read_csv(root / "reports" / "tables" / "as-fig3-fig3-tiny.csv")
         stored = {(sp.model.span.kind, sp.model.span.limit): su["valid_bits"] for sp, su in _stored(root, m)}

@@ -3,6 +3,7 @@
 import argparse
 
 from repro.bench import attention as bench
+from repro.models.kernels import ceiling
 
 
 def test_st_bench_attention_records():
@@ -42,6 +43,22 @@ def test_st_bench_attention_records():
         assert r["timing"] == "interleaved" and r["memory_vs_dense"] >= 0 and r["threads"] >= 1
         assert r["fwd_bwd_cpu_seconds"] > 0 and r["cpu_speedup_vs_dense"] > 0
     assert recs[0]["speedup_vs_dense"] == 1.0 and recs[1]["theoretical_speedup"] > 1
+    for r in recs:  # each CPU layout's ceiling beside its measurement, the kernels the worker ran
+        assert r["computed_keys_per_query"] >= r["allowed_keys_per_query"] > 0 and r["kernels"].split()[0] == "native"
+    assert recs[0]["ceiling_vs_dense"] == 1.0 < recs[1]["ceiling_vs_dense"]
+
+
+def test_st_ceiling_counts_what_the_fused_calls_compute():
+    """A causal call of at most 512 keys costs a full tile; longer ones skip whole key blocks; the
+    blocked kernel's computed scores cover the allowed ones, in both residue paths."""
+    assert ceiling.call_scores(64, 64, True) == 64 * 64 == ceiling.call_scores(64, 64, False)
+    assert ceiling.call_scores(1024, 1024, True) == 256 * (512 * 2 + 1024 * 2)  # 4 query blocks of 256
+    few = ceiling.ceiling("strided", 512, 32, None, 2)  # 16 blocks: residues by offsets
+    many = ceiling.ceiling("strided", 8192, 128, None, 2)
+    for found in (few, many):
+        assert found["allowed_keys"] <= found["computed_keys"] < found["dense_computed_keys"]
+    # the window computes l + l/2 keys per query, the residue tile its nb keys: 192 + 63 less the first block's
+    assert 240 < many["computed_keys"] < 256 and 158 < many["allowed_keys"] < 159
 
 
 def test_st_theoretical_ratio():

@@ -273,3 +273,17 @@ def test_st_flex_cuda_model_bf16():
     out.logits.float().mean().backward()
     assert torch.isfinite(out.logits.float()).all()
     assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("split", [4, 8])
+@pytest.mark.parametrize("pattern,combine,n,l,c,H", [case for case in CASES if case[0] in ("strided", "local")])
+def test_st_windows_of_any_height_equal_the_papers_pattern(split, pattern, combine, n, l, c, H, monkeypatch):
+    """Window tiles of l/split rows (fewer keys computed per query: l + l/split), where split divides l
+    (else two tiles per block, as by default), in chunks small enough to split the windows."""
+    torch.manual_seed(0)
+    monkeypatch.setattr(BK, "WINDOW_SPLIT", split)
+    monkeypatch.setattr(BK, "CHUNK_ELEMENTS", 40)
+    q, k, v = rand(2, H, n, 6)
+    assert_matches_paper(
+        attend(q, k, v, pattern, l, c, combine=combine, impl="blocked"), q, k, v, pattern, l, c, combine
+    )

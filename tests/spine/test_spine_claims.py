@@ -2,6 +2,14 @@ import pandas as pd
 import pytest
 
 from repro.config import claims
+from repro.report import verdicts
+
+
+def said(verdict: verdicts.Verdict) -> str:
+    """What a one-seed verdict indicates: it is never called reproduced or not."""
+    assert verdict.status == verdicts.INDICATIVE and verdict.seeds == 1, verdict
+    return "holds" if verdict.holds else "fails"
+
 
 RUNS = pd.DataFrame(
     [
@@ -18,25 +26,23 @@ KEYS = ["model.span.kind", "model.span.limit"]
 
 
 def test_scalar_selection_and_arithmetic():
-    v = claims.evaluate("avg_span[span.kind=adaptive, span.limit=1024] < 0.25 * 1024", RUNS, KEYS)
-    assert v.status == "reproduced" and "120" in v.detail
-    assert claims.evaluate("avg_span[kind=adaptive, limit=1024] > 200", RUNS, KEYS).status == "not reproduced"
+    v = verdicts.evaluate("avg_span[span.kind=adaptive, span.limit=1024] < 0.25 * 1024", RUNS, KEYS)
+    assert said(v) == "holds" and "120" in v.detail
+    assert said(verdicts.evaluate("avg_span[kind=adaptive, limit=1024] > 200", RUNS, KEYS)) == "fails"
 
 
 def test_series_compare_cell_by_cell():
-    assert claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", RUNS, KEYS).status == "reproduced"
+    assert said(verdicts.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", RUNS, KEYS)) == "holds"
     worse = RUNS.copy()
     worse.loc[3, "valid_bits"] = 1.09  # adaptive loses at S=1024 only
-    assert (
-        claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", worse, KEYS).status == "not reproduced"
-    )
-    assert claims.evaluate("mean(avg_span[kind=adaptive]) < 200", RUNS, KEYS).status == "reproduced"
+    assert said(verdicts.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", worse, KEYS)) == "fails"
+    assert said(verdicts.evaluate("mean(avg_span[kind=adaptive]) < 200", RUNS, KEYS)) == "holds"
 
 
 def test_missing_or_unfinished_runs_are_not_evaluable():
-    assert claims.evaluate("valid_bits[kind=dynamic] < 2", RUNS, KEYS).status == "not evaluable"
+    assert verdicts.evaluate("valid_bits[kind=dynamic] < 2", RUNS, KEYS).status == "not evaluable"
     running = RUNS.assign(status=["finished", "running", "finished", "finished"])
-    assert claims.evaluate("valid_bits[kind=fixed] > 1", running, KEYS).status == "not evaluable"
+    assert verdicts.evaluate("valid_bits[kind=fixed] > 1", running, KEYS).status == "not evaluable"
 
 
 @pytest.mark.parametrize("check", ["valid_bits[kind=fixed", "__import__('os')", "valid_bits[kind] < 1", "x < 1"])
@@ -73,35 +79,32 @@ ADAPTIVE_WINS = "valid_bits[kind=adaptive] <= valid_bits[kind=fixed]"
 
 
 def test_a_claim_that_holds_only_trivially_is_not_evaluable():
-    assert claims.evaluate(ADAPTIVE_WINS, TRIVIAL, KEYS).status == "reproduced"  # without preconditions
-    verdict = claims.evaluate(ADAPTIVE_WINS, TRIVIAL, KEYS, [MOVED, USES_CONTEXT])
-    assert verdict.status == "not evaluable"
-    assert MOVED in verdict.detail and "does not hold" in verdict.detail and "0.6" in verdict.detail
+    assert said(verdicts.evaluate(ADAPTIVE_WINS, TRIVIAL, KEYS)) == "holds"  # without preconditions
+    verdict = verdicts.evaluate(ADAPTIVE_WINS, TRIVIAL, KEYS, [MOVED, USES_CONTEXT])
+    assert verdict.status == "not evaluable" and verdict.failed == [MOVED, USES_CONTEXT]
+    assert "0.6" in verdicts.precondition(MOVED, TRIVIAL, KEYS).detail
     moved = TRIVIAL.assign(span_max=[64, 512, 40.0, 90.0])
-    verdict = claims.evaluate(ADAPTIVE_WINS, moved, KEYS, [MOVED, USES_CONTEXT])
-    assert verdict.status == "not evaluable" and USES_CONTEXT in verdict.detail and "2.89" in verdict.detail
+    verdict = verdicts.evaluate(ADAPTIVE_WINS, moved, KEYS, [MOVED, USES_CONTEXT])
+    assert verdict.status == "not evaluable" and verdict.failed == [USES_CONTEXT] and USES_CONTEXT in verdict.detail
     trained = moved.assign(valid_bits=[2.49, 2.30, 2.40, 2.28])
-    assert claims.evaluate(ADAPTIVE_WINS, trained, KEYS, [MOVED, USES_CONTEXT]).status == "reproduced"
-    assert claims.evaluate("valid_bits[kind=adaptive] < 2", trained, KEYS, [MOVED]).status == "not reproduced"
+    assert said(verdicts.evaluate(ADAPTIVE_WINS, trained, KEYS, [MOVED, USES_CONTEXT])) == "holds"
+    assert said(verdicts.evaluate("valid_bits[kind=adaptive] < 2", trained, KEYS, [MOVED])) == "fails"
 
 
 def test_a_precondition_that_cannot_be_checked_makes_the_claim_not_evaluable():
-    verdict = claims.evaluate(
+    verdict = verdicts.evaluate(
         ADAPTIVE_WINS, TRIVIAL.drop(columns="unigram_bits"), KEYS, ["max(valid_bits[]) < 0.8 * min(unigram_bits[])"]
     )
-    assert verdict.status == "not evaluable" and "cannot be checked" in verdict.detail
+    assert verdict.status == "not evaluable" and verdict.failed == ["max(valid_bits[]) < 0.8 * min(unigram_bits[])"]
 
 
 def test_first_and_last_follow_grid_order():
-    assert (
-        claims.evaluate("first(avg_span[kind=fixed]) < last(avg_span[kind=fixed])", TRIVIAL, KEYS).status
-        == "reproduced"
-    )
+    assert said(verdicts.evaluate("first(avg_span[kind=fixed]) < last(avg_span[kind=fixed])", TRIVIAL, KEYS)) == "holds"
 
 
 def test_two_runs_in_one_cell_are_never_paired_by_position():
     doubled = pd.concat([TRIVIAL, TRIVIAL.iloc[[1]].assign(valid_bits=2.0)], ignore_index=True)
-    verdict = claims.evaluate(ADAPTIVE_WINS, doubled, KEYS)
+    verdict = verdicts.evaluate(ADAPTIVE_WINS, doubled, KEYS)
     assert verdict.status == "not evaluable" and "share a cell" in verdict.detail
 
 
@@ -110,24 +113,24 @@ FASTER = "seconds_per_step[kind=adaptive] < seconds_per_step[kind=fixed]"
 
 
 def test_timing_claims_count_only_runs_that_ran_alone():
-    assert claims.evaluate(FASTER, TIMED, KEYS).status == "reproduced"
+    assert said(verdicts.evaluate(FASTER, TIMED, KEYS)) == "holds"
     loaded = TIMED.assign(ran_alone=[True, True, False, True], load_average_max=[2.1, 2.1, 4.3, 2.1])
-    verdict = claims.evaluate(FASTER, loaded, KEYS)
+    verdict = verdicts.evaluate(FASTER, loaded, KEYS)
     assert verdict.status == "not evaluable" and "1 of 2 run(s) shared the machine" in verdict.detail
     assert "4.30 on 2 cores" in verdict.detail
     older = TIMED.drop(columns=["ran_alone"])  # stored before the load was recorded
-    verdict = claims.evaluate(FASTER, older, KEYS)
+    verdict = verdicts.evaluate(FASTER, older, KEYS)
     assert verdict.status == "not evaluable" and "no load record" in verdict.detail
     # replicates: a seed whose timed runs did not run alone is left out, the others judge the claim
     seeds = pd.concat(
-        [older.assign(**{claims.SEED: 0}), TIMED.assign(**{claims.SEED: 1}), TIMED.assign(**{claims.SEED: 2})]
+        [older.assign(**{verdicts.SEED: 0}), TIMED.assign(**{verdicts.SEED: 1}), TIMED.assign(**{verdicts.SEED: 2})]
     )
-    verdict = claims.evaluate(
+    verdict = verdicts.evaluate(
         FASTER, seeds.assign(seconds_per_step=[0.3, 0.35, 0.2, 0.25] * 2 + [0.3, 0.36, 0.2, 0.26]), KEYS
     )
-    assert verdict.status == "reproduced" and verdict.seeds == 2
+    assert verdict.status == "reproduced" and verdict.seeds == 2, verdict.detail
     # a claim on other metrics of the same runs is judged as before
-    assert claims.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", loaded, KEYS).status == "reproduced"
+    assert said(verdicts.evaluate("valid_bits[kind=adaptive] <= valid_bits[kind=fixed]", loaded, KEYS)) == "holds"
 
 
 def _replicated(cells: dict[str, list[float]], metric: str = "valid_bits") -> pd.DataFrame:
@@ -148,48 +151,46 @@ WINS = "valid_bits[kind=adaptive] < valid_bits[kind=fixed]"
 def test_cells_that_differ_by_less_than_their_seed_spread_are_within_noise():
     # adaptive is 0.01 better on the means, but the seeds disagree by +-0.05 about it
     runs = _replicated({"adaptive": [2.30, 2.25, 2.38], "fixed": [2.26, 2.33, 2.37]})
-    verdict = claims.evaluate(WINS, runs, ["model.span.kind"])
+    verdict = verdicts.evaluate(WINS, runs, ["model.span.kind"])
     assert verdict.status == "within noise" and verdict.seeds == 3
     assert (
-        "2.31 ± 0.066" in verdict.detail
-        and "margin +0.01 (SE 0.036)" in verdict.detail
-        and "n = 3 seeds, paired" in verdict.detail
+        "2.31 ± 0.066" in verdict.detail and "margin +0.01 [" in verdict.detail and "3 seeds, paired" in verdict.detail
     )
-    # one seed alone would have said "not reproduced", and says it was judged on one seed
-    alone = claims.evaluate(WINS, runs[runs["train.seed"] == 0], ["model.span.kind"])
-    assert alone.status == "not reproduced" and "judged on one seed" in alone.detail
+    # one seed alone indicates a loss, and is never called "not reproduced"
+    alone = verdicts.evaluate(WINS, runs[runs["train.seed"] == 0], ["model.span.kind"])
+    assert said(alone) == "fails" and "one seed" in alone.detail
 
 
 def test_a_paired_difference_beyond_two_standard_errors_decides():
     # the seeds move both cells together (a large spread of the means) but adaptive wins by 0.02 in each pair
     runs = _replicated({"adaptive": [2.28, 2.38, 2.18], "fixed": [2.30, 2.40, 2.20]})
-    assert claims.evaluate(WINS, runs, ["model.span.kind"]).status == "reproduced"
+    assert verdicts.evaluate(WINS, runs, ["model.span.kind"]).status == "reproduced"
     losing = _replicated({"adaptive": [2.32, 2.42, 2.22], "fixed": [2.30, 2.40, 2.21]})
-    assert claims.evaluate(WINS, losing, ["model.span.kind"]).status == "not reproduced"
+    assert verdicts.evaluate(WINS, losing, ["model.span.kind"]).status == "not reproduced"
 
 
 def test_thresholds_and_preconditions_apply_to_the_seed_means():
     runs = _replicated({"adaptive": [30.0, 40.0, 80.0]}, metric="span_max")
     keys = ["model.span.kind"]
-    assert claims.evaluate("span_max[kind=adaptive] >= 45", runs, keys).status == "within noise"  # mean 50
-    assert claims.evaluate("span_max[kind=adaptive] >= 10", runs, keys).status == "reproduced"
-    gated = claims.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 45"])
+    assert verdicts.evaluate("span_max[kind=adaptive] >= 45", runs, keys).status == "within noise"  # mean 50
+    assert verdicts.evaluate("span_max[kind=adaptive] > 0", runs, keys).status == "reproduced"
+    gated = verdicts.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 45"])
     assert gated.status == "reproduced"  # the precondition holds on the mean (50), although seed 0 has 30
-    gated = claims.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 60"])
+    gated = verdicts.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 60"])
     assert gated.status == "not evaluable"
 
 
 def test_only_seeds_that_complete_the_claim_are_paired():
     runs = _replicated({"adaptive": [2.28, 2.38, 2.18], "fixed": [2.30, 2.40]})  # fixed's seed 2 not run yet
-    verdict = claims.evaluate(WINS, runs, ["model.span.kind"])
-    assert verdict.seeds == 2 and "n = 2 seeds" in verdict.detail
+    verdict = verdicts.evaluate(WINS, runs, ["model.span.kind"])
+    assert verdict.seeds == 2 and "2 seeds, paired" in verdict.detail
 
 
 def test_a_manifest_without_a_grid_pairs_its_seeds_too():
     runs = pd.DataFrame(
         [{"train.seed": i, "status": "finished", "test_bits": b} for i, b in enumerate([3.2, 3.3, 3.1])]
     )
-    verdict = claims.evaluate("test_bits[] < 4", runs, [])
+    verdict = verdicts.evaluate("test_bits[] < 4", runs, [])
     assert verdict.status == "reproduced" and verdict.seeds == 3 and "3.2 ± 0.1" in verdict.detail
 
 
@@ -203,6 +204,108 @@ def test_cells_named_by_a_dict_value_are_paired_by_seed():
             for n, b in zip((1024, 4096), bits)
         ]
     )
-    verdict = claims.evaluate("max(valid_bits[]) < 8", runs, ["data"])
+    verdict = verdicts.evaluate("max(valid_bits[]) < 8", runs, ["data"])
     assert "nan" not in verdict.detail and "7.967 ± 0.21" in verdict.detail
     assert verdict.status == "within noise"  # 1024's mean 7.97 is below 8 by less than two standard errors
+
+
+def _margins(margins: list[float]) -> pd.DataFrame:
+    """Two cells whose per-seed margin (fixed - adaptive) is ``margins[i]`` at seed i."""
+    return _replicated({"adaptive": [2.0] * len(margins), "fixed": [2.0 + m for m in margins]})
+
+
+@pytest.mark.parametrize(
+    ("n", "se_multiple", "confidence", "status"),
+    [
+        (3, 2.5, 0.95, "within noise"),  # t(0.95, 2) = 2.92: 2.5 SE is not enough at 3 seeds
+        (3, 5.0, 0.95, "reproduced"),
+        (3, -5.0, 0.95, "not reproduced"),
+        (3, 2.5, 0.80, "reproduced"),  # t(0.80, 2) = 1.06
+        (2, 5.0, 0.95, "within noise"),  # t(0.95, 1) = 6.31
+        (2, 7.0, 0.95, "reproduced"),
+        (2, -7.0, 0.95, "not reproduced"),
+        (5, 2.5, 0.95, "reproduced"),  # t(0.95, 4) = 2.13
+    ],
+)
+def test_a_directional_claim_needs_its_one_sided_t_bound_to_clear_zero(n, se_multiple, confidence, status):
+    noise = [i - (n - 1) / 2 for i in range(n)]  # a spread of its own, mean 0
+    sd = pd.Series(noise).std(ddof=1)
+    scale = 0.01 / sd  # per-seed margins with sd 0.01 exactly
+    se = 0.01 / n**0.5
+    runs = _margins([se_multiple * se + scale * e for e in noise])
+    verdict = verdicts.evaluate(WINS, runs, ["model.span.kind"], confidence=confidence)
+    assert verdict.status == status and verdict.seeds == n, verdict.detail
+    (margin,) = verdict.margins
+    half = verdicts.t_quantile(confidence, n - 1) * se
+    assert margin.mean == pytest.approx(se_multiple * se) and margin.lower == pytest.approx(margin.mean - half)
+
+
+def test_one_seed_is_indicative_in_either_direction_and_counted_apart():
+    for margin, direction in ((0.3, "holds"), (-0.3, "fails")):
+        verdict = verdicts.evaluate(WINS, _margins([margin]), ["model.span.kind"])
+        assert said(verdict) == direction and verdict.effect == f"{margin:+.3g}, 1 seed"
+
+
+def test_a_band_is_judged_two_sided():
+    near = "abs(valid_bits[kind=adaptive] - valid_bits[kind=fixed]) < 0.05"
+    # differences 0.01 +- 0.005 over 3 seeds: the two-sided 95% interval [-0.002, 0.022] lies inside +-0.05
+    assert verdicts.evaluate(near, _margins([0.005, 0.01, 0.015]), ["model.span.kind"]).status == "reproduced"
+    # 0.2 apart in every seed: wholly outside the band
+    assert verdicts.evaluate(near, _margins([0.19, 0.2, 0.21]), ["model.span.kind"]).status == "not reproduced"
+    # 0.04 +- 0.02: the interval [-0.01, 0.09] straddles the band's edge
+    verdict = verdicts.evaluate(near, _margins([0.02, 0.04, 0.06]), ["model.span.kind"])
+    assert verdict.status == "within noise" and verdict.margins[0].band == 0.05
+    t2 = verdicts.t_quantile(0.95, 2, two_sided=True)
+    assert verdict.margins[0].upper == pytest.approx(-0.04 + t2 * 0.02 / 3**0.5)  # x = adaptive - fixed
+
+
+RAMP_MANIFEST = """
+name: ramp-trivial
+title: a ramp ablation written the way the docs show
+paper: adaptive_span
+base:
+  data: {name: wiki-lead8, block: 64}
+  model: {family: adaptive_span, layers: 2, d_model: 32, d_ff: 64, heads: 2, span: {kind: adaptive, limit: 256, ramp: 32}}
+  train: {steps: 150, batch_size: 4}
+grid: {model.span.ramp: [16, 64]}
+claims:
+  - id: wider
+    text: a wider ramp gives a longer span
+    check: "avg_span[ramp=64] > avg_span[ramp=16]"
+"""
+
+
+def test_a_span_claim_gets_its_moved_precondition_without_its_author_writing_it(tmp_path):
+    from repro.config import manifest as manifests
+
+    path = tmp_path / "ramp-trivial.yaml"
+    path.write_text(RAMP_MANIFEST)
+    m = manifests.load(path)
+    (claim,) = m.claims
+    assert claim.requires == ["moved[ramp=64]", "moved[ramp=16]"]
+    assert any("can hold by construction" in w for w in m.claim_warnings())
+    # the spans never left z = 0 (span_max < R): avg_span is z + R, 69.3 vs 16.9 by construction
+    runs = pd.DataFrame(
+        [
+            {"model.span.ramp": r, "status": "finished", "avg_span": a, "span_max": z}
+            for r, a, z in [(16, 16.9, 0.9), (64, 69.3, 5.3)]
+        ]
+    )
+    verdict = verdicts.evaluate(claim.check, runs, ["model.span.ramp"], claim.requires)
+    assert verdict.status == "not evaluable" and verdict.failed == ["moved[ramp=64]", "moved[ramp=16]"]
+    moved = runs.assign(span_max=[40.0, 90.0])
+    assert said(verdicts.evaluate(claim.check, moved, ["model.span.ramp"], claim.requires)) == "holds"
+
+
+def test_a_claim_on_a_metric_no_run_stores_is_refused(tmp_path):
+    from repro.config import manifest as manifests
+
+    path = tmp_path / "ramp-trivial.yaml"
+    path.write_text(RAMP_MANIFEST.replace("avg_span[ramp=64]", "avg_spam[ramp=64]"))
+    with pytest.raises(manifests.ManifestError, match=r"claims\[0\]: metric 'avg_spam' .* did you mean avg_span"):
+        manifests.load(path)
+
+
+def test_only_learned_words_make_a_sanity_check():
+    assert claims.is_sanity("learned[]") and claims.is_sanity("learned[pattern=fixed] and learned_test[]")
+    assert not claims.is_sanity("learned[] and valid_bits[] < 3") and not claims.is_sanity("valid_bits[] < 3")

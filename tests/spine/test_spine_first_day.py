@@ -11,10 +11,9 @@ import pandas as pd
 import pytest
 from spine_manifests import stored_run
 
-from repro.config import claims
 from repro.config import manifest as manifests
 from repro.config.cells import cell_text, value_text
-from repro.report import lookup, prune
+from repro.report import lookup, prune, verdicts
 
 ROW = {"name": "moh-audio", "seq_len": 1024, "block": 1024}
 
@@ -33,9 +32,9 @@ def test_evidence_shows_cells_by_their_values_once():
         ]
     )
     keys = ["data", "model.d_model"]
-    verdict = claims.evaluate("valid_bits[d_model=96] <= valid_bits[d_model=32]", runs, keys)
+    verdict = verdicts.evaluate("valid_bits[d_model=96] <= valid_bits[d_model=32]", runs, keys)
     assert "{'" not in verdict.detail and "name=moh-audio seq_len=4096 block=1024: 6.9" in verdict.detail
-    twice = claims.evaluate("max(valid_bits[]) - min(valid_bits[]) < 0.1", runs, keys)
+    twice = verdicts.evaluate("max(valid_bits[]) - min(valid_bits[]) < 0.1", runs, keys)
     assert twice.detail.count("valid_bits[] =") == 1
     assert "d_model=96: 6.9" in twice.detail  # two free keys: each named
 
@@ -48,11 +47,11 @@ def test_one_definition_of_learned():
         ]
     )
     keys = ["model.pattern"]
-    assert claims.evaluate("learned[pattern=strided]", runs, keys).status == "reproduced"
-    every = claims.evaluate("learned[]", runs, keys)
-    assert every.status == "not reproduced" and every.detail.endswith("fails at dense")
+    assert verdicts.evaluate("learned[pattern=strided]", runs, keys).holds
+    every = verdicts.evaluate("learned[]", runs, keys)
+    assert every.status == "indicative (one seed)" and not every.holds and every.detail.endswith("fails at dense")
     # a claim that the model learned is judged, not made not evaluable by the same precondition
-    assert claims.evaluate("learned[]", runs, keys, ["learned[]"]).status == "not reproduced"
+    assert verdicts.evaluate("learned[]", runs, keys, ["learned[]"]).holds is False
 
 
 def test_every_shipped_learned_check_is_the_shared_one():

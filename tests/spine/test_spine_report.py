@@ -48,7 +48,7 @@ def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     for spec, bits in zip(full, [3.5, 4.0]):  # the short runs would say the opposite
         stored_run(root, with_max_steps(spec, 10), test_bits=bits)
     path, results = report.render(m, root)
-    assert [r.verdict.status for r in results] == ["reproduced"]
+    assert [(r.verdict.status, r.verdict.holds) for r in results] == [("indicative (one seed)", True)]
     text = path.read_text()
     main_table, others = text.split("Other stored runs at this scale (2)")
     assert "| 3 |" in main_table and "| 2 |" in main_table and "| 3.5 |" not in main_table
@@ -79,7 +79,8 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
     assert [(r.verdict.status, r.verdict.seeds) for r in results] == [("within noise", 3)]
     text = path.read_text()
     head = text[: text.index("## Scale")]
-    assert "| `t-tiny` | 0 / 0 / 1 / 0 |" in head and "reproduced / not reproduced / within noise" in head
+    assert "| `t-tiny` | 0 / 0 / 1 / 0 / 0 / 0 |" in head and "**Rule:** a one-sided paired t interval at 95%" in head
+    assert "- **c** — **within noise** — -0.0167 [" in text and "3 seeds" in text
     assert "| 16 | finished | file | 3 ± 0.1 | 3 |" in text  # mean ± sd over the seeds, then n
     csv = (root / "reports" / "t-tiny.csv").read_text().splitlines()
     assert len(csv) == 7 and csv[0].startswith("stride,seed,")
@@ -93,9 +94,10 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
 
 
 def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
-    """REPORT.md's table: a first row sums each scale's four verdicts over every artefact, then one row each."""
-    from repro.config.claims import Verdict
+    """REPORT.md's table: a first row sums each scale's verdicts over every artefact, then one row each; a
+    check that the model learned counts as *trained*, apart."""
     from repro.report.pages import ClaimResult, verdict_table
+    from repro.report.verdicts import Verdict
 
     def judged(manifest, scale, *statuses):
         return [ClaimResult(manifest, scale, f"c{i}", "t", "x", Verdict(s, "")) for i, s in enumerate(statuses)]
@@ -104,8 +106,11 @@ def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
     b = judged("b", "tiny", "reproduced", "not reproduced", "reproduced")
     lines = verdict_table([("A", "reports/a.md", a), ("B", "reports/b.md", b)], ["tiny", "cpu"]).splitlines()
     assert lines[0] == "| artefact | tiny | cpu |"
-    assert lines[2] == "| **every claim** | 3 / 1 / 1 / 0 | 0 / 0 / 0 / 1 |"
-    assert lines[3] == "| A | [1 / 0 / 1 / 0](reports/a.md) | [0 / 0 / 0 / 1](reports/a.md) |"
-    assert lines[4] == "| B | [2 / 1 / 0 / 0](reports/b.md) | — |"
+    assert lines[2] == "| **every claim** | 3 / 1 / 1 / 0 / 0 / 0 | 0 / 0 / 0 / 0 / 1 / 0 |"
+    assert lines[3] == "| A | [1 / 0 / 1 / 0 / 0 / 0](reports/a.md) | [0 / 0 / 0 / 0 / 1 / 0](reports/a.md) |"
+    assert lines[4] == "| B | [2 / 1 / 0 / 0 / 0 / 0](reports/b.md) | — |"
+    learned = [ClaimResult("c", "tiny", "l", "t", "learned[]", Verdict("reproduced", ""))]
+    assert verdict_table([("C", None, learned)], ["tiny"]).splitlines()[2] == "| C | 0 / 0 / 0 / 0 / 0 / 1 |"
+    assert learned[0].status == "trained"
     one = verdict_table([("A", None, a)], ["tiny", "cpu"]).splitlines()
     assert len(one) == 3 and "every claim" not in one[2]  # one artefact: its row is the total

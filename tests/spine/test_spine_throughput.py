@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from repro import cpu_isa
 from repro.cli import main
 from repro.config import manifest as manifests
 from repro.train import runner, throughput
@@ -36,19 +37,27 @@ def test_a_run_records_its_model_flops_rate_mfu_and_load(tmp_path, write_manifes
 
 def test_a_measured_peak_is_cached_per_machine(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(throughput, "measure_peak", lambda *a: calls.append(a) or 1e11)
+    monkeypatch.setattr(
+        throughput, "measure_peak", lambda *a: calls.append(a) or {"flops_per_second": 1e11, "kernels": "native X"}
+    )
     first = throughput.peak(tmp_path, "cpu", "32-true", threads=1)
     again = throughput.peak(tmp_path, "cpu", "32-true", threads=1)
     assert first == again and len(calls) == 1 and first["peak_flops_per_second"] == 1e11
+    assert first["peak_kernels"] == "native X"
     throughput.peak(tmp_path, "cpu", "bf16-mixed", threads=1)  # another dtype, another entry
     throughput.peak(tmp_path, "cpu", "32-true", threads=2)  # another thread count too
     assert len(calls) == 3
     assert throughput.peak(tmp_path, "cpu", "32-true", threads=1, remeasure=True) and len(calls) == 4
 
 
-def test_the_gemm_measure_counts_two_flops_per_multiply_add():
-    rate = throughput.measure_peak("cpu", "fp32", 1, size=256, repeats=2)
-    assert 1e8 < rate < 1e13  # a real CPU's fp32 rate, whatever the load
+def test_the_gemm_peak_is_the_native_kernels_whatever_the_caller_pinned(monkeypatch):
+    monkeypatch.setenv("REPRO_CPU_ISA", "avx2")  # a caller under the pin (its variables set too)
+    for key, value in cpu_isa.AVX2.items():
+        monkeypatch.setenv(key, value)
+    found = throughput.measure_peak("cpu", "fp32", 1, size=256, repeats=2)
+    assert 1e8 < found["flops_per_second"] < 1e13  # a real CPU's fp32 rate (2 FLOPs per MAC), whatever the load
+    native = "AVX512" if "avx512" in cpu_isa.features() else "AVX2" if "avx2" in cpu_isa.cpu_flags() else ""
+    assert found["kernels"].startswith("native ") and native in found["kernels"]
 
 
 def test_known_gpus_come_from_the_table():

@@ -12,9 +12,9 @@ which returns the log-sum-exp, and its backward). The kernel lays its outputs an
   inside the block, else an additive mask; see :func:`_crop`);
 * ``previous``: query block a against key block a - 1, likewise;
 * ``own`` and ``previous`` together, where :func:`~repro.models.kernels.plan.window` plans them: tiles
-  of l/2 queries against the 3l/2 keys ending with the tile (overlapping views), 3l/2 keys per query
-  where an own and a previous tile compute 2l (the fused kernel costs as much for a causal l x l tile
-  as for a full one);
+  of h = l / :data:`WINDOW_SPLIT` queries against the l + h keys ending with the tile (overlapping
+  views), l + h keys per query where an own and a previous tile compute 2l (the fused kernel costs as
+  much for a causal l x l tile as for a full one);
 * ``residue``: position a*l + r viewed as (r, a), the residues as the kernel's heads: causal attention
   over each residue class of nb positions, queries shifted by the plan's k (keys at least k strides back);
 * ``earlier``: each head's summary columns gathered into nb*c' keys; query block a attends to the
@@ -50,6 +50,9 @@ CHUNK_ELEMENTS = 2**20
 # 1024 rows, 21 MiB at 512
 ROWS_PER_CALL = 512
 NEG_INF = float("-inf")
+# query tiles of the ``own`` + ``previous`` window: l / WINDOW_SPLIT rows, each against l + l/WINDOW_SPLIT
+# keys (more rows per tile: larger matrix products, more scores computed beyond the l the band allows)
+WINDOW_SPLIT = 2
 # blocks per sequence up to which the unshifted residue classes (nb positions each) are computed by
 # offsets (:meth:`_Residues._few_first`): the fused kernel's cost per attention problem dominates there
 # (n = 512, l = 128: S x 128 problems of 4 x 4 scores)
@@ -180,14 +183,15 @@ class _Tiles(_Run):
 
 
 class _Window(_Run):
-    """``own`` and ``previous`` together (:func:`~repro.models.kernels.plan.window`): query tiles of h = l/2
+    """``own`` and ``previous`` together (:func:`~repro.models.kernels.plan.window`): query tiles of h
     rows against the l + h keys ending with the tile (overlapping views of k and v), a sequence's tiles
     as the kernel's batch; the first block's tiles see their windows cut at position 0. Each key lies in
-    three windows, and its gradient is folded back from them."""
+    l/h + 1 windows, and its gradient is folded back from them."""
 
     def __init__(self, p: Plan, l: int):
         super().__init__(p, l)
-        self.h, self.mask = l // 2, torch.tensor(p.mask)  # (1, h, l + h): every head's (plan.window)
+        self.mask = torch.tensor(p.mask)  # (1, h, l + h): every head's (plan.window)
+        self.h = self.mask.shape[1]
 
     def _masks(self, like, cols=None):
         """The additive mask of columns ``cols``, shared by every sequence (1, 1, h, cols), and its rows
@@ -229,15 +233,16 @@ class _Window(_Run):
 
     def _fold(self, dst, g, t0):
         """Add the window gradients g (k, tiles, l + h, .) of tiles from t0 into dst (k, n, .): part j of
-        tile t's window is key tile t - 2 + j."""
-        g = g.reshape(*g.shape[:2], 3, self.h, -1)
+        tile t's window is key tile t - l/h + j."""
+        back = self.l // self.h
+        g = g.reshape(*g.shape[:2], back + 1, self.h, -1)
         dst = dst.view(dst.shape[0], -1, self.h, dst.shape[-1])
-        for j in range(3):
-            dst[:, t0 - 2 + j : t0 - 2 + j + g.shape[1]] += g[:, :, j]
+        for j in range(back + 1):
+            dst[:, t0 - back + j : t0 - back + j + g.shape[1]] += g[:, :, j]
 
     def forward(self, q, k, v, o, lse, scale):
         S, n, d = q.shape
-        for e in range(2):
+        for e in range(self.l // self.h):
             rows, keys, cols = self._first(e)
             bias, empty = self._masks(q, cols)
             op, lp = _FWD(q[:, None, rows], k[:, None, keys], v[:, None, keys], 0.0, False, attn_mask=bias, scale=scale)
@@ -250,7 +255,7 @@ class _Window(_Run):
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv):
         S, n, d = q.shape
-        for e in range(2):
+        for e in range(self.l // self.h):
             rows, keys, cols = self._first(e)
             bias, _ = self._masks(q, cols)
             ts = (do[:, None, rows], q[:, None, rows], k[:, None, keys], v[:, None, keys], o[:, None, rows])
@@ -415,7 +420,7 @@ def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
         (part, p) for part in P.parts(pattern) if (p := plan(part, pattern, l, c, tuple(ranks), nb)).kind != "empty"
     ]
     natural = tuple(part for part, p in live if p.layout in ("own", "previous"))
-    win = window(natural, pattern, l, c, tuple(ranks)) if len(natural) == 2 else None
+    win = window(natural, pattern, l, c, tuple(ranks), WINDOW_SPLIT) if len(natural) == 2 else None
     out: list[_Run] = [_Window(win, l)] if win else []
     for part, p in live:
         if win and p.layout in ("own", "previous"):

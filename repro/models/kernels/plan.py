@@ -12,8 +12,8 @@ arrays and says what the kernels must compute (by shift invariance one block sta
 * ``earlier``: the key offsets within a block (heads, c') that every query attends to in every earlier
   block, gathered by the kernels into a short key sequence (kind ``full``).
 
-:func:`window` plans a pattern's ``own`` and ``previous`` parts together: query tiles of h = l/2 rows
-against the l + h keys that end with the tile (layout ``window``, kind ``masked``).
+:func:`window` plans a pattern's ``own`` and ``previous`` parts together: query tiles of h rows (a
+divisor of l) against the l + h keys that end with the tile (layout ``window``, kind ``masked``).
 
 A part that does not fit its layout this way is refused (``ValueError``): the kernels never guess.
 """
@@ -32,7 +32,7 @@ from repro.models import patterns as P
 class Plan:
     layout: str
     kind: str  # causal | full | masked | empty | shift
-    mask: np.ndarray | None = None  # own/previous, kind masked: (heads or 1, l, l) bool; window: (., l/2, 3l/2)
+    mask: np.ndarray | None = None  # own/previous, kind masked: (heads or 1, l, l) bool; window: (1, h, l + h)
     shift: int = 0  # residue: keys at least this many strides back
     offsets: np.ndarray | None = None  # earlier: (heads, c') gathered key offsets within a block
 
@@ -99,21 +99,23 @@ def _plan(part, pattern, l, c, ranks, nb) -> Plan:
     raise ValueError(f"unknown layout {part.layout!r}")
 
 
-def window(parts: tuple[P.Part, ...], pattern: str, stride: int, c: int | None, ranks: tuple[int, ...]) -> Plan | None:
+def window(
+    parts: tuple[P.Part, ...], pattern: str, stride: int, c: int | None, ranks: tuple[int, ...], split: int = 2
+) -> Plan | None:
     """The ``own`` and ``previous`` ``parts`` of ``pattern`` as one mask (1, h, l + h) that every
-    query tile of h = l/2 rows applies to the l + h keys ending with the tile; None where l is odd, a
-    block's two tiles differ, or some key of the parts lies outside the window."""
-    return _window(tuple(parts), pattern, stride, c, tuple(ranks))
+    query tile of h = l/split rows applies to the l + h keys ending with the tile; None where split does
+    not divide l, a block's tiles differ, or some key of the parts lies outside the window."""
+    return _window(tuple(parts), pattern, stride, c, tuple(ranks), split)
 
 
 @lru_cache(maxsize=64)
-def _window(parts, pattern, l, c, ranks) -> Plan | None:
-    if l % 2:
+def _window(parts, pattern, l, c, ranks, split) -> Plan | None:
+    if l % split or split < 2:
         return None
-    h, j = l // 2, np.arange(3 * l)  # keys of blocks 0..2; the tiles are block 2's halves
+    h, j = l // split, np.arange(3 * l)  # keys of blocks 0..2; the tiles are block 2's parts
     g = P.geometry(pattern, l, c, ranks)
     tiles = []
-    for start in (2 * l, 2 * l + h):
+    for start in range(2 * l, 3 * l, h):
         i = start + np.arange(h)
         m = np.broadcast_to(P.union_of(parts, i[None, :, None], j[None, None, :], g), (len(ranks), h, 3 * l))
         inside = (j >= start - l) & (j < start + h)
@@ -122,6 +124,6 @@ def _window(parts, pattern, l, c, ranks) -> Plan | None:
         tiles.append(m[..., inside])
     # one mask for every head: a head-dependent part (the summary's offset) moves with the tile, so its
     # two tiles never agree and it has no window; a plan of per-head windows would never be used
-    if not (tiles[0] == tiles[1]).all() or not (tiles[0] == tiles[0][:1]).all():
+    if any((t != tiles[0]).any() for t in tiles[1:]) or not (tiles[0] == tiles[0][:1]).all():
         return None
     return Plan("window", "masked", mask=np.ascontiguousarray(tiles[0][:1]))

@@ -1,0 +1,75 @@
+"""The numbers a run's ``summary.json`` stores, by family: what a claim may select (``docs/store.md`` says
+what each means). ``repro validate`` refuses a claim naming another (a typo would otherwise be judged
+"not evaluable" for ever) and warns where a metric counts a grid key by construction."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+COMMON = (
+    "valid_bits",
+    "test_bits",
+    "unigram_bits",
+    "valid_targets",
+    "test_targets",
+    "params",
+    "flops_per_token",
+    "steps",
+    "train_tokens",
+    "train_seconds",
+    "eval_seconds",
+    "seconds_per_step",
+    "model_flops_per_second",
+    "peak_flops_per_second",
+    "mfu",
+    "peak_memory_bytes",
+    "cpus",
+    "load_average_max",
+    "load_average_mean",
+    "others_cores_max",
+    "others_cores_mean",
+    "eval_min_context",
+    "selected_step",
+)
+FAMILY = {
+    "adaptive_span": (
+        "avg_span",  # mean over heads of the effective span min(S, z + R)
+        "span_max",  # the longest head's z (tokens)
+        "span_limit",
+        "span_lower_half",  # mean z of the lower half of the layers
+        "span_upper_half",
+        "dynamic_span_mean",
+    ),
+    "sparse_transformer": ("attn_keys_per_query",),
+    "frontier": (  # the span metrics for its span attentions (window, adaptive, dynamic)
+        "attn_keys_per_query",
+        "avg_span",
+        "span_max",
+        "span_limit",
+        "span_lower_half",
+        "span_upper_half",
+    ),
+}
+PATTERNS = {"sparse_transformer": (re.compile(r"test_bits_ctx\d+$"),)}  # st-table3: bits at each context
+# metrics that count a spec key's value whatever the model learned, and why
+COUNTS = {"avg_span": ("model.span.ramp",)}
+COUNTS_WHY = {"avg_span": "the effective span min(S, z + R) adds R to z"}
+
+
+def names(family: str | None) -> tuple[str, ...]:
+    """Every metric a run of ``family`` stores (of every family when None)."""
+    own = FAMILY.get(family, ()) if family else tuple(m for ms in FAMILY.values() for m in ms)
+    return COMMON + own
+
+
+def known(metric: str, family: str | None) -> bool:
+    if metric in names(family):
+        return True
+    families = [family] if family else list(PATTERNS)
+    return any(p.match(metric) for f in families for p in PATTERNS.get(f, ()))
+
+
+def close(metric: str, family: str | None) -> list[str]:
+    """The known names a typo is closest to (for the error's suggestion)."""
+    return difflib.get_close_matches(metric, names(family), n=2, cutoff=0.6)

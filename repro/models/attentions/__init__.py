@@ -1,0 +1,30 @@
+"""The frontier's attentions (repro.models.frontier): one file each, found by name.
+
+An attention is a module built as ``Attention(cfg, layer)`` (``cfg`` the ``model`` section,
+:class:`repro.config.families.FrontierConfig`; ``layer`` its index) with
+
+* ``forward(q, k, v, x) -> o``: q, k, v (B, H, T, d_h) of a causal sequence of T positions (q not yet
+  scaled), x (B, T, d_model) the layer's normed input (for spans computed from it); o (B, H, T, d_h);
+* ``keys_per_query(T) -> float``: the keys a query attends, averaged over the T positions and the heads
+  (what the attention FLOPs count);
+* ``loss`` (a tensor or None), set by ``forward``: the term it adds to the training loss (the span penalty);
+* ``spans() -> (z, effective)`` per head in tokens, or None for an attention without spans.
+
+A new attention is a new file here whose module defines ``Attention``; its name is the file's, and
+``model.attention: NAME`` in a manifest selects it (``repro.config.families.ATTENTIONS`` lists the files).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import torch.nn as nn
+
+from repro.config.families import ATTENTIONS, FrontierConfig
+
+
+def build(cfg: FrontierConfig, layer: int) -> nn.Module:
+    """The attention ``cfg.attention`` of layer ``layer``."""
+    if cfg.attention not in ATTENTIONS:
+        raise ValueError(f"attention {cfg.attention!r}: expected one of {', '.join(ATTENTIONS)}")
+    return importlib.import_module(f"{__name__}.{cfg.attention}").Attention(cfg, layer)

@@ -1,0 +1,502 @@
+"""Verdicts: a claim (:mod:`repro.config.claims`) judged over a manifest's stored runs, its seed noise stated.
+
+Replicates (runs of one cell that differ only in ``train.seed``) are judged together. The seeds used are
+those whose runs complete every selection of the claim and its preconditions. Preconditions are judged on
+the seed means (a precondition is a gate, not a finding). Each comparison of the claim is judged on its
+*margin* (``b - a`` for ``a < b``, ``value - threshold`` for ``value > threshold``), one per seed (each
+seed's runs compared with the same seed's: paired):
+
+- **directional** (``<``, ``<=``, ``>``, ``>=``): a one-sided paired t interval at the confidence level c
+  (default :data:`CONFIDENCE`): the bounds ``m ± t(c, n - 1) · SE`` of the mean margin m, with
+  SE = sd / sqrt(n). *Reproduced* when the lower bound clears 0, *not reproduced* when the upper bound
+  falls short of it, *within noise* otherwise. Shown as ``[lower, upper]``: the two-sided (2c - 1) interval
+  whose ends are the one-sided c bounds;
+- **band** (``abs(x) < k``): the two-sided c interval of x; *reproduced* when it lies inside (-k, k),
+  *not reproduced* when it lies wholly outside;
+- **equality** (``==``, ``!=``): exact, on the seed means (the values it compares are counts).
+
+A spread of zero lets the sign decide. With one seed there is no spread: the verdict is *indicative (one
+seed)*, with the direction the sign gave, counted apart. ``and`` takes the weakest part, ``or`` the
+strongest, a comparison across cells every cell.
+
+A timing metric (:data:`claims.TIMED`) counts only from runs whose summary says they ran alone
+(``ran_alone``: no sampled interval of training had other processes keeping more than half a core busy;
+runs stored before 2026-12-02 judged it from the 1-minute load average); a seed whose timed runs shared
+the machine is left out, and a claim with no such seed is not evaluable, saying which and how much.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from repro.config import claims
+from repro.config.cells import cell_text, value_text
+from repro.config.claims import TIMED, matching_keys, shown
+
+CONFIDENCE = 0.95
+SEED = "train.seed"  # the column that tells a cell's replicates apart
+REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE = (
+    "reproduced",
+    "not reproduced",
+    "within noise",
+    "indicative (one seed)",
+    "not evaluable",
+)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE)
+_STATUS = {1: REPRODUCED, -1: NOT_REPRODUCED, 0: WITHIN_NOISE}
+_FUNCTIONS = {
+    "mean": lambda s: _as_series(s).mean(),
+    "min": lambda s: _as_series(s).min(),
+    "max": lambda s: _as_series(s).max(),
+    "abs": abs,
+    "all": lambda s: bool(_as_series(s).all()),
+    "any": lambda s: bool(_as_series(s).any()),
+    "first": lambda s: _as_series(s).iloc[0],
+    "last": lambda s: _as_series(s).iloc[-1],
+}
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_COMPARE = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+
+
+def rule(confidence: float = CONFIDENCE) -> str:
+    """The rule in one line, as every report states it."""
+    c = f"{confidence:.0%}"
+    return (
+        f"a one-sided paired t interval at {c} over the seeds (two-sided for a band): reproduced when it clears "
+        f"the claim's threshold, not reproduced when it clears the opposite, within noise otherwise; "
+        f"[lower, upper] are its bounds on the margin (positive favours the claim); one seed: indicative"
+    )
+
+
+class NotEvaluable(Exception):
+    """The runs a claim needs are missing or unfinished."""
+
+
+@dataclass
+class Margin:
+    """One comparison: the mean margin (the claim's side positive), its bounds, and the seeds behind it."""
+
+    comparison: int  # which comparison of the check (0: the first)
+    cell: str  # "" for a comparison of numbers
+    mean: float
+    lower: float
+    upper: float
+    n: int
+    band: float | None = None  # abs(x) < band: mean/lower/upper are x's
+    status: int = 0  # +1 holds, -1 fails, 0 within noise
+
+    def text(self) -> str:
+        where = f"{self.cell}: " if self.cell else ""
+        if self.n < 2 or self.lower == self.upper:
+            core = f"{self.mean:+.3g}"
+        else:
+            core = f"{self.mean:+.3g} [{self.lower:+.3g}, {self.upper:+.3g}]"
+        return f"{where}{core}" + (f" within ±{self.band:.3g}" if self.band is not None else "")
+
+
+@dataclass
+class Verdict:
+    status: str  # one of VERDICTS
+    detail: str  # the numbers behind it
+    seeds: int = 0  # the replicates it was judged on (0: not judged)
+    margins: list[Margin] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # preconditions that did not hold (or could not be checked)
+    holds: bool | None = None  # the direction an indicative (one-seed) verdict gave
+
+    @property
+    def effect(self) -> str:
+        """The headline number: the margin and bounds of the comparison (and cell) that decided the verdict,
+        the weakest, and the seeds."""
+        if not self.margins:
+            return ""
+        decided = min(self.margins, key=lambda m: (m.status, m.comparison))  # ("or": its strongest would be)
+        seeds = f"{self.seeds} seed" + "s" * (self.seeds != 1)
+        return f"{decided.text()}, {seeds}"
+
+
+def evaluate(
+    check: str,
+    runs: pd.DataFrame,
+    cell_keys: list[str],
+    requires: list[str] = (),
+    confidence: float = CONFIDENCE,
+) -> Verdict:
+    """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
+    metrics, ``train.seed`` for replicates), after its preconditions ``requires``."""
+    frames, means = _paired(runs, cell_keys, [*requires, check])
+    # a claim that the models learned is no precondition of itself
+    failed = [p for p in requires if p != check and _gate(p, means, frames, cell_keys).status != REPRODUCED]
+    if failed:
+        return Verdict(NOT_EVALUABLE, "precondition " + ", ".join(f"`{p}`" for p in failed) + " fails", failed=failed)
+    return _judge(check, means, frames, cell_keys, confidence)
+
+
+def precondition(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
+    """A precondition judged alone, on the seed means of the seeds that complete it: *reproduced* (it
+    holds), *not reproduced* (it does not) or *not evaluable*; the detail gives each value ± its sd."""
+    frames, means = _paired(runs, cell_keys, [check])
+    return _gate(check, means, frames, cell_keys)
+
+
+def _paired(runs: pd.DataFrame, cell_keys: list[str], checks: list[str]) -> tuple[list[pd.DataFrame], pd.DataFrame]:
+    """(each complete seed's runs, the seed means of those runs) for ``checks``."""
+    seeds = _complete_seeds(runs, cell_keys, [sel for c in checks for sel in claims.parse(c)[1]])
+    frames = [runs[_seeds(runs) == seed] for seed in seeds]
+    return frames, seed_means(pd.concat(frames), cell_keys) if len(frames) > 1 else frames[0]
+
+
+def _gate(check: str, means: pd.DataFrame, frames: list[pd.DataFrame], cell_keys: list[str]) -> Verdict:
+    """A precondition's status on the seed means (a gate, not a finding: no noise rule), its values' spread
+    over ``frames``."""
+    verdict = _judge(check, means, [means], cell_keys, CONFIDENCE, gate=True)
+    if verdict.status != NOT_EVALUABLE and len(frames) > 1:
+        verdict.detail = _judge(check, means, frames, cell_keys, CONFIDENCE, gate=True).detail
+        verdict.seeds = len(frames)
+    return verdict
+
+
+def seed_means(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per grid cell (grid order): the numeric summary columns averaged over the cell's finished
+    seeds (all of them while none has finished), the rest (run id, lists) of its first seed; ``seeds`` =
+    how many were averaged, ``<metric> sd`` their standard deviation, ``ran_alone`` whether every one did.
+    The one seed-means function of tables, figures and claims."""
+    if rows.empty:
+        return rows
+    present = [k for k in keys if k in rows]
+    label = rows[present].astype(str).agg(",".join, axis=1) if present else pd.Series("", rows.index)
+    out = []
+    for cell in dict.fromkeys(label):
+        group = rows[label == cell]
+        done = group[group["status"] == "finished"] if (group["status"] == "finished").any() else group
+        record = done.iloc[0].to_dict()
+        numeric = [c for c in done.select_dtypes("number").columns if c not in keys and c != SEED]
+        if len(done) > 1:
+            means, sds = done[numeric].mean(), done[numeric].std(ddof=1)
+            record.update(means.to_dict())
+            record.update({f"{c} sd": sds[c] for c in numeric})
+            if "ran_alone" in done:
+                record["ran_alone"] = bool(
+                    done["ran_alone"].astype(object).where(done["ran_alone"].notna(), False).all()
+                )
+        record["seeds"] = len(done)
+        out.append(record)
+    return pd.DataFrame(out)
+
+
+def _seeds(runs: pd.DataFrame) -> pd.Series:
+    return runs[SEED] if SEED in runs else pd.Series(0, index=runs.index)
+
+
+def _complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[claims.Selection]) -> list:
+    """The seeds whose runs complete every selection (finished, the metric stored, every cell there, and
+    for a timing metric every run alone); when none does, the first seed (its selections then say what is
+    missing)."""
+    seeds = list(dict.fromkeys(_seeds(runs)))
+
+    def cells(r: pd.DataFrame) -> int:
+        return len(r[[k for k in cell_keys if k in r]].astype(str).drop_duplicates()) if cell_keys else 1
+
+    def complete(frame: pd.DataFrame) -> bool:
+        for metric, filters in selections:
+            try:
+                rows, every = _matching(frame, cell_keys, filters), _matching(runs, cell_keys, filters)
+                if metric in TIMED:
+                    _check_alone(rows, metric, filters)
+            except NotEvaluable:
+                return False
+            if (
+                rows.empty
+                or (rows["status"] != "finished").any()
+                or metric not in rows
+                or rows[metric].isna().any()
+                or cells(rows) != cells(every)
+            ):
+                return False
+        return True
+
+    return [s for s in seeds if complete(runs[_seeds(runs) == s])] or seeds[:1]
+
+
+def _judge(
+    check: str,
+    means: pd.DataFrame,
+    frames: list[pd.DataFrame],
+    cell_keys: list[str],
+    confidence: float,
+    gate: bool = False,
+) -> Verdict:
+    """The verdict of ``check`` on the seed means ``means``, its noise from the per-seed ``frames``."""
+    tree, selections = claims.parse(check)
+    n = len(frames)
+    try:
+        mean = {f"_s{i}": _select(means, cell_keys, m, f) for i, (m, f) in enumerate(selections)}
+        per_seed = [{f"_s{i}": _select(fr, cell_keys, m, f) for i, (m, f) in enumerate(selections)} for fr in frames]
+        margins: list[Margin] = []
+        status = _Judge(mean, per_seed, confidence, margins).status(tree.body)
+    except NotEvaluable as why:
+        return Verdict(NOT_EVALUABLE, str(why))
+    except ZeroDivisionError:
+        return Verdict(NOT_EVALUABLE, "a stored value divides by zero")
+    shown_values = "; ".join(  # a selection the check names twice is shown once
+        dict.fromkeys(
+            f"{shown(m, f)} = {_spread(mean[f'_s{i}'], [p[f'_s{i}'] for p in per_seed])}"
+            for i, (m, f) in enumerate(selections)
+        )
+    )
+    detail = shown_values
+    if n > 1 and margins and not gate:
+        detail += "; margin " + "; ".join(m.text() for m in margins)
+    if not gate:
+        detail += "; one seed" if n == 1 else f"; {n} seeds, paired"
+    if isinstance(status, pd.Series) and len(status) > 1:  # cell by cell: the cells it does not pass
+        for word, level in (("fails at", -1), ("within noise at", 0)):
+            cells = [str(k) for k, s in status.items() if s == level]
+            detail += f"; {word} {', '.join(cells)}" if cells else ""
+    overall = int(_as_series(status).min())
+    if n == 1 and not gate:
+        return Verdict(INDICATIVE, detail, n, margins, holds=overall > 0)
+    return Verdict(_STATUS[overall], detail, n, margins)
+
+
+class _Judge:
+    """+1 (holds beyond the noise), -1 (fails beyond it) or 0 (within it) of a boolean node, per cell
+    where it compares cells; collects each comparison's :class:`Margin`."""
+
+    def __init__(self, mean: dict[str, Any], per_seed: list[dict[str, Any]], confidence: float, margins: list):
+        self.mean, self.per_seed, self.c, self.margins = mean, per_seed, confidence, margins
+        self.comparisons = 0
+
+    def status(self, node: ast.AST) -> Any:
+        if isinstance(node, ast.BoolOp):
+            parts = [self.status(v) for v in node.values]
+            combine = np.minimum if isinstance(node.op, ast.And) else np.maximum
+            out = parts[0]
+            for part in parts[1:]:
+                out = combine(out, part)
+            return out
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return -self.status(node.operand)
+        if isinstance(node, ast.Call) and node.func.id in ("all", "any") and len(node.args) == 1:
+            inner = _as_series(self.status(node.args[0]))
+            return int(inner.min() if node.func.id == "all" else inner.max())
+        if isinstance(node, ast.Compare):
+            out: Any = 1
+            left = node.left
+            for op, right in zip(node.ops, node.comparators):
+                out = np.minimum(out, self.compared(type(op), left, right))
+                left = right
+            return out
+        value = _eval(node, self.mean)  # a bare number: its truth on the seed means
+        return _as_bool(value).astype(int) * 2 - 1 if isinstance(value, pd.Series) else (1 if value else -1)
+
+    def values(self, node: ast.AST) -> tuple[Any, list[Any]]:
+        return _eval(node, self.mean), [_eval(node, p) for p in self.per_seed]
+
+    def compared(self, op: type, left: ast.AST, right: ast.AST) -> Any:
+        (lm, ls), (rm, rs) = self.values(left), self.values(right)
+        lm, rm = _aligned(lm, rm)
+        if op in (ast.Eq, ast.NotEq):
+            holds = _COMPARE[op](lm, rm)
+            return holds.astype(int) * 2 - 1 if isinstance(holds, pd.Series) else (1 if holds else -1)
+        self.comparisons += 1
+        band = _band(op, left, right)
+        if band is not None:  # abs(x) < k: x's two-sided interval against (-k, k)
+            inner, bound = band
+            (xm, xs), (km, _) = self.values(inner), self.values(bound)
+            return self._cells(xm, xs, km, two_sided=True, strict=op in (ast.Lt, ast.Gt))
+        sign = 1 if op in (ast.Lt, ast.LtE) else -1
+        margin = sign * (rm - lm)
+        per_seed = [sign * (r - lv) for lv, r in (_aligned(a, b) for a, b in zip(ls, rs))]
+        return self._cells(margin, per_seed, None, two_sided=False, strict=op in (ast.Lt, ast.Gt))
+
+    def _cells(self, mean: Any, per_seed: list[Any], band: Any, two_sided: bool, strict: bool) -> Any:
+        if isinstance(mean, pd.Series):
+            table = pd.concat([_as_series(p).reindex(mean.index) for p in per_seed], axis=1)
+            bands = band.reindex(mean.index) if isinstance(band, pd.Series) else {k: band for k in mean.index}
+            out = [
+                self._one(str(k), float(mean[k]), [float(v) for v in table.loc[k]], bands[k], two_sided, strict)
+                for k in mean.index
+            ]
+            return pd.Series(out, index=mean.index)
+        return self._one("", float(mean), [float(p) for p in per_seed], band, two_sided, strict)
+
+    def _one(self, cell: str, m: float, seeds: list[float], band: Any, two_sided: bool, strict: bool) -> int:
+        n = len(seeds)
+        se = float(np.std(seeds, ddof=1)) / math.sqrt(n) if n > 1 else 0.0
+        half = t_quantile(self.c, n - 1, two_sided) * se if n > 1 and se > 0 and not math.isnan(se) else 0.0
+        lower, upper = m - half, m + half
+        k = None if band is None else float(band)
+        if k is not None:  # a band: inside (-k, k), or wholly outside it
+            inside = (-k < lower and upper < k) if strict else (-k <= lower and upper <= k)
+            status = 1 if inside else -1 if (lower >= k or upper <= -k or half == 0) else 0
+        elif half == 0:  # no spread: the sign decides
+            status = 1 if (m > 0 if strict else m >= 0) else -1
+        else:
+            status = 1 if (lower > 0 if strict else lower >= 0) else -1 if (upper <= 0 if strict else upper < 0) else 0
+        self.margins.append(Margin(self.comparisons - 1, cell, m, lower, upper, n, k, status))
+        return status
+
+
+def t_quantile(confidence: float, df: int, two_sided: bool = False) -> float:
+    """Student's t quantile for ``confidence`` at ``df`` degrees of freedom (one-sided unless told)."""
+    from scipy.special import stdtrit  # here: scipy is slow to import, and only judging needs it
+
+    p = 1 - (1 - confidence) / 2 if two_sided else confidence
+    return float(stdtrit(df, p))
+
+
+def _band(op: type, left: ast.AST, right: ast.AST) -> tuple[ast.AST, ast.AST] | None:
+    """(x, k) of ``abs(x) < k`` (or ``k > abs(x)``), else None."""
+
+    def is_abs(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and node.func.id == "abs" and len(node.args) == 1
+
+    if op in (ast.Lt, ast.LtE) and is_abs(left):
+        return left.args[0], right
+    if op in (ast.Gt, ast.GtE) and is_abs(right):
+        return right.args[0], left
+    return None
+
+
+def _aligned(a: Any, b: Any) -> tuple[Any, Any]:
+    if isinstance(a, pd.Series) and isinstance(b, pd.Series):
+        if set(a.index) != set(b.index):
+            raise NotEvaluable(f"cells differ: {sorted(a.index)} vs {sorted(b.index)}")
+        b = b.reindex(a.index)
+    return a, b
+
+
+def _spread(mean: Any, per_seed: list[Any]) -> str:
+    """A selection's seed means, with their standard deviation where there are several seeds."""
+    if len(per_seed) < 2:
+        return _fmt(mean)
+    if isinstance(mean, pd.Series):
+        sd = pd.concat([_as_series(p).reindex(mean.index) for p in per_seed], axis=1).std(axis=1, ddof=1)
+        return "{" + ", ".join(f"{k}: {v:.4g} ± {e:.2g}" for k, v, e in zip(mean.index, mean, sd)) + "}"
+    return f"{float(mean):.4g} ± {float(np.std([float(p) for p in per_seed], ddof=1)):.2g}"
+
+
+def _matching(runs: pd.DataFrame, cell_keys: list[str], filters: dict[str, str]) -> pd.DataFrame:
+    """The rows whose cell matches every filter (a key names one grid key, or its dotted suffix)."""
+    rows = runs
+    for key, value in filters.items():
+        matches = matching_keys(key, cell_keys)
+        if len(matches) != 1:
+            raise NotEvaluable(f"filter key {key!r} matches {len(matches)} grid keys of {cell_keys}")
+        rows = rows[rows[matches[0]].astype(str) == value]
+    return rows
+
+
+def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[str, str]) -> Any:
+    rows = _matching(runs, cell_keys, filters)
+    used = {c for key in filters for c in matching_keys(key, cell_keys)}
+    if rows.empty:
+        raise NotEvaluable(f"no run matches {shown(metric, filters)}")
+    unfinished = rows[rows["status"] != "finished"]
+    if not unfinished.empty:
+        raise NotEvaluable(f"{len(unfinished)} run(s) of {shown(metric, filters)} are not finished")
+    if metric not in rows or rows[metric].isna().any():
+        raise NotEvaluable(f"metric {metric!r} is missing from the runs of {shown(metric, filters)}")
+    if metric in TIMED:
+        _check_alone(rows, metric, filters)
+    numbers = pd.to_numeric(rows[metric], errors="coerce")
+    if numbers.isna().any() or isinstance(rows[metric].iloc[0], bool):
+        bad = rows[metric][numbers.isna()].iloc[0] if numbers.isna().any() else rows[metric].iloc[0]
+        raise NotEvaluable(f"metric {metric!r} of a run of {shown(metric, filters)} is {str(bad)[:40]!r}, not a number")
+    free = [c for c in cell_keys if c not in used]
+    if len(rows) == 1:
+        return float(numbers.iloc[0])
+    if not free:
+        raise NotEvaluable(f"{len(rows)} runs share the cell of {shown(metric, filters)}")
+    index = pd.Series(  # the cell in words: its one free value, or every free key=value
+        [value_text(r[free[0]]) if len(free) == 1 else cell_text(r[free].to_dict()) for _, r in rows.iterrows()],
+        index=rows.index,
+    )
+    if not index.is_unique:
+        raise NotEvaluable(
+            f"several runs share a cell of {shown(metric, filters)}: {sorted(index[index.duplicated()])}"
+        )
+    return pd.Series(numbers.astype(float).values, index=index)
+
+
+def _check_alone(rows: pd.DataFrame, metric: str, filters: dict[str, str]) -> None:
+    """NotEvaluable unless every run of a timing selection ran alone (see the module docstring)."""
+    what = shown(metric, filters)
+    alone = rows["ran_alone"] if "ran_alone" in rows else pd.Series([None] * len(rows), index=rows.index)
+    unknown = int(alone.isna().sum())
+    if unknown:
+        raise NotEvaluable(
+            f"{what}: {unknown} of {len(rows)} run(s) have no load record (stored before the load "
+            "was recorded); a timing claim needs runs that ran alone"
+        )
+    shared = rows[~alone.astype(bool)]
+    if not shared.empty:
+        others = shared["others_cores_max"] if "others_cores_max" in shared else pd.Series(dtype=float)
+        loads = shared["load_average_max"] if "load_average_max" in shared else pd.Series(dtype=float)
+        cpus = shared["cpus"].iloc[0] if "cpus" in shared else "?"
+        measured = (
+            f"other processes kept up to {others.max():.2f} of {cpus} cores busy"
+            if others.notna().any()
+            else f"1-minute load up to {loads.max():.2f} on {cpus} cores"
+        )
+        raise NotEvaluable(
+            f"{what}: {len(shared)} of {len(rows)} run(s) shared the machine ({measured}); a timing claim "
+            "needs runs that ran alone"
+        )
+
+
+def _eval(node: ast.AST, values: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return values[node.id]
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](_eval(node.left, values), _eval(node.right, values))
+    if isinstance(node, ast.UnaryOp):
+        operand = _eval(node.operand, values)
+        return -operand if isinstance(node.op, ast.USub) else ~_as_bool(operand)
+    if isinstance(node, ast.BoolOp):
+        parts = [_as_bool(_eval(v, values)) for v in node.values]
+        out = parts[0]
+        for part in parts[1:]:
+            out = (out & part) if isinstance(node.op, ast.And) else (out | part)
+        return out
+    if isinstance(node, ast.Compare):
+        left, out = _eval(node.left, values), True
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _eval(right_node, values)
+            left, right = _aligned(left, right)
+            out = out & _COMPARE[type(op)](left, right)
+            left = right
+        return out
+    if isinstance(node, ast.Call):
+        return _FUNCTIONS[node.func.id](*(_eval(a, values) for a in node.args))
+    raise AssertionError(type(node))  # claims.parse admits nothing else
+
+
+def _as_series(value: Any) -> pd.Series:
+    return value if isinstance(value, pd.Series) else pd.Series([value])
+
+
+def _as_bool(value: Any) -> Any:
+    return value.astype(bool) if isinstance(value, pd.Series) else pd.Series([bool(value)])
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, pd.Series):
+        return "{" + ", ".join(f"{k}: {v:.4g}" for k, v in value.items()) + "}"
+    return f"{value:.4g}"
