@@ -10,3 +10,4 @@ MAX_INCLUDES = 64  # files read for one manifest, includes of includes counted e
 MAX_CELLS = 10_000  # runs of one manifest at one scale (the grid's product)
 MAX_CORPUS_BYTES = 1 << 30  # a `file` corpus (text8 and enwik8 are 10^8 bytes)
 ALLOW_READ = "REPRO_ALLOW_READ"  # further folders a manifest's `file` corpus may lie in (os.pathsep-separated)
+TRUST_CODE = "REPRO_TRUST_CODE"  # further folders a manifest's renderer files may lie in (os.pathsep-separated)

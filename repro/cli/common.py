@@ -6,7 +6,7 @@ import math
 import os
 from pathlib import Path
 
-from repro.bounds import ALLOW_READ
+from repro.bounds import ALLOW_READ, TRUST_CODE
 from repro.config import manifest as manifests
 from repro.config import overrides
 from repro.errors import UserError
@@ -74,11 +74,16 @@ def fmt(value) -> str:
     return "" if value is None else str(value)
 
 
-def allow_read(folders: list[str]) -> None:
-    """``--allow-read`` folders into the environment, where processes started from here find them too."""
+def allow(folders: list[str], option: str = "--allow-read", variable: str = ALLOW_READ) -> None:
+    """``--allow-read`` (or ``--trust-code``) folders into the environment, where processes started from
+    here find them too."""
     for folder in folders:
         if not Path(folder).expanduser().is_dir():
-            raise UserError(f"--allow-read {folder}: not a folder")
+            raise UserError(f"{option} {folder}: not a folder")
     if folders:
-        known = [p for p in os.environ.get(ALLOW_READ, "").split(os.pathsep) if p]
-        os.environ[ALLOW_READ] = os.pathsep.join([*known, *(str(Path(f).expanduser().resolve()) for f in folders)])
+        known = [p for p in os.environ.get(variable, "").split(os.pathsep) if p]
+        os.environ[variable] = os.pathsep.join([*known, *(str(Path(f).expanduser().resolve()) for f in folders)])
+
+
+def trust_code(folders: list[str]) -> None:
+    allow(folders, "--trust-code", TRUST_CODE)

@@ -1,8 +1,9 @@
 """``repro``'s entry point: parse, run the command, map errors to exit statuses.
 
-Exit status: 0 done; 1 a run failed, or a write failed (StoreError, one line); 2 bad input (UserError,
-one line); 3 a run was skipped because another process trains it; 128 + N stopped by signal N
-(``repro run``: 143 SIGTERM, 130 SIGINT, after checkpointing at a step boundary).
+Exit status: 0 done; 1 a run failed (RunFailed, one line), a write failed (StoreError, one line), or
+standard output is closed or full; 2 bad input (UserError, one line); 3 a run was skipped because another
+process trains it; 128 + N stopped by signal N (``repro run``: 143 SIGTERM, 130 SIGINT, 129 SIGHUP, after
+checkpointing at a step boundary).
 """
 
 from __future__ import annotations
@@ -10,14 +11,52 @@ from __future__ import annotations
 import os
 import sys
 
-from repro.cli.common import allow_read
+from repro.cli.common import allow, trust_code
 from repro.cli.parser import build_parser
 from repro.config import overrides
-from repro.errors import StoreError, UserError
+from repro.errors import RunFailed, StoreError, UserError
+from repro.store.runs import results_root
 from repro.train import signals
 
 
 def main(argv: list[str] | None = None) -> int:
+    if _closed_outputs():
+        print("error: standard output is closed (>&-); send it to a file or /dev/null instead", file=sys.stderr)
+        return 1
+    stdout = sys.stdout = Watched(sys.stdout)
+    try:
+        return _command(argv, stdout)
+    finally:
+        sys.stdout = stdout.stream
+        signals.closing()  # a signal repeated while the process exits is ignored, not raised in an exit handler
+
+
+class Watched:
+    """Standard output, remembering the error of a write or flush that failed (``> /dev/full``), so that
+    it is told apart from any other OSError."""
+
+    def __init__(self, stream):
+        self.stream, self.failed = stream, None
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as err:
+            self.failed = err
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as err:
+            self.failed = err
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _command(argv: list[str] | None, stdout: Watched) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # overrides after the options (`run NAME --scale tiny key=value`) land here
@@ -29,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.entry = main  # what a launcher's job calls again (`repro run` hands it to submitit)
     try:
-        allow_read(getattr(args, "allow_read", None) or [])
+        allow(getattr(args, "allow_read", None) or [])
+        trust_code(getattr(args, "trust_code", None) or [])
+        results_root(getattr(args, "results", None))  # one that is not a folder: refused by every command
         status = args.func(args) or 0
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return status
@@ -39,17 +80,42 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except StoreError as err:
+    except (StoreError, RunFailed) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except signals.Interrupted as err:
+        signals.closing()
         print(f"interrupted by {err.name}: {err.detail or 'no run was training'}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
+        signals.closing()
         print(
             "interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint", file=sys.stderr
         )
         return 130
+    except OSError as err:
+        if err is not stdout.failed:
+            raise
+        _quiet_stdout()
+        print(f"error: cannot write to standard output: {err.strerror or err}", file=sys.stderr)
+        return 1
+
+
+def _closed_outputs() -> bool:
+    """Whether the process started with standard output closed (``>&-``). A closed standard output or
+    error is pointed at /dev/null first, so that no file this process opens takes its descriptor."""
+    closed = False
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+            setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 (the process's own stream)
+            closed = closed or fd == 1
+    return closed
 
 
 def _quiet_stdout() -> None:

@@ -113,12 +113,14 @@ def cmd_validate(args) -> int:
     failed = 0
     for path in paths:
         try:
-            m = lookup.load(path)
+            m = lookup.load(path, run_code=args.renderers)
         except UserError as err:
             failed += 1
             print(f"error: {err}", file=sys.stderr, flush=True)
             continue
-        print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}", flush=True)
+        code = f"  renderer files: {', '.join(map(str, m.analysis))}" if m.analysis else ""
+        loaded = " (loaded)" if args.renderers else " (read, not run: --renderers loads them)"
+        print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}{code}{loaded * bool(code)}", flush=True)
         for warning in m.claim_warnings():
             print(f"    warning: {warning}")
     if failed and len(paths) > 1:

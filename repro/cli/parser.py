@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--results", default=None, help=RESULTS_HELP)
     parser.add_argument("--allow-read", action="append", default=None, metavar="DIR", help=ALLOW_READ_HELP)
+    parser.add_argument("--trust-code", action="append", default=None, metavar="DIR", help=TRUST_CODE_HELP)
     shtab.add_argument_to(
         parser,
         ["--print-completion"],
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--results", default=argparse.SUPPRESS, help=RESULTS_HELP)
     common.add_argument("--allow-read", action="append", default=argparse.SUPPRESS, metavar="DIR", help=ALLOW_READ_HELP)
+    common.add_argument("--trust-code", action="append", default=argparse.SUPPRESS, metavar="DIR", help=TRUST_CODE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
@@ -109,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("validate", cmd_validate, "check manifests (all shipped ones when no path is given)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="manifest files (default: every discovered manifest)")
+    p.add_argument(
+        "--renderers", action="store_true", help="also load the manifests' own renderer files (runs their code)"
+    )
 
     p = command("run", cmd_run, "train every run of a manifest or group (finished runs are skipped)")
     manifest_args(p)
@@ -261,6 +266,10 @@ def seeds_arg(p: argparse.ArgumentParser, verb: str) -> None:
 
 
 RESULTS_HELP = "results root (default: $REPRO_RESULTS or results/)"
+TRUST_CODE_HELP = (
+    "a folder whose renderer files (.py, code) a manifest's `analysis:` may name, besides the manifest's own "
+    "folder and the project's analysis/ (repeatable; also $REPRO_TRUST_CODE)"
+)
 ALLOW_READ_HELP = (
     "a folder whose files a manifest's `file` corpus may be, besides the manifest's own folder "
     "(repeatable; also $REPRO_ALLOW_READ)"

@@ -11,7 +11,7 @@ from repro.cli.common import fmt, json_value, override_args, select, store_root
 from repro.config.cells import cell_text
 from repro.console import print_table
 from repro.report import lookup
-from repro.store.runs import CorruptFile, RunDir, scan
+from repro.store.runs import CorruptFile, RunDir, listing
 from repro.train import launch
 
 
@@ -32,8 +32,8 @@ def cmd_status(args) -> int:
         if m.base is None and m.parts and not args.json:
             print(f"{m.name} trains nothing; it gathers {len(m.parts)} manifests: {', '.join(m.parts)}")
     names = [m.name for m in lookup.with_parts(found, override_args(args))] if args.name else [None]
-    scanned = [scan(root, name) for name in names]
-    runs = [_described(root, r) for frame, _ in scanned for r in frame.to_dict("records")]
+    scanned = [listing(root, name) for name in names]
+    runs = [_described(root, row, cell) for found, _ in scanned for row, cell in found]
     corrupt = [line for _, lines in scanned for line in lines]
     cols = ("manifest", "run_id", "cell", "seed", "scale", "status", "steps", "valid_bits", "test_bits", "mfu")
     jobs = _jobs(root, names, runs)
@@ -54,14 +54,12 @@ def cmd_status(args) -> int:
     return 0
 
 
-def _described(root: Path, row: dict) -> dict:
-    """A scanned run with its grid cell in words, its seed, and, unfinished, its steps so far out of its
+def _described(root: Path, row: dict, cell: dict) -> dict:
+    """A listed run with its grid cell in words, its seed, and, unfinished, its steps so far out of its
     steps (``120/600``: the steps done up to the last row its metrics logged)."""
-    run = RunDir(root, row["manifest"], row["run_id"])
-    cell = run.spec().get("cell") or {}  # scan read it: readable
     row = {**row, "cell": cell_text(cell) or "-", "seed": row.get("train.seed")}
     if row.get("status") != "finished" and _missing(row.get("steps")):
-        logged = run.metrics()
+        logged = RunDir(root, row["manifest"], row["run_id"]).metrics()
         # a row's step counts from 0 (the 5th step logs step 4): steps done, as the interrupt line counts
         done = int(logged["step"].max()) + 1 if "step" in logged and logged["step"].notna().any() else 0
         row["steps"] = f"{done}/{row['train.steps']}" if not _missing(row.get("train.steps")) else str(done)

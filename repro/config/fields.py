@@ -89,6 +89,8 @@ def plain(value: Any) -> Any:
         return [plain(v) for v in value]
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (str, int, float)):  # immutable: no copy (a spec holds thousands)
+        return value
     return copy.deepcopy(value)
 
 

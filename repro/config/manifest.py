@@ -30,16 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
+from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES, TRUST_CODE
 from repro.config import claims, metrics
 from repro.config.cells import cell_text
 from repro.config.families import learns_span
-from repro.config.spec import RunSpec, SpecError, build_run
+from repro.config.spec import SECTIONS, RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
 from repro.store.runs import check_name
 
-SECTIONS = ("data", "model", "train", "eval")  # a run spec's sections
 TOP_KEYS = {
     "analysis",
     "name",
@@ -66,11 +65,24 @@ DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
 SHARED = "shared"  # experiments/shared/: fragments for `include:`, not manifests
 VARIANT = "variant"  # the grid key whose values are named override mappings
 SHIPPED = Path(__file__).resolve().parents[2] / "experiments"
+ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"  # the shipped renderer files
 
 
 def experiments_root() -> Path:
     """Where manifests are discovered: ``$REPRO_EXPERIMENTS`` or the repository's experiments/."""
     return Path(os.environ.get("REPRO_EXPERIMENTS") or SHIPPED)
+
+
+def analysis_root() -> Path:
+    """Where the shipped renderer files are: ``$REPRO_ANALYSIS`` or the repository's analysis/."""
+    return Path(os.environ.get("REPRO_ANALYSIS") or ANALYSIS)
+
+
+def code_roots() -> list[Path]:
+    """The folders whose renderer files any manifest may name (``docs/faults.md``, the trust model): the
+    project's analysis/, ``$REPRO_ANALYSIS``, and each folder named by ``--trust-code`` or ``$REPRO_TRUST_CODE``."""
+    named = [p for p in os.environ.get(TRUST_CODE, "").split(os.pathsep) if p]
+    return [Path(p).expanduser().resolve() for p in dict.fromkeys([str(ANALYSIS), str(analysis_root()), *named])]
 
 
 class ManifestError(UserError):
@@ -285,10 +297,17 @@ def _analysis_files(path: Path, value: Any) -> list[str]:
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise ManifestError(f"{path}: analysis: expected a path or a list of paths of renderer files (.py)")
     out = []
+    folder = path.parent.resolve()
     for ref in files:
         target = (path.parent / Path(ref).expanduser()).resolve()
         if target.suffix != ".py" or not target.is_file():
             raise ManifestError(f"{path}: analysis: {ref}: no such renderer file ({target}; expected a .py file)")
+        if not any(target.is_relative_to(root) for root in [folder, *code_roots()]):
+            raise ManifestError(
+                f"{path}: analysis: {ref}: {target} lies outside the manifest's folder ({folder}); a renderer "
+                "file is code, run only from there, the project's analysis/, $REPRO_ANALYSIS or a folder named "
+                "with --trust-code DIR"
+            )
         out.append(str(target))
     return out
 

@@ -31,6 +31,7 @@ COMMON = (
     "others_cores_mean",
     "eval_min_context",
     "selected_step",
+    "valid_gain_last_fifth",  # read from the curve when a claim names it (repro.report.derived)
 )
 FAMILY = {
     "adaptive_span": (

@@ -11,8 +11,6 @@ The run id is a stable hash of the resolved spec; :meth:`RunSpec.record` is the 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,8 +23,7 @@ from repro.config.fields import Float, Int, Section, SpecError, build, later, pl
 from repro.data import catalog
 from repro.data.text import FILE_KINDS
 from repro.data.views import BYTE_VOCABS
-
-SECTIONS = ("data", "model", "train", "eval")
+from repro.store.identity import SECTIONS, spec_id
 
 
 class DataSpec(Section):
@@ -124,11 +121,7 @@ class RunSpec:
         """Stable hash of the resolved spec (seed included); the run's directory name. A `file` corpus
         enters by its content hash, not its location: the same corpus anywhere is the same run, an
         edited one a new run."""
-        identity = self.resolved()
-        if self.data.sha256 is not None:
-            del identity["data"]["path"]
-        blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return spec_id(self.resolved())
 
     @property
     def cell_name(self) -> str:

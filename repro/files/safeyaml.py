@@ -1,13 +1,21 @@
-"""YAML from files others wrote: safe types only, UTF-8 only, and a bound on what aliases expand to.
+"""YAML from files others wrote: safe types only, UTF-8 only, a bound on what aliases expand to, and
+one meaning per document.
 
 PyYAML shares one object per anchor, so an alias "bomb" (a few lines whose anchors nest nine
 aliases each) loads small but explodes when copied or hashed; a recursive alias never ends. The node
 graph is measured with every alias expanded before anything is built.
+
+PyYAML reads YAML 1.1, where some plain scalars mean what few writers meant and what YAML 1.2 readers
+(and the YAML spec since 2009) read otherwise: ``1:20:00`` is 4800 (base 60), ``on``/``off``/``yes``/``no``
+are booleans, ``017`` is 15 (octal), and ``0o17`` is text. Such a scalar is refused, naming its key and
+line, as is a key set twice in one mapping (PyYAML keeps the last silently). Parsing uses libyaml where
+PyYAML has it (the same documents, several times faster: a store's thousands of spec.yaml files).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -18,6 +26,14 @@ from repro.bounds import MAX_MANIFEST_BYTES
 from repro.errors import UserError
 
 MAX_NODES = 200_000  # far above any manifest (the largest shipped one has a few hundred nodes)
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser, the same safe constructor
+MERGE = "tag:yaml.org,2002:merge"
+# plain scalars that YAML 1.1 (PyYAML) and YAML 1.2 read differently, with what each makes of them
+BOOL_11 = re.compile(r"yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF")
+BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+OCTAL_11 = re.compile(r"[-+]?0[0-7_]+")
+OCTAL_12 = re.compile(r"[-+]?0o[0-7]+")
+SUSPECT = re.compile("|".join(p.pattern for p in (BOOL_11, BASE_60, OCTAL_11, OCTAL_12)))  # one test first
 
 
 class YamlError(UserError):
@@ -60,14 +76,16 @@ def read_bounded(path: Path, limit: int, error: type[Exception]) -> bytes:
 
 
 def loads(text: str, where: str) -> Any:
-    loader = yaml.SafeLoader(text)
+    loader = LOADER(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        size = expanded_size(node, where)
+        # without an anchor there is no alias: a tree of at most a node per character (and one more)
+        size = 0 if "&" not in text and 2 * len(text) < MAX_NODES else expanded_size(node, where)
         if size > MAX_NODES:
             raise YamlError(f"{where}: aliases expand to more than {MAX_NODES:,} YAML nodes; write the values out")
+        one_meaning(node, where)
         return loader.construct_document(node)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -107,3 +125,52 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [part for pair in node.value for part in pair]
     return []
+
+
+def one_meaning(root: yaml.Node, where: str) -> None:
+    """YamlError (one line naming the key and line) for a key set twice in one mapping, or a plain
+    scalar that YAML 1.1 and YAML 1.2 read differently. Each node is visited once (aliases share)."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            _one_reading(node, path or "the document", where)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            lines: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                name = f"{path}.{key.value}" if path and isinstance(key, yaml.ScalarNode) else str(key.value)
+                if isinstance(key, yaml.ScalarNode) and key.tag != MERGE:
+                    _one_reading(key, name, where)
+                    line, same = key.start_mark.line + 1, (key.tag, key.value)
+                    if same in lines:
+                        raise YamlError(
+                            f"{where}:{line}: {name}: set twice in one mapping (lines {lines[same]} and {line}); "
+                            "keep one (YAML would silently keep the last)"
+                        )
+                    lines[same] = line
+                stack.append((value, name))
+
+
+def _one_reading(node: yaml.ScalarNode, name: str, where: str) -> None:
+    """YamlError for a plain scalar that YAML 1.1 and 1.2 read differently."""
+    text = node.value
+    if node.style or len(text) > 64 or not SUSPECT.fullmatch(text):  # plain: None (PyYAML) or "" (libyaml)
+        return
+    if BOOL_11.fullmatch(text):
+        why = "a boolean in YAML 1.1 and text in YAML 1.2; write true or false, or quote it for the text"
+    elif BASE_60.fullmatch(text) and not isinstance(yaml.safe_load(text), str):
+        why = f"{yaml.safe_load(text)} in YAML 1.1 (base 60) and text in YAML 1.2; write the number, or quote it"
+    elif OCTAL_11.fullmatch(text) and int(text.replace("_", ""), 8) != int(text.replace("_", ""), 10):
+        eight, ten = int(text.replace("_", ""), 8), int(text.replace("_", ""), 10)
+        why = f"{eight} in YAML 1.1 (octal) and {ten} in YAML 1.2; write the number without its leading 0"
+    elif OCTAL_12.fullmatch(text):
+        why = f"text in YAML 1.1 and {int(text.replace('0o', ''), 8)} in YAML 1.2 (octal); write it in decimal"
+    else:
+        return
+    raise YamlError(f"{where}:{node.start_mark.line + 1}: {name}: {text} is {why}")

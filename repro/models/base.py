@@ -14,6 +14,7 @@ A family is a module under ``repro.models`` that exposes a config dataclass and 
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -98,3 +99,16 @@ def map_state(state: Any, fn) -> Any:
 def detach_state(state: Any) -> Any:
     """Cut the autograd history of a recurrent state, keeping values."""
     return map_state(state, torch.Tensor.detach)
+
+
+def normal_init(model: nn.Module, std: float, layers: int, residual: list[nn.Linear]) -> None:
+    """Every Linear and Embedding weight N(0, std), biases 0, then the ``residual`` projections (those
+    that end a residual branch) N(0, std / sqrt(2 layers)): GPT-2's scheme, the Sparse Transformer's
+    default."""
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, std)
+            if getattr(m, "bias", None) is not None:
+                nn.init.zeros_(m.bias)
+    for w in residual:
+        nn.init.normal_(w.weight, 0.0, std / math.sqrt(2 * layers))

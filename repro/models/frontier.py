@@ -16,7 +16,6 @@ Stateless across blocks, evaluated in overlapping windows like the Sparse Transf
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ import torch.nn as nn
 
 from repro.config.families import FrontierConfig as Config
 from repro.models import attentions
-from repro.models.base import LanguageModel, ModelOutput
+from repro.models.base import LanguageModel, ModelOutput, normal_init
 from repro.models.sparse_transformer import gelu_sigmoid
 
 
@@ -63,15 +62,8 @@ class Model(LanguageModel):
         self.norm = nn.LayerNorm(d)
         self.out = nn.Linear(d, vocab_size)
         self.drop = nn.Dropout(cfg.dropout)
-        std, scaled = cfg.init_std, cfg.init_std / math.sqrt(2 * cfg.layers)
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, std)
-                if getattr(m, "bias", None) is not None:
-                    nn.init.zeros_(m.bias)
+        normal_init(self, cfg.init_std, cfg.layers, [w for b in self.blocks for w in (b.w2, b.proj)])
         for b in self.blocks:
-            nn.init.normal_(b.w2.weight, 0.0, scaled)
-            nn.init.normal_(b.proj.weight, 0.0, scaled)
             if hasattr(b.attn, "span"):  # the span parameters keep their own initialisation
                 b.attn.span.add_parameters(b.attn, d)
 

@@ -34,7 +34,7 @@ from torch.utils.checkpoint import checkpoint
 
 from repro.config.families import SparseTransformerConfig as Config
 from repro.models import patterns as P
-from repro.models.base import LanguageModel, ModelOutput
+from repro.models.base import LanguageModel, ModelOutput, normal_init
 from repro.models.kernels import attend
 
 FIG2_QUERY = (20, 14)  # (row, column) of the query pixel of Figure 2's attention maps
@@ -144,15 +144,8 @@ class Model(LanguageModel):
         if self.cfg.init == "paper":
             self._init_paper()
             return
-        std, scaled = self.cfg.init_std, self.cfg.init_std / math.sqrt(2 * self.cfg.layers)
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, std)
-                if getattr(m, "bias", None) is not None:
-                    nn.init.zeros_(m.bias)
-        for b in self.blocks:
-            nn.init.normal_(b.w2.weight, 0.0, scaled)
-            nn.init.normal_(b.attn.proj.weight, 0.0, scaled)
+        residual = [w for b in self.blocks for w in (b.w2, b.attn.proj)]
+        normal_init(self, self.cfg.init_std, self.cfg.layers, residual)
 
     @torch.no_grad()
     def _init_paper(self) -> None:

@@ -14,9 +14,9 @@ from repro.report.renderers import check_manifest
 from repro.store.runs import RunDir, sources
 
 
-def load(path: Path) -> Manifest:
-    """The manifest file ``path``, fully checked."""
-    return check_manifest(manifest.load(path))
+def load(path: Path, run_code: bool = False) -> Manifest:
+    """The manifest file ``path``, fully checked (``run_code``: its own renderer files loaded, not only read)."""
+    return check_manifest(manifest.load(path), run_code)
 
 
 def select(ref: str, args: list[str], root: Path) -> list[Manifest]:

@@ -27,12 +27,12 @@ from typing import Any
 import pandas as pd
 
 from repro.config.cells import value_text
-from repro.config.claims import is_sanity
+from repro.config.claims import is_sanity, parse
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
 from repro.config.manifest import SCALES as SCALE_ORDER
 from repro.files import atomic
 from repro.files.locks import FileLock
-from repro.report import lookup, renderers, verdicts
+from repro.report import derived, lookup, renderers, verdicts
 from repro.report.renderers import Context, format_value, markdown_table, reference_for, table_csv
 from repro.report.verdicts import CONFIDENCE, SEED, seed_means
 from repro.store.runs import scan, short_names, table
@@ -235,7 +235,9 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
         judged = [c for c in manifest.claims if c.scales is None or scale in c.scales]
         if judged or drawn.judged:
             lines += [f"### Claims at scale `{scale}`", ""]
-            scale_results, block = _claims_at(manifest, scale, judged, rows, keys, fill, confidence)
+            named = {m for c in judged for check in (*c.requires, c.check) for m, _ in parse(check)[1]}
+            judged_rows = derived.add(rows, root, manifest.name, named)
+            scale_results, block = _claims_at(manifest, scale, judged, judged_rows, keys, fill, confidence)
             for claim_id, text, verdict in drawn.judged:  # a renderer's own verdicts, counted with the claims
                 scale_results.append(ClaimResult(manifest.name, scale, claim_id, text, "(renderer)", verdict))
                 block.insert(-1, scale_results[-1].line({}))

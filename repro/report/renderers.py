@@ -15,12 +15,16 @@ trained model that figures need are computed once after training by ``repro.trai
 
 from __future__ import annotations
 
+import ast
+import builtins
+import contextlib
 import hashlib
 import importlib.util
 import math
 import os
+import posix
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -29,12 +33,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.config.manifest import Manifest, ManifestError, show
+from repro.config.manifest import Manifest, ManifestError, analysis_root, show
 from repro.files import atomic
 from repro.report import verdicts
 from repro.store.runs import RunDir
-
-SHIPPED = Path(__file__).resolve().parents[2] / "analysis"
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
 # figures carry no timestamp (and no version that a library update would move): a report regenerated
@@ -274,11 +276,6 @@ def renderer(
     return register
 
 
-def analysis_root() -> Path:
-    """Where the shipped renderer files are: ``$REPRO_ANALYSIS`` or the repository's analysis/."""
-    return Path(os.environ.get("REPRO_ANALYSIS") or SHIPPED)
-
-
 def load(path: Path) -> ModuleType:
     """A renderer file, loaded once (its renderers registered); ``analysis.<stem>`` for the shipped ones."""
     path = Path(path).resolve()
@@ -290,14 +287,35 @@ def load(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
-    except Exception as err:
+        with _no_exit():
+            spec.loader.exec_module(module)
+    except (Exception, SystemExit, KeyboardInterrupt) as err:
         del sys.modules[name]
-        if shipped or isinstance(err, ManifestError):
+        if isinstance(err, ManifestError) or (shipped and isinstance(err, Exception)):
             raise
         first = (str(err).strip().splitlines() or [""])[0]
         raise ManifestError(f"{path}: the renderer file does not load: {type(err).__name__}: {first}") from None
     return module
+
+
+class _Exit(SystemExit):
+    """``os._exit`` called by a renderer file while it loads."""
+
+
+@contextlib.contextmanager
+def _no_exit() -> Iterator[None]:
+    """While a renderer file loads, ``os._exit`` raises (it would end the command with any status it
+    chose, skipping what the command still had to check and say): the load fails in one line instead."""
+
+    def refuse(status: int) -> None:
+        raise _Exit(f"os._exit({status}) called while loading")
+
+    saved = os._exit, posix._exit
+    os._exit = posix._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit, posix._exit = saved
 
 
 def registry(files: Iterable[Path] = ()) -> dict[str, Renderer]:
@@ -323,26 +341,68 @@ def describe() -> list[dict[str, Any]]:
     ]
 
 
-def check_manifest(manifest: Manifest) -> Manifest:
+def check_manifest(manifest: Manifest, run_code: bool = False) -> Manifest:
     """``manifest`` if its ``renders`` name known renderers and its ``reference`` holds, besides ``runs``
-    (checked with the manifest), only keys they read, each of the type they declare; else ManifestError."""
-    known = registry(manifest.analysis)
+    (checked with the manifest), only keys they read, each of the type they declare; else ManifestError.
+    The manifest's own renderer files are read, not run (:func:`declared`), unless ``run_code``
+    (``repro validate --renderers``; ``repro report`` runs them to draw)."""
+    if run_code:
+        known = {name: _REFERENCE[name] for name in registry(manifest.analysis)}
+    else:
+        known = {name: _REFERENCE[name] for name in registry()}
+        for path in manifest.analysis:
+            for name, reference in declared(Path(path)).items():
+                if name in known:
+                    raise ManifestError(f"{path}: renderer {name!r} is already defined in {_FILES[name]}")
+                known[name] = reference
     unknown = sorted(set(manifest.renders) - set(known))
     if unknown:
         raise ManifestError(
             f"{manifest.path}: renders: unknown renderer {unknown[0]!r}; known: {', '.join(sorted(known))}"
         )
     where = f"{manifest.path}: reference"
-    declared = {key: tp for name in manifest.renders for key, tp in _REFERENCE[name].items()}
+    declared_keys = {key: tp for name in manifest.renders for key, tp in known[name].items()}
     for key, value in manifest.reference.items():
         if key == "runs":
             continue
-        if key not in declared:
-            allowed = ", ".join(sorted({"runs", *declared}))
+        if key not in declared_keys:
+            allowed = ", ".join(sorted({"runs", *declared_keys}))
             raise ManifestError(f"{where}.{key}: unknown key; the renderers {manifest.renders} read: {allowed}")
-        if not isinstance(value, declared[key]):
-            raise ManifestError(f"{where}.{key}: expected {_type_name(declared[key])}, got {show(value)}")
+        if not isinstance(value, declared_keys[key]):
+            raise ManifestError(f"{where}.{key}: expected {_type_name(declared_keys[key])}, got {show(value)}")
     return manifest
+
+
+def declared(path: Path) -> dict[str, dict[str, type | tuple[type, ...]]]:
+    """The renderers a file declares (``@renderer("name", reference={...})``) and the reference keys each
+    reads, read from its source without running it; a reference type that is not a builtin type's name
+    accepts any value. ManifestError for a file that is not Python."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError) as err:
+        raise ManifestError(f"{path}: the renderer file does not parse: {type(err).__name__}: {err}") from None
+    out = {}
+    for node in ast.walk(tree):
+        for call in getattr(node, "decorator_list", []):
+            func = getattr(call, "func", None)
+            if getattr(func, "id", getattr(func, "attr", None)) != "renderer" or not call.args:
+                continue
+            if isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+                keywords = {k.arg: k.value for k in call.keywords}
+                out[call.args[0].value] = _reference_types(keywords.get("reference"))
+    return out
+
+
+def _reference_types(node: ast.AST | None) -> dict[str, type | tuple[type, ...]]:
+    if not isinstance(node, ast.Dict):
+        return {}
+    out = {}
+    for key, value in zip(node.keys, node.values):
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            names = value.elts if isinstance(value, ast.Tuple) else [value]
+            types = tuple(getattr(builtins, getattr(n, "id", ""), None) for n in names)
+            out[key.value] = types if all(isinstance(t, type) for t in types) else object
+    return out
 
 
 def _type_name(tp: type | tuple[type, ...]) -> str:

@@ -25,6 +25,8 @@ import yaml
 from repro.errors import UserError
 from repro.files import atomic, safeyaml
 from repro.files.locks import FileLock
+from repro.store import index
+from repro.store.identity import SECTIONS, identity, spec_id
 
 FINISHED, RUNNING, FAILED, INTERRUPTED = "finished", "running", "failed", "interrupted"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -48,7 +50,16 @@ def check_name(name: str, what: str = "name") -> str:
 
 
 def results_root(path: str | Path | None = None) -> Path:
-    return Path(path or os.environ.get("REPRO_RESULTS") or "results")
+    """``--results`` (``path``), else ``$REPRO_RESULTS``, else ``results``. One that is, or lies under,
+    something other than a folder (a file, ``/dev/null``) is refused (UserError): nothing could be stored
+    there, and reading it would find "no runs"."""
+    given = "--results" if path else "$REPRO_RESULTS" if os.environ.get("REPRO_RESULTS") else "results root"
+    root = Path(path or os.environ.get("REPRO_RESULTS") or "results")
+    existing = next((p for p in (root, *root.parents) if os.path.lexists(p)), None)
+    if existing is not None and not existing.is_dir():
+        what = "is" if existing == root else f"lies under {existing}, which is"
+        raise UserError(f"{given} {root}: {what} not a folder; allowed: a folder (created when absent)")
+    return root
 
 
 def short_names(keys: list[str]) -> dict[str, str]:
@@ -81,11 +92,15 @@ def sources(root: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def finished_twin(root: Path, manifest: str, run_id: str) -> RunDir | None:
-    """A finished run with this id stored under another manifest (same spec, same result)."""
+def finished_twin(root: Path, manifest: str, spec: dict[str, Any]) -> RunDir | None:
+    """A finished run of this resolved spec stored under another manifest (same spec, same result): its
+    stored spec must hash to its folder's id and equal ``spec`` section by section, not only by id."""
+    run_id = spec_id(spec)
     for summary in sorted((root / "runs").glob(f"*/{run_id}/summary.json")):
         other = RunDir(root, summary.parent.parent.name, run_id)
-        if other.path.parent.name != manifest and other.finished and "reused_from" not in other.summary():
+        if other.path.parent.name == manifest or not other.finished or "reused_from" in other.summary():
+            continue
+        if identity(other.spec()) == identity(spec):
             return other
     return None
 
@@ -142,6 +157,8 @@ class RunDir:
             raise CorruptFile(f"{path}: corrupt ({_reason(err)})") from None
         if not isinstance(summary, dict):
             raise CorruptFile(f"{path}: corrupt (expected a JSON object)")
+        if summary.get("run_id", self.run_id) != self.run_id:
+            raise CorruptFile(f"{path}: names run {str(summary['run_id'])[:40]!r}, not its folder's {self.run_id}")
         return summary
 
     def write_summary(self, summary: dict[str, Any]) -> None:
@@ -165,6 +182,13 @@ class RunDir:
             raise CorruptFile(f"{path}: corrupt ({str(err).split(': ', 1)[-1]})") from None
         if not isinstance(spec, dict):
             raise CorruptFile(f"{path}: corrupt (expected a mapping)")
+        hashed = spec_id(spec)
+        if hashed != self.run_id or spec.get("run_id") != self.run_id:
+            named = str(spec.get("run_id"))[:40]
+            raise CorruptFile(
+                f"{path}: the spec hashes to {hashed} (and names {named}), not its folder's {self.run_id}: "
+                "copied from another run or edited after training"
+            )
         return spec
 
     def write_arrays(self, name: str, arrays: dict[str, Any]) -> None:
@@ -320,9 +344,6 @@ def _number(value: str) -> bool:
     return True
 
 
-SECTIONS = ("data", "model", "train", "eval")
-
-
 def _reason(err: Exception) -> str:
     return err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:200]
 
@@ -331,29 +352,79 @@ def scan(root: Path, manifest: str | None = None) -> tuple[pd.DataFrame, list[st
     """The tidy table of the store: one row per readable stored run with manifest, run_id, scale, the
     grid cell's keys, the resolved spec flattened into dotted columns (``model.span.limit``), then every
     key of the summary (lists such as per-head spans included); and, apart, one line per run whose spec
-    or summary is corrupt."""
-    rows, corrupt = [], []
+    or summary is corrupt (does not parse, is missing, or is not the spec its folder names)."""
+    found, corrupt = listing(root, manifest)
+    return pd.DataFrame([row for row, _ in found]), corrupt
+
+
+def listing(root: Path, manifest: str | None = None) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[str]]:
+    """:func:`scan`'s rows as (row, grid cell) pairs, in store order, and its corrupt lines. Each
+    manifest folder's :mod:`repro.store.index` spares reading the runs whose files did not change."""
     base = root / "runs"
-    dirs = sorted((base / manifest).glob("*/spec.yaml")) if manifest else sorted(base.glob("*/*/spec.yaml"))
-    for spec_path in dirs:
-        try:
-            run = RunDir(root, spec_path.parent.parent.name, spec_path.parent.name)
-            spec, summary = run.spec(), run.summary()
-        except UserError as err:
-            corrupt.append(str(err))
-            continue
-        row = {
-            "manifest": run.path.parent.name,
-            "run_id": run.run_id,
-            "scale": spec.get("scale"),
-            **(spec.get("cell") or {}),
-            "status": summary.get("status", "pending"),
-        }
-        for section in SECTIONS:
-            row.update(_flatten(spec.get(section) or {}, section))
-        row.update({k: v for k, v in summary.items() if k not in row and not isinstance(v, dict)})
-        rows.append(row)
-    return pd.DataFrame(rows), corrupt
+    folders = [base / manifest] if manifest else _folders(base)
+    found, corrupt = [], []
+    for folder in folders:
+        named = bool(NAME.fullmatch(folder.name)) and len(folder.name) <= MAX_NAME  # else: no index
+        known = index.load(root, folder.name) if named else {}
+        kept, changed = {}, False
+        for path in _folders(folder):
+            stamps = [index.stamp(path / "spec.yaml"), index.stamp(path / "summary.json")]
+            entry = known.get(path.name)
+            if entry is None or entry.get("stamps") != stamps:
+                entry = _entry(root, path, stamps)
+                changed = changed or entry is not None
+            if entry is None:
+                continue
+            kept[path.name] = entry
+            if "corrupt" in entry:
+                corrupt.append(entry["corrupt"])
+            else:
+                found.append((entry["row"], entry["cell"]))
+        if named and (changed or len(kept) != len(known)):
+            index.save(root, folder.name, kept)
+    return found, corrupt
+
+
+def refresh_index(root: Path, manifest: str) -> None:
+    """Bring a manifest folder's index up to date (only its changed runs are read): called when a run
+    finishes, so that a store grown by training answers `status` and `report` from its index. A cache:
+    what it cannot read or write costs only time."""
+    with contextlib.suppress(UserError, OSError):
+        listing(root, manifest)
+
+
+def _folders(folder: Path) -> list[Path]:
+    """The folders in ``folder``, sorted, but for hidden ones (temp folders)."""
+    try:
+        return sorted(Path(e.path) for e in os.scandir(folder) if not e.name.startswith(".") and e.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as err:
+        raise CorruptFile(f"{folder}: unreadable ({_reason(err)})") from None
+
+
+def _entry(root: Path, path: Path, stamps: list) -> dict[str, Any] | None:
+    """What a scan keeps of the run folder ``path``: its row and cell, or why it is corrupt (None: a
+    folder that holds nothing of a run yet, such as a lock taken before the spec is written)."""
+    if stamps[0] is None and not any((path / name).exists() for name in RunDir.STORE_FILES):
+        return None
+    try:
+        run = RunDir(root, path.parent.name, path.name)
+        spec, summary = run.spec(), run.summary()
+    except UserError as err:
+        return {"stamps": stamps, "corrupt": str(err)}
+    cell = spec.get("cell") if isinstance(spec.get("cell"), dict) else {}
+    row = {
+        "manifest": run.path.parent.name,
+        "run_id": run.run_id,
+        "scale": spec.get("scale"),
+        **cell,
+        "status": summary.get("status", "pending"),
+    }
+    for section in SECTIONS:
+        row.update(_flatten(spec.get(section) or {}, section))
+    row.update({k: v for k, v in summary.items() if k not in row and not isinstance(v, dict)})
+    return {"stamps": stamps, "row": row, "cell": cell}
 
 
 def table(root: Path, manifest: str | None = None) -> pd.DataFrame:

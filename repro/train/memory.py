@@ -80,3 +80,15 @@ def measuring(device: torch.device) -> Iterator[Peak]:
     base = current_bytes(device)
     yield peak
     peak.bytes = peak_bytes(device) - base
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is an allocation that failed: Python's MemoryError, torch's OutOfMemoryError (CUDA),
+    or the CPU allocator's RuntimeError ("DefaultCPUAllocator: can't allocate memory")."""
+    text = str(err)
+    return (
+        isinstance(err, MemoryError)
+        or type(err).__name__ == "OutOfMemoryError"
+        or "can't allocate memory" in text
+        or "out of memory" in text.lower()
+    )

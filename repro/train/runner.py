@@ -29,15 +29,15 @@ from repro import cpu_isa
 from repro import data as datasets
 from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec, from_record
-from repro.errors import StoreError, UserError
+from repro.errors import RunFailed, StoreError, UserError
 from repro.models.base import LanguageModel
 from repro.progress import say
 from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.provenance import code_version
-from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, CorruptFile, RunDir, finished_twin, refresh_index
 from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
-from repro.train import distributed, environment, quiet, signals, throughput
+from repro.train import distributed, environment, memory, quiet, signals, throughput
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.module import (
     BoundaryCheckpoint,
@@ -166,7 +166,7 @@ def _settle(
     ``held``."""
     if run.finished:
         return Outcome(spec, "skipped", run.summary()), None
-    twin = finished_twin(root, spec.manifest, spec.run_id)
+    twin = finished_twin(root, spec.manifest, spec.resolved())
     data = None if twin is not None else open_data(spec, manifest)  # bad data or sizes: before any write
     lock = held.enter_context(run.lock())
     if not lock.held:
@@ -235,6 +235,13 @@ def open_data(spec: RunSpec, manifest: Manifest) -> RunData:
         if array.ndim == 2 and array.shape[1] != block:
             raise UserError(f"{where} differs from the sequence length of {spec.data.name}; allowed: {array.shape[1]}")
         room = (len(array) - 1) // (spec.train.batch_size if name == "train" else 1)
+        streams = (len(array) - 1) // block  # how many training streams of a block the split holds
+        if array.ndim == 1 and name == "train" and room < block and streams >= 1:
+            raise UserError(
+                f"{manifest.path}: train.batch_size: {spec.train.batch_size} streams of data.block = {block} "
+                f"tokens do not fit the train split of {spec.data.name} ({len(array) - 1:,} targets); "
+                f"allowed: at most {streams:,}"
+            )
         if array.ndim == 1 and room < block:
             what = (
                 f"{spec.train.batch_size} training streams of {room:,} tokens"
@@ -309,8 +316,12 @@ def _train(
         ]
     trainer = _trainer(spec, run, store_logger, [store_logger] + ([wb] if wb is not None else []), world, callbacks)
     tell(("train", str(resume[0]) if resume else None))
+    stage = (
+        f"a training step (train.batch_size = {spec.train.batch_size} streams of data.block = {spec.data.block} tokens)"
+    )
     try:
         diverged = _fit(trainer, module, data, str(resume[0]) if resume else None, world.strategy == "ddp_spawn")
+        stage = f"the final evaluation (eval.batch_size = {spec.eval.batch_size} windows of data.block = {spec.data.block} tokens)"
         if diverged is None:
             selected = load_selected(spec, run.checkpoints, module.model)
             if selected["selected"] == "best_valid":
@@ -329,6 +340,12 @@ def _train(
         err.detail = _stopped(run, wb, err.exit_status)
         raise
     except Exception as err:  # under ddp_spawn a worker's exception arrives wrapped: its last line says what
+        if memory.out_of_memory(err):
+            _failed(run, store_logger, wb, f"out of memory in {stage}")
+            raise RunFailed(
+                f"run {spec.run_id} of {spec.manifest}: out of memory in {stage}; marked failed, its last "
+                "checkpoint kept: lower the batch size (or the block), or free memory, then `repro run` resumes it"
+            ) from None
         _failed(run, store_logger, wb, str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__)
         raise
     if diverged is not None:
@@ -336,6 +353,7 @@ def _train(
         echo(f"  run {spec.run_id} diverged: {diverged}; marked failed, last good checkpoint kept")
         return Outcome(spec, "failed", run.summary())
     summary = run.update_summary(status=FINISHED, **final)
+    refresh_index(run.path.parent.parent.parent, spec.manifest)
     if wb is not None:
         finish_wandb(wb, run)
     return Outcome(spec, "finished", summary)

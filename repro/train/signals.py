@@ -1,11 +1,14 @@
-"""SIGTERM and SIGINT for training: stop at the next step boundary with a checkpoint, exit 143 or 130.
+"""SIGTERM, SIGINT and SIGHUP for training: stop at the next step boundary with a checkpoint, exit 143,
+130 or 129.
 
-A cluster pre-empts a job with SIGTERM (SLURM sends it some time before SIGKILL); Ctrl-C sends SIGINT.
-:func:`install` puts our handler on both. While training (:func:`deferring`) the first signal is only
+A cluster pre-empts a job with SIGTERM (SLURM sends it some time before SIGKILL); Ctrl-C sends SIGINT; a
+closed terminal sends SIGHUP, treated as SIGTERM. :func:`install` puts our handler on all three. While training (:func:`deferring`) the first signal is only
 recorded: the trainer finishes the step, checkpoints and stops, and the runner raises
 :class:`Interrupted`. Outside training the handler raises :class:`Interrupted` at once, and so does a
 second signal in the main process (the last checkpoint stays valid). DDP workers never stop half-way
-(they may get a signal twice: from the process group and forwarded by the main process).
+(they may get a signal twice: from the process group and forwarded by the main process). Once the
+command has its outcome (:func:`closing`), later signals are ignored: a signal repeated while the process
+exits cannot raise in an exit handler.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ import signal
 import threading
 from collections.abc import Iterator
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _requested: int | None = None
-_deferring = _escalate = _forward = False
+_deferring = _escalate = _forward = _closing = False
 
 
 class Interrupted(BaseException):
@@ -40,6 +43,8 @@ class Interrupted(BaseException):
 
 def _handle(signum: int, frame) -> None:
     global _requested
+    if _closing:
+        return
     if _deferring and (_requested is None or not _escalate):
         if _requested is None and _forward:  # DDP workers learn it from us if the signal was ours alone
             for child in multiprocessing.active_children():
@@ -51,7 +56,9 @@ def _handle(signum: int, frame) -> None:
 
 
 def install() -> None:
-    """Handle SIGTERM and SIGINT with this module (main thread only; elsewhere a no-op)."""
+    """Handle SIGTERM, SIGINT and SIGHUP with this module (main thread only; elsewhere a no-op)."""
+    global _closing
+    _closing = False
     if threading.current_thread() is threading.main_thread():
         for sig in SIGNALS:
             signal.signal(sig, _handle)
@@ -82,3 +89,9 @@ def deferring(forward: bool = False) -> Iterator[None]:
         yield
     finally:
         _deferring = _forward = False
+
+
+def closing() -> None:
+    """The command has its outcome and is exiting: from now on our handler ignores signals."""
+    global _closing
+    _closing = True

@@ -99,6 +99,19 @@ class PoisonAt(pl.Callback):
                 next(pl_module.model.parameters()).fill_(float("nan"))
 
 
+class AllocateAt(pl.Callback):
+    """Inside step ``step`` (between the forward and the backward pass): asks torch's allocator for
+    ``nbytes`` (far beyond any machine: the allocator's own out-of-memory error, as a batch too large
+    for the memory raises it)."""
+
+    def __init__(self, step: int, nbytes: int = 2**50):
+        self.step, self.nbytes = step, nbytes
+
+    def on_before_backward(self, trainer, pl_module, loss) -> None:
+        if trainer.global_step + 1 == self.step:
+            torch.empty(self.nbytes, dtype=torch.uint8)
+
+
 class Gate(pl.Callback):
     """At the end of step ``step``: set ``ready`` and wait for ``go`` (another process's turn)."""
 
@@ -124,13 +137,15 @@ def child(
     kill_in_rename: str = "",
     kill_in_savefig: bool = False,
     call: tuple | None = None,
+    signal_after: int = 0,
 ) -> None:
     """Process target: ``repro ARGV`` with stdout/stderr to ``out``.out/.err and the faults asked for
     (``kill_in_eval``: this signal when the final evaluation starts; ``kill_in_save=N``: kill -9 half-way
     through writing the N-th checkpoint; ``kill_in_rename``: kill -9 instead of the first ``os.replace``
     whose source's name contains it; ``kill_in_savefig``: kill -9 half-way through writing a figure);
     exits with the CLI's status (or dies of the signal). ``call=(function, args)`` calls it instead
-    of the CLI (exit status 0, or 2 with the message of a UserError, as the CLI)."""
+    of the CLI (exit status 0, or 2 with the message of a UserError, as the CLI). ``signal_after``: this
+    signal once the CLI has returned (a repeated signal that arrives while the process exits)."""
     os.environ.clear()
     os.environ.update(env)
     for fd, suffix in ((1, ".out"), (2, ".err")):
@@ -203,6 +218,8 @@ def child(
             code = 2
     else:
         code = cli.main(argv)
+    if signal_after:
+        os.kill(os.getpid(), signal_after)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

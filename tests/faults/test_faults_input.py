@@ -82,3 +82,29 @@ def test_what_needs_the_data_or_the_flags_is_one_line_at_run(capsys, tmp_path, w
         assert main(["validate", str(path)]) == 0
         line = error_line(capsys, ["run", str(path)], tmp_path / "results")
         assert f"{path}: data.block: {block} is longer than " in line and split in line and "allowed: at most" in line
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (("steps: 20", "steps: 1:20:00"), "7: base.train.steps: 1:20:00 is 4800 in YAML 1.1 (base 60) and text"),
+        (("steps: 20", "steps: 020"), "7: base.train.steps: 020 is 16 in YAML 1.1 (octal) and 20 in YAML 1.2"),
+        (("steps: 20", "steps: 0o24"), "7: base.train.steps: 0o24 is text in YAML 1.1 and 20 in YAML 1.2 (octal)"),
+        (("dropout: 0.1", "dropout: 0.1, flag: off"), "6: base.model.flag: off is a boolean in YAML 1.1 and text"),
+        (("paper: suite", "paper: suite\nscales_note: yes"), "4: scales_note: yes is a boolean in YAML 1.1"),
+        (("paper: suite", "paper: suite\nname: dup2"), "4: name: set twice in one mapping (lines 1 and 4)"),
+        (("lr: 3.0e-3,", "lr: 3.0e-3, lr: 9.0,"), "7: base.train.lr: set twice in one mapping (lines 7 and 7)"),
+    ],
+)
+def test_yaml_with_two_meanings_is_one_line_naming_the_key(capsys, tmp_path, write_manifest, change, expected):
+    path = write_manifest()
+    path.write_text(path.read_text().replace(*change, 1))
+    line = error_line(capsys, ["validate", str(path)], tmp_path / "results")
+    assert line.startswith(f"error: {path}:{expected}"), line
+
+
+def test_a_batch_larger_than_the_split_names_the_batch_size(capsys, tmp_path, write_manifest):
+    path = write_manifest()
+    line = error_line(capsys, ["run", str(path), "train.batch_size=100000000"], tmp_path / "results")
+    assert f"{path}: train.batch_size: 100000000 streams of data.block = 32 tokens do not fit the train split" in line
+    assert "data.block: 32 is longer" not in line and line.split("allowed: at most ")[1].replace(",", "").isdigit()

@@ -112,3 +112,24 @@ def test_sigterm_to_the_main_process_of_a_ddp_run_stops_every_rank_at_one_bounda
     assert 4 <= step < 20 and f"checkpoint of step {step} kept" in one_line(err)
     assert run.summary()["status"] == "interrupted"
     assert not list(run.path.rglob("*.tmp")) and not (run.path / ".temp.ckpt").exists()
+
+
+def test_sighup_is_sigterm_checkpoint_interrupted_and_129(tmp_path, write_manifest, kid, straight, capsys):
+    path = write_manifest()
+    m, spec = loaded(path)
+    code, _, err = kid(["run", str(path)], callbacks=[SignalAt(7, signal.SIGHUP, inside=True)])
+    assert code == 129
+    line = one_line(err)
+    assert line.startswith("interrupted by SIGHUP: ") and "checkpoint of step 7 kept" in line
+    assert RunDir(tmp_path / "results", m.name, spec.run_id).summary()["status"] == "interrupted"
+    assert_resumes_exactly(path, m, spec, tmp_path / "results", straight, capsys, 7)
+
+
+def test_a_signal_repeated_while_the_process_exits_is_ignored(tmp_path, write_manifest, kid, straight, capsys):
+    path = write_manifest()
+    m, spec = loaded(path)
+    callbacks = [SignalAt(7, signal.SIGTERM, inside=True)]
+    code, _, err = kid(["run", str(path)], callbacks=callbacks, signal_after=signal.SIGTERM)
+    assert code == 143 and "checkpoint of step 7 kept" in one_line(err)  # one line, no traceback
+    assert RunDir(tmp_path / "results", m.name, spec.run_id).summary()["status"] == "interrupted"
+    assert_resumes_exactly(path, m, spec, tmp_path / "results", straight, capsys, 7)

@@ -49,7 +49,7 @@ def _user_manifest(folder: Path, renderer_text: str = USER_RENDERER, name: str =
 def test_every_shipped_renderer_comes_from_a_file_of_analysis():
     known = renderers.registry()
     files = {Path(fn.__code__.co_filename).resolve() for fn in known.values()}
-    assert files == {p.resolve() for p in renderers.SHIPPED.glob("*.py")}
+    assert files == {p.resolve() for p in renderers.analysis_root().glob("*.py")}
     assert {"curves", "as-fig2", "st-table1"} <= set(known)
 
 
@@ -82,7 +82,7 @@ def test_a_bad_renderer_file_is_one_line_naming_it(tmp_path, capsys, text, name,
     path = _user_manifest(tmp_path, text)
     if name == "missing.py":
         path.write_text(MANIFEST.format(file="figs/missing.py"))
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", "--renderers", str(path)]) == 2  # --renderers: the file is loaded (run)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
 

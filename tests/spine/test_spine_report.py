@@ -114,3 +114,31 @@ def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
     assert learned[0].status == "trained"
     one = verdict_table([("A", None, a)], ["tiny", "cpu"]).splitlines()
     assert len(one) == 3 and "every claim" not in one[2]  # one artefact: its row is the total
+
+
+def test_a_comparison_with_a_model_still_improving_is_not_evaluable(tmp_path, write_manifest):
+    """``valid_gain_last_fifth`` is read from each run's curve when a claim names it: a baseline whose quick
+    validation still fell by 0.3 bits over its last fifth had not learned what it can."""
+    from repro.config import manifest as manifests
+    from repro.report import pages as report
+
+    grid = "grid:\n  model.stride: [16, 8]\n"
+    claims = (
+        "claims:\n  - {id: c, text: stride 8 within 0.05 of 16, check: 'abs(test_bits[stride=8] - test_bits[stride=16]) < 0.05',"
+        " requires: ['valid_gain_last_fifth[stride=16] < 0.02']}\n"
+    )
+    m = manifests.load(write_manifest(grid=grid, claims=claims))
+    for flat in (False, True):
+        root = tmp_path / f"results-{flat}"
+        for spec in m.expand("tiny"):
+            run = stored_run(root, spec, test_bits=3.0, steps=100)
+            falling = [3.9, 3.6, 3.3, 3.0]  # at steps 24, 49, 74, 99: 0.3 over the last fifth
+            run.append_metrics(
+                [
+                    {"step": s, "valid/bits_quick": 3.0 if flat and s > 50 else b}
+                    for s, b in zip((24, 49, 74, 99), falling)
+                ]
+            )
+        path, (result,) = report.render(m, root)
+        assert (result.verdict.status == "not evaluable") is not flat, result.verdict
+        assert "P1 | `valid_gain_last_fifth[stride=16] < 0.02` | " + ("holds" if flat else "fails") in path.read_text()

@@ -112,7 +112,7 @@ def test_context_sweep_scores_the_test_split_at_each_minimum_context(tmp_path, w
 
 
 def test_ddp_on_two_cpu_processes(tmp_path, write_manifest):
-    path = write_manifest(extra_train=", batch_size: 4")
+    path = write_manifest()  # batch_size 4: two processes of 2 streams
     proc = subprocess.run(
         [sys.executable, "-m", "repro", "run", str(path), "--devices", "2", "--no-wandb"],
         capture_output=True,

@@ -17,6 +17,7 @@ import threading
 import pytest
 
 from repro.config import manifest as manifests
+from repro.store.identity import spec_id
 from repro.store.runs import RunDir
 
 # Found, not imported: trackio binds its folder on import, and repro.track.dashboard binds it to the store's.
@@ -31,14 +32,15 @@ def test_import_is_incremental_with_config_grouping_and_metrics(store, tmp_path)
     root = tmp_path / "results"
     for folder in ("runs", "sources"):  # sources: where t-track's manifest is (its paper numbers)
         shutil.copytree(store.root / folder, root / folder)
-    waiting = RunDir(root, "t-other", "0123456789ab")
-    waiting.write_spec({"run_id": "0123456789ab", "manifest": "t-other", "scale": "tiny", "cell": {}})
+    record = {"manifest": "t-other", "scale": "tiny", "cell": {}}  # its id: its spec's hash (else corrupt)
+    waiting = RunDir(root, "t-other", spec_id(record))
+    waiting.write_spec({"run_id": waiting.run_id, **record})
     waiting.update_summary(status="running")
     m = manifests.load(store.manifest)
     keys = sorted(f"t-track/{s.run_id}" for s in m.expand("tiny"))
 
     first = dashboard.import_runs(root)
-    assert sorted(first.imported) == keys and first.unfinished == ["t-other/0123456789ab"]
+    assert sorted(first.imported) == keys and first.unfinished == [f"t-other/{waiting.run_id}"]
     assert sorted(first.ids("tiny")) == keys and first.ids("cpu") == []
     second = dashboard.import_runs(root)
     assert second.imported == [] and sorted(second.present) == keys
