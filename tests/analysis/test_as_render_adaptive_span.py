@@ -17,10 +17,10 @@ from repro import cli
 from repro.config import manifest as manifests
 from repro.models.flops import flops_per_token, paper_table_flops
 from repro.report import pages as report
-from repro.report.renderers import SHIPPED, format_value, load, registry
+from repro.report.renderers import format_value, load, registry
 from repro.store.runs import RunDir
 
-_AS = load(SHIPPED / "adaptive_span.py")  # the renderer file, as `repro report` loads it
+_AS = load(manifests.analysis_root() / "adaptive_span.py")  # the renderer file, as `repro report` loads it
 layer_halves, mask_curve, paper_flops = _AS.layer_halves, _AS.mask_curve, _AS.paper_flops
 AS_DIR = Path(__file__).resolve().parents[2] / "experiments" / "adaptive_span"
 NAMES = [
