@@ -49,10 +49,6 @@ def mask_curve(x: np.ndarray, z: float, ramp: float) -> np.ndarray:
     return soft_mask(torch.as_tensor(x, dtype=torch.float64), z, ramp).numpy()
 
 
-def _title(ctx: Context, what: str) -> str:
-    return f"{what}\n{ctx.label}" + (" — NOT the paper's numbers" if ctx.scale != "paper" else "")
-
-
 def paper_flops(run: pd.Series) -> float | None:
     """A run's FLOPs per token in the paper's table convention (1 per MAC, no position term): the
     position term's sum of effective spans is ``avg_span`` x layers x heads, so the result is linear in
@@ -94,8 +90,9 @@ def _our_rows(ctx: Context, runs: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _table_files(ctx: Context, stem: str, paper_key: str, what: str) -> Files:
-    """A paper table with our rows appended (paper rows first, as the paper prints them)."""
+def _table_files(ctx: Context, stem: str, paper_key: str, what: str, paper_data: str) -> Files:
+    """A paper table with our rows appended (paper rows first, as the paper prints them); its caption
+    names the paper's dataset (``paper_data``) and ours apart."""
     rows = []
     for p in _paper_rows(ctx, paper_key):
         rows.append(
@@ -127,7 +124,7 @@ def _table_files(ctx: Context, stem: str, paper_key: str, what: str) -> Files:
         ],
     )
     caption = (
-        f"{what} — the paper's rows (its datasets) beside ours ({ctx.label}). Scale {ctx.scale}: "
+        f"{what} — the paper's rows (on {paper_data}) beside ours ({ctx.label}). Scale {ctx.scale}: "
         f"our absolute numbers are not comparable to the paper's."
     )
     return [(ctx.write_table(stem, frame, caption), caption)]
@@ -143,7 +140,7 @@ def _table_files(ctx: Context, stem: str, paper_key: str, what: str) -> Files:
 )
 def table1(ctx: Context) -> Files:
     """Table 1 (text8): T12 / Adaptive-Span small / large, plus the paper's prior-work rows."""
-    return _table_files(ctx, "table1", "table1", "Table 1 (text8): bits per character, spans, parameters, FLOPs")
+    return _table_files(ctx, "table1", "table1", "Table 1: bits per character, spans, parameters, FLOPs", "text8")
 
 
 @renderer(
@@ -153,7 +150,7 @@ def table1(ctx: Context) -> Files:
 )
 def table2(ctx: Context) -> Files:
     """Table 2 (enwik8)."""
-    return _table_files(ctx, "table2", "table2", "Table 2 (enwik8): bits per byte, spans, parameters, FLOPs")
+    return _table_files(ctx, "table2", "table2", "Table 2: bits per byte, spans, parameters, FLOPs", "enwik8")
 
 
 @renderer(
@@ -163,7 +160,7 @@ def table2(ctx: Context) -> Files:
 )
 def table3(ctx: Context) -> Files:
     """Table 3: static (adaptive) vs dynamic span at S = 1024."""
-    return _table_files(ctx, "table3", "table3", "Table 3 (text8, S=1024): adaptive vs dynamic span")
+    return _table_files(ctx, "table3", "table3", "Table 3 (S=1024): adaptive vs dynamic span", "text8")
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -197,7 +194,7 @@ def fig1(ctx: Context) -> Files:
             ax.set_xlabel("distance t - r (tokens)")
             ax.set_ylabel("mean attention weight")
             ax.set_xlim(0, S)
-        fig.suptitle(_title(ctx, f"Figure 1: attention by distance, fixed span S={S}"), fontsize=9)
+        fig.suptitle(ctx.title(f"Figure 1: attention by distance, fixed span S={S}"), fontsize=9)
         out = ctx.save_figure(fig, f"fig1-{row['run_id']}")
         caption = (
             f"Figure 1 ({ctx.label}): mean attention weight against distance for two heads of the "
@@ -257,7 +254,7 @@ def fig2(ctx: Context) -> Files:
     else:
         ax.axis("off")
         ax.text(0.5, 0.5, "no stored run", ha="center")
-    fig.suptitle(_title(ctx, "Figure 2: the soft masking function m_z(x)"), fontsize=9)
+    fig.suptitle(ctx.title("Figure 2: the soft masking function m_z(x)"), fontsize=9)
     out = ctx.save_figure(fig, "fig2")
     caption = (
         f"Figure 2 ({ctx.label}): m_z(x) = min(max((R + z - x)/R, 0), 1): 1 up to distance z, a linear "
@@ -344,8 +341,9 @@ def fig3(ctx: Context) -> Files:
             h2, l2 = twin.get_legend_handles_labels()
             handles, labels = handles + h2, labels + l2
             twin.grid(False)
-        ax.legend(handles, labels, fontsize=6)
-    fig.suptitle(_title(ctx, "Figure 3: fixed vs adaptive span as S grows"), fontsize=9)
+        # under the panel, where no point lies beneath it
+        ax.legend(handles, labels, fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    fig.suptitle(ctx.title("Figure 3: fixed vs adaptive span as S grows"), fontsize=9)
     out = ctx.save_figure(fig, "fig3")
     caption = (
         f"Figure 3 ({ctx.label}): dev bits, average span and FLOPs per token against the maximum span S, "
@@ -372,7 +370,7 @@ def fig4(ctx: Context) -> Files:
         effs, zs = row.get("effective_spans"), row.get("spans")
         if not isinstance(effs, list) or not effs:
             continue
-        S = row["model.span.limit"]
+        S = int(row["model.span.limit"])  # a seed mean of one value: 4096.0
         fig, ax = plt.subplots(figsize=(6, 3.8))
         rng = np.random.default_rng(0)
         for i, layer in enumerate(effs):
@@ -385,7 +383,7 @@ def fig4(ctx: Context) -> Files:
         ax.set_xticks(range(1, len(effs) + 1))
         if S:
             ax.axhline(S, ls=":", color="gray", lw=1)
-        fig.suptitle(_title(ctx, f"Figure 4: span of every head by layer (S={S})"), fontsize=9)
+        fig.suptitle(ctx.title(f"Figure 4: span of every head by layer (S={S})"), fontsize=9)
         out = ctx.save_figure(fig, f"fig4-{row['run_id']}")
         low, up = layer_halves(zs)
         per_layer = ", ".join(f"L{i + 1}: {np.mean(layer):.0f}" for i, layer in enumerate(zs))
@@ -416,7 +414,7 @@ def fig5(ctx: Context) -> Files:
         ax.set_xticks(range(len(spans)))
         ax.set_xticklabels(["␣" if c == " " else c for c in text], fontsize=8)
         ax.set_ylabel("average dynamic span z_t")
-        fig.suptitle(_title(ctx, "Figure 5: dynamic span per character"), fontsize=9)
+        fig.suptitle(ctx.title("Figure 5: dynamic span per character"), fontsize=9)
         out = ctx.save_figure(fig, f"fig5-{row['run_id']}")
         starts = [i for i in range(len(text)) if text[i] != " " and (i == 0 or text[i - 1] == " ")]
         inner = [i for i in range(len(text)) if text[i] != " " and i not in starts]
@@ -469,7 +467,7 @@ def ablate_ramp(ctx: Context) -> Files:
         ax.set_xlabel("ramp width R")
         ref_r = ctx.reference("paper_ramp", 32)
         ax.axvline(ref_r, ls=":", color="gray", lw=1)
-    fig.suptitle(_title(ctx, "Ablation: the soft mask's ramp width R (paper: R = 32)"), fontsize=9)
+    fig.suptitle(ctx.title("Ablation: the soft mask's ramp width R (paper: R = 32)"), fontsize=9)
     out = ctx.save_figure(fig, "ramp")
     caption = (
         f"Ablation of R ({ctx.label}): dev bits and average span against the ramp width (seed means, bars: ± "
@@ -509,7 +507,7 @@ def ablate_lambda(ctx: Context) -> Files:
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, (S, group) in enumerate(frame.groupby("S")):
         group = group.sort_values("avg span")
-        ax.plot(group["avg span"], group["dev bits"], "o-", color=f"C{i}", label=f"S={S}")
+        ax.plot(group["avg span"], group["dev bits"], "o-", color=f"C{i}", label=f"S={S:g}")
         error_bars(
             ax,
             group["avg span"],
@@ -530,7 +528,7 @@ def ablate_lambda(ctx: Context) -> Files:
     ax.set_xlabel("average span (tokens)")
     ax.set_ylabel("dev bits")
     legend(ax, fontsize=7)
-    fig.suptitle(_title(ctx, "Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
+    fig.suptitle(ctx.title("Ablation: span penalty λ — accuracy vs average span"), fontsize=9)
     out = ctx.save_figure(fig, "lambda")
     paper_lambda = ctx.reference("paper_lambda")
     caption = (

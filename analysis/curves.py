@@ -12,9 +12,11 @@ from repro.report.renderers import Context, legend, pyplot, renderer
 
 @renderer("curves", reads=("metrics.csv:train/bits", "metrics.csv:valid/bits_quick"))
 def curves(ctx: Context) -> list[tuple[Path, str]]:
-    """Training bits against step for every run (and the quick validation bits when logged)."""
+    """Training bits against step for every run, and in the same colour its quick validation bits where
+    logged (``train.val_every``); the title says when no run logged them (tiny scales do not)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
+    validated = False
     for _, row in ctx.runs.iterrows():
         seeds = [ctx.run_dir(r).metrics() for r in ctx.seeds_of(row)]
         seeds = [m for m in seeds if not m.empty and "train/bits" in m]
@@ -27,13 +29,15 @@ def curves(ctx: Context) -> list[tuple[Path, str]]:
             (line,) = ax.plot(both.index, both.mean(axis=1), label=f"{label} (train, mean of {len(seeds)} seeds)")
             ax.fill_between(both.index, both.min(axis=1), both.max(axis=1), color=line.get_color(), alpha=0.2)
         else:
-            ax.plot(metrics["step"], metrics["train/bits"], label=f"{label} (train)")
-        if "valid/bits_quick" in metrics:
+            (line,) = ax.plot(metrics["step"], metrics["train/bits"], label=f"{label} (train)")
+        if "valid/bits_quick" in metrics and metrics["valid/bits_quick"].notna().any():
             valid = metrics.dropna(subset=["valid/bits_quick"])
-            ax.plot(valid["step"], valid["valid/bits_quick"], "o--", label=f"{label} (valid)")
+            ax.plot(valid["step"], valid["valid/bits_quick"], "o--", color=line.get_color(), label=f"{label} (valid)")
+            validated = True
     ax.set_xlabel("step")
     ax.set_ylabel("bits per symbol")
-    ax.set_title(f"{ctx.manifest.name}: training curves\n{ctx.label}", fontsize=9)
+    what = f"{ctx.manifest.name}: training curves" + ("" if validated else " (no run logged quick validation)")
+    ax.set_title(ctx.title(what), fontsize=9)
     legend(ax, fontsize=7)
     path = ctx.save_figure(fig, "curves")
     return [(path, f"Training curves ({ctx.label})")]

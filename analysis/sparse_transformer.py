@@ -138,7 +138,11 @@ def table1(ctx: Context) -> list[tuple[Path, str]]:
     ax.set_xticks(x, labels, fontsize=7)
     ax.set_ylabel("bits per byte / dim")
     legend(ax, fontsize=7)
-    ax.set_title(f"Table 1: ours vs the paper\n{label}", fontsize=9)
+    if ctx.scale != "none":
+        ax.set_title(ctx.title("Table 1: ours vs the paper"), fontsize=9)
+    else:  # every stored scale: the banner unless every row is the paper's
+        banner = " — NOT the paper's numbers" if set(shown["scale"]) - {"paper"} else ""
+        ax.set_title(f"Table 1: ours vs the paper\n{label}{banner}", fontsize=9)
     path = ctx.save_figure(fig, stem)
     caption = f"Table 1, ours (the mean of each cell's seeds, bars: ± their sd) beside the paper's Sparse Transformer ({label})"
     return [(md, "table"), (path, caption)]
@@ -221,7 +225,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].set_xticks(x, frame["pattern"])
     axes[1].set_ylabel("training speed-up vs dense")
     legend(axes[1], fontsize=7)
-    fig.suptitle(f"{ctx.manifest.name}: patterns, bits and speed\n{ctx.label}", fontsize=9)
+    fig.suptitle(ctx.title(f"{ctx.manifest.name}: patterns, bits and speed"), fontsize=9)
     path = ctx.save_figure(fig, "table2")
     caption = f"Table 2 ({ctx.label}): bits and training speed-up per pattern (seed means, bars: ± sd)"
     return [(md, "table"), (path, caption)]
@@ -291,7 +295,7 @@ def table3(ctx: Context) -> list[tuple[Path, str]]:
         more = ax2.get_legend_handles_labels()
         handles, names = handles + more[0], names + more[1]
     ax.legend(handles, names, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
-    ax.set_title(f"Table 3: bits vs minimum evaluation context\n{ctx.label}", fontsize=9)
+    ax.set_title(ctx.title("Table 3: bits vs minimum evaluation context"), fontsize=9)
     path = ctx.save_figure(fig, "table3")
     return [(md, "Table 3 table"), (path, f"Table 3 ({ctx.label}): bits against the minimum context at evaluation")]
 
@@ -392,7 +396,7 @@ def table4(ctx: Context) -> list[tuple[Path, str]]:
         legend(ax, fontsize=7)
     axes[0].set_ylabel("peak memory (MiB)")
     axes[1].set_ylabel("valid bits per sample")
-    fig.suptitle(f"Table 4: length vs model size under a memory budget\n{ctx.label}", fontsize=9)
+    fig.suptitle(ctx.title("Table 4: length vs model size under a memory budget"), fontsize=9)
     path = ctx.save_figure(fig, "table4")
     return [
         (md, "table"),
@@ -442,7 +446,7 @@ def fig2(ctx: Context) -> list[tuple[Path, str]]:
                 ax.plot(qpix % cols, qpix // cols, "c+", ms=7, mew=1.5)
                 ax.set_title(f"layer {layer + 1}, head {h + 1}", fontsize=7)
                 ax.axis("off")
-        fig.suptitle(f"Figure 2: attention of one query pixel, dense model\n{ctx.label}", fontsize=9)
+        fig.suptitle(ctx.title("Figure 2: attention of one query pixel, dense model"), fontsize=9)
         path = ctx.save_figure(fig, f"fig2-{run['run_id']}")
         out.append(
             (
@@ -474,7 +478,10 @@ def fig3(ctx: Context) -> list[tuple[Path, str]]:
                 name = names[col]
                 ax.imshow(mats[name], cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
                 ax.set_title(f"{pattern}: {name}", fontsize=8)
-        axes[r, 0].axis("on")
+        axes[r, 0].axis("on")  # for its label only: no ticks, no grid over the matrices
+        axes[r, 0].grid(False)
+        axes[r, 0].set_xticks([])
+        axes[r, 0].set_yticks([])
         axes[r, 0].set_ylabel("output i", fontsize=7)
     fig.suptitle(
         f"Figure 3: attention matrices (row = output, column = input), n={n}, l={stride}, c={c}\n{ctx.label}",
@@ -559,7 +566,7 @@ def fig4(ctx: Context) -> list[tuple[Path, str]]:
     axes[1].bar(labels, frame["s/step"], color="C1")
     axes[1].set_ylabel("seconds per step")
     axes[1].set_xlabel("checkpointing")
-    fig.suptitle(f"Figure 4: gradient checkpointing, memory and time\n{ctx.label}", fontsize=9)
+    fig.suptitle(ctx.title("Figure 4: gradient checkpointing, memory and time"), fontsize=9)
     path = ctx.save_figure(fig, "fig4")
     return [(md, "table"), (path, f"Figure 4 ({ctx.label}): peak memory and step time with/without checkpointing")]
 
@@ -578,7 +585,11 @@ def fig5(ctx: Context) -> list[tuple[Path, str]]:
         if not found:
             continue
         temperature = re.search(r"-temp([0-9.]+)$", found[-1].stem)
-        drawn = f"temperature {temperature.group(1)}" if temperature else "temperature not recorded"
+        drawn = (
+            f"temperature {temperature.group(1)}"
+            if temperature
+            else f"drawn before the temperature was recorded (`repro sample {run['run_id']}` draws one at 1.0)"
+        )
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 5.4))
         ax.imshow(plt.imread(found[-1]))
@@ -644,12 +655,12 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     lo = np.nanmin(frame[f"our {metric}"].astype(float))
     hi = np.nanmax(frame[f"our {metric}"].astype(float))
     axes[0].set_ylim(lo - max(0.05, hi - lo), hi + 0.5 * max(0.05, hi - lo))
-    axes[0].set_ylabel(metric)
+    axes[0].set_ylabel(f"{metric.split('_')[0]} bits (seed mean)")
     axes[0].set_xlabel(_short(key))
     axes[1].bar(labels, frame["our s/step"], color="C1")
     error_bars(axes[1], labels, frame["our s/step"], yerr=frame["our s/step sd"])
     axes[1].set_ylabel("seconds per step")
     axes[1].set_xlabel(_short(key))
-    fig.suptitle(f"{ctx.manifest.name}: {_short(key)} against bits and step time\n{ctx.label}", fontsize=9)
+    fig.suptitle(ctx.title(f"{ctx.manifest.name}: {_short(key)} against bits and step time"), fontsize=9)
     path = ctx.save_figure(fig, "ablation")
     return [(md, "table"), (path, f"Ablation of {_short(key)} ({ctx.label}): seed means, bars: ± sd")]

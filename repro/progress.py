@@ -1,8 +1,11 @@
-"""Progress lines for logs (off a TTY, where Lightning's bar is off): ``repro run``'s line per run with the
-ETA of what is left, and the durations a training run's lines show (:class:`repro.train.module.ProgressLines`).
-No Lightning here: the CLI imports this module at start-up."""
+"""Progress lines for logs (off a TTY, where Lightning's bar is off): printed at once, and the durations
+they show (``repro run``'s line per run, :mod:`repro.cli.eta`; a training run's lines,
+:class:`repro.train.module.ProgressLines`). No Lightning here: the CLI imports this module at start-up."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 
 def say(line: str) -> None:
@@ -20,19 +23,61 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def plan_line(
-    k: int,
-    n: int,
-    elapsed: float,
-    remaining_steps: int,
-    per_step: float | None,
-    remaining_runs: int = 0,
-    per_run: float | None = None,
-) -> str:
-    """``[k/n] elapsed 3m12s, ETA 10m04s``: the training steps left at the stored s/step, plus each run
-    left's evaluation (and start-up) at the seconds the stored or just finished runs took for theirs."""
-    if not per_step:
-        return f"[{k}/{n}] elapsed {duration(elapsed)}, ETA after a run is timed"
-    left = per_step * remaining_steps + (per_run or 0.0) * remaining_runs
-    counted = "stored s/step and evaluation time" if per_run is not None else "stored s/step; evaluation not timed yet"
-    return f"[{k}/{n}] elapsed {duration(elapsed)}, ETA {duration(left)} ({counted})"
+class Every:
+    """When a progress line is due: after the first ``first`` units (an early rate, so an early ETA), then
+    every ``every`` units or ``seconds`` seconds, whichever comes first, and at the ``total``."""
+
+    def __init__(
+        self,
+        total: float,
+        every: float,
+        first: float,
+        seconds: float = 30.0,
+        start: float = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.total, self.every, self.first, self.seconds, self.clock = total, max(1, every), first, seconds, clock
+        self.start = self.last = start
+        self.began = self.at = clock()
+
+    def due(self, done: float) -> bool:
+        now = self.clock()
+        early = self.last == self.start and done - self.start >= self.first
+        if not early and done - self.last < self.every and now - self.at < self.seconds and done < self.total:
+            return False
+        self.last, self.at = done, now
+        return True
+
+    def rate(self, done: float) -> float:
+        """Seconds per unit since the start."""
+        return (self.at - self.began) / max(1, done - self.start)
+
+
+class Lines:
+    """Progress lines of a loop over ``total`` units, off a terminal (on one, a bar): after the first 1%,
+    then every quarter or 30 s, and at the end: ``  evaluating test 120k/247k targets  ETA 1m10s``."""
+
+    def __init__(self, what: str, total: int, unit: str, echo: Callable[[str], None] = say, **when):
+        self.what, self.total, self.unit, self.echo = what, total, unit, echo
+        self.done = 0
+        self.when = Every(total, max(1, total // 4), max(1, total // 100), **when)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self.when.due(self.done):
+            left = self.when.rate(self.done) * max(0, self.total - self.done)
+            self.echo(f"  {self.what} {_count(self.done)}/{_count(self.total)} {self.unit}  ETA {duration(left)}")
+
+    def close(self) -> None:
+        """Nothing to close (a bar's interface)."""
+
+
+def _count(n: int) -> str:
+    """``950``, ``1.5k``, ``120k``, ``3.2M``."""
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k"
+    if n < 1_000_000:
+        return f"{n / 1000:.0f}k"
+    return f"{n / 1e6:.1f}M"

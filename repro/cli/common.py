@@ -10,6 +10,7 @@ from repro.bounds import ALLOW_READ, TRUST_CODE
 from repro.config import manifest as manifests
 from repro.config import overrides
 from repro.errors import UserError
+from repro.progress import say
 from repro.report import lookup
 from repro.store.runs import results_root
 
@@ -27,6 +28,28 @@ def select(args) -> list[manifests.Manifest]:
     if len(found) > 1:
         print(f"{args.name}: {len(found)} manifests: {', '.join(m.name for m in found)}", flush=True)
     return found
+
+
+def at_scale(plan: list[manifests.Manifest], scale: str) -> list[manifests.Manifest]:
+    """The manifests of a group (or a gathering manifest's parts) that have ``scale``, saying which were
+    left out; an error only when none has it. One manifest is kept as it is (its own error names it)."""
+    if len(plan) < 2:
+        return plan
+    kept = [m for m in plan if scale in m.scale_names()]
+    if not kept:
+        scales = "; ".join(f"{m.name}: {', '.join(m.scale_names())}" for m in plan)
+        raise UserError(f"--scale {scale}: none of the {len(plan)} manifests has this scale (their scales: {scales})")
+    left = [m.name for m in plan if m not in kept]
+    if left:
+        say(f"left out, no scale {scale!r}: {', '.join(left)}")
+    return kept
+
+
+def seeds_option(seeds: int | None) -> int | None:
+    """``--seeds N``, checked: replicates of every grid cell (None: the manifest's)."""
+    if seeds is not None and seeds < 1:
+        raise UserError(f"--seeds {seeds}: allowed: a positive number of seeds per grid cell")
+    return seeds
 
 
 def save(args, found: list[manifests.Manifest]) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from repro.cli.common import override_args, save, select, store_root
+from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root
 from repro.config import manifest as manifests
 from repro.config.cells import value_text
 from repro.console import print_table
@@ -43,20 +44,36 @@ def cmd_list(args) -> int:
         print(json.dumps(records, indent=2))
         return 0
     rows = [
-        (r["name"], r["title"] or f"INVALID: {r['error']}", str(r.get("runs", "-")), str(r.get("finished", "-")))
+        (r["name"], r["title"] or "INVALID (below)", str(r.get("runs", "-")), str(r.get("finished", "-")))
         for r in records
     ]
     print_table([("manifest", "title", f"runs@{args.scale}", "finished"), *rows])
+    for r in records:  # under the table, where a long message does not widen every row
+        if r["title"] is None:
+            print(f"INVALID {r['name']}: {r['error']}")
     return 0
+
+
+# the columns every run has: header, the dotted key a grid or an override names it by, its value
+FIXED = (
+    ("seed", "train.seed", lambda s: s.train.seed),
+    ("data", "data.label", lambda s: s.data.label),
+    ("block", "data.block", lambda s: s.data.block),
+    ("family", "model.family", lambda s: s.family),
+    ("steps", "train.steps", lambda s: s.train.steps),
+    ("batch", "train.batch_size", lambda s: s.train.batch_size),
+)
 
 
 def cmd_show(args) -> int:
     found = select(args)
     out = []
-    for m in lookup.with_parts(found, override_args(args)):
-        specs = m.expand(args.scale)
+    for m in at_scale(lookup.with_parts(found, override_args(args)), args.scale):
+        specs = m.expand(args.scale, seeds=seeds_option(args.seeds))
         keys = list(m.grid_for(args.scale))
-        shown = keys + [k for k in m.set if k not in keys]  # the overrides' keys are columns too
+        fixed = {key for _, key, _ in FIXED}
+        # the grid's and the overrides' keys are columns too, once each (train.steps is the steps column)
+        shown = [k for k in keys + [k for k in m.set if k not in keys] if k not in fixed]
         if args.json:
             out.append(
                 {
@@ -72,16 +89,12 @@ def cmd_show(args) -> int:
             (
                 s.run_id,
                 *(value_text(s.cell[k] if k in s.cell else _dotted(s.resolved(), k)) for k in shown),
-                s.data.label,
-                str(s.data.block),
-                s.family,
-                str(s.train.steps),
-                str(s.train.batch_size),
+                *(str(value(s)) for _, _, value in FIXED),
             )
             for s in specs
         ]
         print(f"{m.name}: {m.title} [scale {args.scale}]")
-        print_table([("run_id", *shown, "data", "block", "family", "steps", "batch"), *rows])
+        print_table([("run_id", *shown, *(header for header, _, _ in FIXED)), *rows])
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     save(args, found)
@@ -95,12 +108,21 @@ def _dotted(tree: dict, key: str):
 
 
 def cmd_validate(args) -> int:
+    """Every manifest is checked: each failure is one ``error:`` line on stderr, exit status 2 if any."""
     paths = [Path(p) for p in args.paths] or list(manifests.discover().values())
+    failed = 0
     for path in paths:
-        m = lookup.load(path, run_code=args.renderers)
+        try:
+            m = lookup.load(path, run_code=args.renderers)
+        except UserError as err:
+            failed += 1
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            continue
         code = f"  renderer files: {', '.join(map(str, m.analysis))}" if m.analysis else ""
         loaded = " (loaded)" if args.renderers else " (read, not run: --renderers loads them)"
-        print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}{code}{loaded * bool(code)}")
+        print(f"ok  {m.name}  ({path})  scales: {', '.join(m.scale_names())}{code}{loaded * bool(code)}", flush=True)
         for warning in m.claim_warnings():
             print(f"    warning: {warning}")
-    return 0
+    if failed and len(paths) > 1:
+        print(f"{failed} of {len(paths)} manifests invalid")
+    return 2 if failed else 0

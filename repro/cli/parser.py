@@ -26,9 +26,11 @@ from repro.train import launch
 DESCRIPTION = """Reproduce the tables and figures of Adaptive Attention Span (Sukhbaatar et al. 2019) and
 Sparse Transformers (Child et al. 2019): train a manifest's runs into the store, then judge its claims.
 
-first steps:  repro list                  every manifest, with its runs and how many are finished
-              repro run as-table1         train its runs (tiny scale by default; finished runs are skipped)
-              repro report as-table1      its tables, figures and claim verdicts from the stored runs
+first steps:  repro list                           every manifest, with its runs and how many are finished
+              repro run smoke --results /tmp/first   train one small model into a fresh root (minutes)
+              repro report smoke --results /tmp/first
+              repro report as-table1               a table, its figures and claim verdicts from the shipped runs
+              repro run as-table1 --results DIR    train its runs afresh (tiny scale by default; ETA first)
 """
 
 
@@ -103,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("show", cmd_show, "the resolved runs of a manifest (or a group) as a table")
     manifest_args(p)
+    seeds_arg(p, "show")
     p.add_argument("--json", action="store_true", help="print JSON, each run with its resolved spec")
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
 
@@ -128,13 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="cap every run at N steps (a different run id: kept out of reports)",
     )
-    p.add_argument(
-        "--seeds",
-        type=int,
-        default=None,
-        metavar="N",
-        help="train N seeds of every grid cell (replicates: train.seed + 0 .. N-1; default: the manifest's)",
-    )
+    seeds_arg(p, "train")
     p.add_argument(
         "--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing"
     )
@@ -149,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="nodes per run (default 1): started by torchrun or srun, or allocated by --launcher slurm",
     )
     p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the libraries' lines (Lightning's device and stop lines, W&B's banners and summaries)",
+    )
     p.add_argument("--save", metavar="PATH", default=None, help=SAVE_HELP)
     p.add_argument("--run-id", default=None, metavar="ID", help="only the run with this id (what a job runs)")
     p.add_argument(
@@ -249,6 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     data_cli.register(sub, parents=[common])
     return parser
+
+
+def seeds_arg(p: argparse.ArgumentParser, verb: str) -> None:
+    """``--seeds N``: as many replicates of every grid cell as ``repro run --seeds N`` trains."""
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"{verb} N seeds of every grid cell (replicates: train.seed + 0 .. N-1; default: the manifest's)",
+    )
 
 
 RESULTS_HELP = "results root (default: $REPRO_RESULTS or results/)"

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from repro import data, progress
-from repro.cli.common import override_args, save, select, store_root
+from repro.cli import eta
+from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root
 from repro.cli.status import run_state
 from repro.config import manifest as manifests
 from repro.errors import UserError
@@ -15,7 +16,7 @@ from repro.progress import say
 from repro.report import lookup
 from repro.store import runs as store
 from repro.store.runs import RunDir
-from repro.train import launch, signals
+from repro.train import launch, quiet, signals
 
 
 def cmd_run(args) -> int:
@@ -27,6 +28,7 @@ def cmd_run(args) -> int:
     )
 
     signals.install()
+    quiet.configure(args.verbose)
     for option, what in (("devices", "devices"), ("num_nodes", "nodes")):
         if getattr(args, option) < 1:
             raise UserError(
@@ -38,8 +40,7 @@ def cmd_run(args) -> int:
             "--retrain-checkpoint: retrains here, in one process, the runs as stored; allowed without "
             "--launcher, --max-steps, --devices and --num-nodes"
         )
-    if args.seeds is not None and args.seeds < 1:
-        raise UserError(f"--seeds {args.seeds}: allowed: a positive number of seeds per grid cell")
+    seeds_option(args.seeds)
     if args.launcher and distributed.launched_by():
         raise UserError(
             f"--launcher {args.launcher}: this process is one of those {distributed.launched_by()} started; "
@@ -47,7 +48,7 @@ def cmd_run(args) -> int:
         )
     world = None if args.launcher else distributed.world(args.devices, args.num_nodes)
     found = select(args)
-    plan = lookup.with_parts(found, override_args(args))
+    plan = at_scale(lookup.with_parts(found, override_args(args)), args.scale)
     for m in [m for m in plan if m.base is None]:
         print(f"{m.name} trains nothing; `repro report {m.command}` draws it")
     plan = [m for m in plan if m.base is not None]
@@ -79,11 +80,18 @@ def cmd_run(args) -> int:
         distributed.start(world)
         distributed.first(world, prepare)
     echo = say if world is None or world.leads else _quiet
+    if args.max_steps is not None:
+        echo(
+            f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
+            f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
+        )
+    timings = eta.Timings(eta.default_roots(root))
     if args.dry_run:
         for m, s in specs:
             state = run_state(RunDir(root, m.name, s.run_id))
             why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
             echo(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
+        echo(eta.plan([s for m, s in specs if not RunDir(root, m.name, s.run_id).finished], timings))
         return 0
     if args.launcher:
         return _launch(
@@ -92,6 +100,12 @@ def cmd_run(args) -> int:
             [(m.name, s.run_id) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
             len(specs),
         )
+    if not args.retrain_checkpoint and specs and all(RunDir(root, m.name, s.run_id).finished for m, s in specs):
+        echo(
+            f"all {len(specs)} run(s) already finished under {root}/: nothing to train (`repro report "
+            f"{args.name}` reports them; `--results DIR` trains them afresh into DIR)"
+        )
+        return 0
     known = manifests.discover()
     mode = resolve_mode(args.no_wandb)
     if mode != "disabled" and (world is None or world.leads):  # before any run is written: W&B's folder
@@ -99,20 +113,14 @@ def cmd_run(args) -> int:
     runner.settle_isa(root, [s for _, s in specs])  # a resumed run's instruction set first (docs/reproducibility.md)
     failed = busy = 0
     started = time.monotonic()
-    beside_training: list[float] = []  # this session's runs: wall seconds beyond their training steps
     for i, (m, spec) in enumerate(specs, 1):
-        todo = [(n, s) for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished]
-        line = progress.plan_line(
-            i,
-            len(specs),
-            time.monotonic() - started,
-            sum(s.train.steps for _, s in todo),
-            _per_step(root, specs),
-            len(todo),
-            _per_run(root, specs, beside_training),
+        timings.refresh()  # the runs this session finished time the ones left of their shape
+        todo = [s for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished]
+        echo(
+            f"[{i}/{len(specs)}] elapsed {progress.duration(time.monotonic() - started)}, {eta.plan(todo, timings)}"
+            f"\n  {m.name} {spec.cell_name + ' ' if spec.cell else ''}({spec.run_id}, scale {spec.scale}, "
+            f"data {spec.data.label})"
         )
-        echo(f"{line}  {m.name} {spec.cell_name} ({spec.run_id}, scale {spec.scale}, data {spec.data.label})")
-        began = time.monotonic()
         try:
             if args.retrain_checkpoint:
                 outcome = retrain.checkpoint(spec, m, root, echo=echo)
@@ -124,8 +132,6 @@ def cmd_run(args) -> int:
             if world.leads and RunDir(root, m.name, spec.run_id).path.exists():
                 _remember(root, m, known)
         s = outcome.summary
-        if outcome.status == "finished" and s.get("train_seconds"):
-            beside_training.append(max(0.0, time.monotonic() - began - float(s["train_seconds"])))
         if outcome.status in ("failed", "busy"):
             failed += outcome.status == "failed"
             busy += outcome.status == "busy"
@@ -207,20 +213,3 @@ def _remember(root: Path, m, known: dict[str, Path]) -> None:
     """Record a manifest that discovery does not find (or one with overrides), so that its name works later."""
     if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
         store.record_source(root, m.name, m.path, m.args)
-
-
-def _per_run(root: Path, specs: list, measured: list[float]) -> float | None:
-    """Mean seconds a run takes beyond its training steps (evaluation, analysis, start-up): the stored
-    ``eval_seconds`` of the finished runs among ``specs`` and what this session's runs took; None before any."""
-    runs = [RunDir(root, m.name, s.run_id) for m, s in specs]
-    stored = [run.summary().get("eval_seconds") for run in runs if run.finished]
-    values = [float(v) for v in stored if v is not None] + measured
-    return sum(values) / len(values) if values else None
-
-
-def _per_step(root: Path, specs: list) -> float | None:
-    """Mean stored seconds per step of the finished runs among ``specs`` (None before any)."""
-    runs = [RunDir(root, m.name, s.run_id) for m, s in specs]
-    known = [run.summary() for run in runs if run.finished]  # a corrupt summary is not finished
-    values = [k["seconds_per_step"] for k in known if k.get("seconds_per_step")]
-    return sum(values) / len(values) if values else None

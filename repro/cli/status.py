@@ -56,11 +56,12 @@ def cmd_status(args) -> int:
 
 def _described(root: Path, row: dict, cell: dict) -> dict:
     """A listed run with its grid cell in words, its seed, and, unfinished, its steps so far out of its
-    steps (``120/600``: the last step its metrics logged)."""
+    steps (``120/600``: the steps done up to the last row its metrics logged)."""
     row = {**row, "cell": cell_text(cell) or "-", "seed": row.get("train.seed")}
     if row.get("status") != "finished" and _missing(row.get("steps")):
         logged = RunDir(root, row["manifest"], row["run_id"]).metrics()
-        done = int(logged["step"].max()) if "step" in logged and logged["step"].notna().any() else 0
+        # a row's step counts from 0 (the 5th step logs step 4): steps done, as the interrupt line counts
+        done = int(logged["step"].max()) + 1 if "step" in logged and logged["step"].notna().any() else 0
         row["steps"] = f"{done}/{row['train.steps']}" if not _missing(row.get("train.steps")) else str(done)
     return row
 

@@ -436,7 +436,7 @@ def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
     renderers' and checked with them: :func:`repro.report.renderers.check_manifest`)."""
     where = f"{manifest.path}: reference.runs"
     if not isinstance(entries, list):
-        raise ManifestError(f"{where}: expected a list of {{match, label, <metric>: value}} entries")
+        raise ManifestError(f"{where}: expected a list of {{match, label, prior, <metric>: value}} entries")
     keys = {k for s in manifest.scale_names() for k in manifest.grid_for(s)}
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("match", {}), dict):
@@ -448,9 +448,11 @@ def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
                 )
         if not isinstance(entry.get("label", ""), str):
             raise ManifestError(f"{where}[{i}].label: expected a string, got {show(entry['label'])}")
+        if not isinstance(entry.get("prior", False), bool):
+            raise ManifestError(f"{where}[{i}].prior: expected true or false, got {show(entry['prior'])}")
         for key, value in entry.items():
             if (
-                key not in ("match", "label")
+                key not in ("match", "label", "prior")
                 and value is not None
                 and (isinstance(value, bool) or not isinstance(value, (int, float)))
             ):

@@ -11,7 +11,7 @@ from pathlib import Path
 from repro.config import manifest, overrides
 from repro.config.manifest import Manifest, ManifestError, discover, is_path, matching, read, resolve, unknown
 from repro.report.renderers import check_manifest
-from repro.store.runs import sources
+from repro.store.runs import RunDir, sources
 
 
 def load(path: Path, run_code: bool = False) -> Manifest:
@@ -76,3 +76,36 @@ def part(m: Manifest, name: str) -> Manifest:
         return check_manifest(resolve(name))
     except ManifestError as err:
         raise ManifestError(f"{m.path}: parts: {err}") from None
+
+
+def base_name(m: Manifest) -> str:
+    """The name of the manifest ``m`` derives from (its own name when it has no overrides): a derived
+    manifest's name is its base's, a dot, then the suffix that records its ``set``/``sweep``."""
+    tail = "." + overrides.suffix(m.set, m.sweep) if m.set or m.sweep else ""
+    return m.name[: -len(tail)] if tail and m.name.endswith(tail) else m.name
+
+
+def relatives_with_runs(m: Manifest, root: Path) -> list[tuple[str, int]]:
+    """The other manifests of ``m``'s base stored under ``root`` (the base itself, manifests derived from
+    it by overrides: ``as-table1.train.steps_100``), each with its number of finished runs, those with any."""
+    base = base_name(m)
+    found = []
+    for folder in sorted((root / "runs").glob(f"{base}*")):
+        name = folder.name
+        if name == m.name or not (name == base or name.startswith(base + ".")) or not folder.is_dir():
+            continue
+        done = sum(RunDir(root, name, s.parent.name).finished for s in folder.glob("*/summary.json"))
+        if done:
+            found.append((name, done))
+    return found
+
+
+def elsewhere(m: Manifest, root: Path) -> list[str]:
+    """Report lines for a manifest with no stored runs: the relatives of :func:`relatives_with_runs` and
+    the command that reports each (none: no line)."""
+    found = relatives_with_runs(m, root)
+    if not found:
+        return []
+    lines = ["Stored runs of the same manifest with other overrides (each its own report):", ""]
+    lines += [f"- `{name}`: {done} finished run(s); `repro report {name}`" for name, done in found]
+    return [*lines, ""]

@@ -135,6 +135,15 @@ class Context:
         atomic.write_text(base.with_name(base.name + ".md"), "\n".join(lines) + "\n")
         return base.with_name(base.name + ".md")
 
+    def title(self, what: str) -> str:
+        """A figure's title: ``what``, the overrides of a derived manifest, then the scale and data, and
+        at a trained scale other than the paper's the banner that these are not the paper's numbers."""
+        derived = [f"{k}={v}" for k, v in self.manifest.set.items()] + [
+            f"{k}={','.join(map(str, v))}" for k, v in self.manifest.sweep.items()
+        ]
+        banner = " — NOT the paper's numbers" if self.scale not in ("paper", "none") else ""
+        return f"{what}" + (f" [{' '.join(derived)}]" if derived else "") + f"\n{self.label}{banner}"
+
     @property
     def label(self) -> str:
         """What every figure states: scale and dataset(s)."""

@@ -2,18 +2,25 @@
 
 One trackio project per scale (``repro-tiny``, ``repro-cpu``, ...: one scale at a time; trackio's
 Project menu switches), all kept in ``<results>/trackio/``. Each finished run is one trackio run, id
-``<manifest>/<run_id>``, named by its grid values and manifest (``limit=16 · as-fig3``).
+``<manifest>/<run_id>``, named short enough for a bar's label: its grid values (a one-key grid's value
+alone), its seed where the cell has several, its manifest (``adaptive-small s1 · as-table1``).
+
+Cells, not seeds, are compared: every run of a grid cell (its seeds) is drawn in the cell's one colour
+(a palette ordered as trackio orders the runs, :func:`cell_palette`), and the config's ``_Group`` is the
+cell, so trackio's "Group by: Group" lists each cell's seeds together. (trackio cannot preset "Group
+by", nor draw a band over seeds: docs/tracking.md.)
 
 Metrics: metrics.csv's series (per-head series as a mean per layer, as W&B gets them; the model's
 constants, :data:`repro.track.loggers.CONSTANTS`, go to the config), and at the last step the
 summary's results as ``summary/<key>`` (trackio draws single-point metrics as bars, one per run),
 with the paper's number beside them as ``<name> (paper)`` where the manifest's ``reference.runs``
-gives one for the run's cell. The page opens on one section, ``bits``: ``train/bits`` and
+gives one for the run's cell and it is the same model (not an entry marked ``prior: true``: a prior
+work's number in the role the cell plays, which the report names but the dashboard does not draw). The page opens on one section, ``bits``: ``train/bits`` and
 ``valid/bits_quick`` against steps, then the summary's test and valid bits (:data:`RENAMED`,
 :data:`PLOT_ORDER`).
 
 Config: manifest, scale, run id, code version and the grid values as top-level columns (trackio's
-"Group by" choices; ``_Group`` is the manifest) with the model's constants, then the spec's sections,
+"Group by" choices; ``_Group`` is the cell) with the model's constants, then the spec's sections,
 the summary (less what the config says already) and the paper's reference entry as nested mappings,
 lists as lists (the run comparer shows ``data.block``, ``["valid","test"]``).
 
@@ -23,6 +30,8 @@ version of this module imported it (:data:`FORMAT`); unfinished runs wait until 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
 import re
@@ -33,13 +42,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from repro.config.cells import cell_text
+from repro.config.cells import cell_text, value_text
 from repro.errors import UserError
 from repro.store.runs import RunDir, table
 from repro.track.loggers import PROJECT, grid_columns, per_head_view, split_constants
 
 SECTIONS = ("data", "model", "train", "eval")
-FORMAT = 2  # what an import writes; runs imported in another format are imported again
+FORMAT = 3  # what an import writes; runs imported in another format are imported again
 # The summary's results drawn as bars (the rest of the summary is config): bits first.
 BARS = re.compile(r"^(test_bits|valid_bits)(_.*)?$|^(avg_span|dynamic_span_mean|flops_per_token|seconds_per_step)$")
 # The first section, ``bits``: the curves and the summary's bits (the paper's beside them); the page opens on it.
@@ -105,12 +114,35 @@ def cell_columns(cell: dict[str, Any], taken: set[str]) -> dict[str, Any]:
     return {k.replace(".", "_"): v for k, v in grid_columns(flat, taken).items()}
 
 
-def run_name(spec: dict[str, Any], twin: bool = False) -> str:
-    """``<grid values> · <manifest>`` (the manifest alone for a single-run manifest); ``twin`` (another
-    stored run of the same manifest, scale and cell) adds the run id's start."""
-    words = cell_text(spec.get("cell") or {})
-    name = f"{words} · {spec['manifest']}" if words else spec["manifest"]
+def cell_words(cell: dict[str, Any]) -> str:
+    """A grid cell in few words: a one-key grid's value alone (``adaptive-small``), else ``key=value``s."""
+    if len(cell) == 1 and not isinstance(next(iter(cell.values())), dict):
+        return value_text(next(iter(cell.values())))
+    return cell_text(cell)
+
+
+def group_name(spec: dict[str, Any]) -> str:
+    """The run's grid cell and manifest (``adaptive-small · as-table1``): what its seeds share."""
+    words = cell_words(spec.get("cell") or {})
+    return f"{words} · {spec['manifest']}" if words else spec["manifest"]
+
+
+def run_name(spec: dict[str, Any], seeds: bool = False, twin: bool = False) -> str:
+    """``<grid values> s<seed> · <manifest>``: the seed where the cell has several (``seeds``); ``twin``
+    (another stored run of the same cell and seed: a shortened one, say) adds the run id's start."""
+    words = cell_words(spec.get("cell") or {})
+    seed = ((spec.get("train") or {}).get("seed")) if seeds else None
+    head = " ".join(w for w in (words, f"s{seed}" if seed is not None else "") if w)
+    name = f"{head} · {spec['manifest']}" if head else spec["manifest"]
     return f"{name} #{spec['run_id'][:6]}" if twin else name
+
+
+def cell_palette(groups: list[str], colours: list[str]) -> list[str]:
+    """trackio's page colours the n-th run it lists (the newest first) with the n-th colour of its
+    palette: given each run's group in the page's order, the palette that gives every run of a group
+    its group's colour."""
+    order = list(dict.fromkeys(groups))
+    return [colours[order.index(g) % len(colours)] for g in groups]
 
 
 def _number(value: Any) -> bool:
@@ -130,7 +162,7 @@ def run_config(run: RunDir, constants: dict[str, Any], paper: dict[str, Any]) ->
         **nested,
         "summary": {k: v for k, v in run.summary().items() if k not in said},
         **({"paper": paper} if paper else {}),
-        "_Group": spec.get("manifest"),
+        "_Group": group_name(spec),
         "_repro_format": FORMAT,
     }
 
@@ -151,7 +183,8 @@ def run_metrics(run: RunDir, paper: dict[str, Any]) -> tuple[list[dict[str, floa
     summary = {k: float(v) for k, v in run.summary().items() if BARS.match(k) and _number(v)}
     names = {k: RENAMED.get(f"summary/{k}", f"summary/{k}") for k in summary}
     last = {names[k]: v for k, v in summary.items()}
-    last.update({f"{names[k]} (paper)": float(paper[k]) for k in summary if _number(paper.get(k))})
+    if not paper.get("prior"):  # a prior work's number is another model's: not drawn beside ours
+        last.update({f"{names[k]} (paper)": float(paper[k]) for k in summary if _number(paper.get(k))})
     if rows:
         rows[-1].update(last)
     else:
@@ -193,9 +226,20 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
         (row["manifest"], row["run_id"]): RunDir(root, row["manifest"], row["run_id"]).spec()
         for _, row in runs.iterrows()
     }
-    cells = Counter((s["manifest"], s.get("scale"), cell_text(s.get("cell") or {})) for s in specs.values())
-    for _, row in runs.iterrows():
-        run, spec = RunDir(root, row["manifest"], row["run_id"]), specs[row["manifest"], row["run_id"]]
+
+    def cell(s: dict) -> tuple:
+        return s["manifest"], s.get("scale"), cell_text(s.get("cell") or {})
+
+    def seed(s: dict) -> Any:
+        return (s.get("train") or {}).get("seed")
+
+    cells = Counter(cell(s) for s in specs.values())
+    seeded = Counter((*cell(s), seed(s)) for s in specs.values())
+    by_key = {(r["manifest"], r["run_id"]): r for r in runs.to_dict("records")}
+    # imported cell by cell, each cell's seeds in order: the page lists a cell's seeds together
+    for stored in sorted(specs, key=lambda k: [str(v) for v in (*cell(specs[k]), seed(specs[k]))]):
+        row, spec = by_key[stored], specs[stored]
+        run = RunDir(root, row["manifest"], row["run_id"])
         key, name = f"{row['manifest']}/{row['run_id']}", project(str(spec.get("scale")))
         if name not in formats:
             configs = store.get_all_run_configs(name)
@@ -213,10 +257,10 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
             store.delete_run(name, key, run_id=key)
         paper = references(spec["manifest"], spec.get("cell") or {})
         rows, steps, constants = run_metrics(run, paper)
-        twin = cells[spec["manifest"], spec.get("scale"), cell_text(spec.get("cell") or {})] > 1
+        twin = seeded[(*cell(spec), seed(spec))] > 1
         store.bulk_log(
             project=name,
-            run=run_name(spec, twin),
+            run=run_name(spec, seeds=cells[cell(spec)] > 1, twin=twin),
             run_id=key,
             metrics_list=rows,
             steps=steps,
@@ -241,13 +285,24 @@ def serve(
     root: Path, scale: str, run_ids: list[str], shown: int, port: int | None = None, host: str | None = None
 ) -> None:
     """Serve the dashboard of ``scale`` (``shown`` runs, ``run_ids`` selected) until interrupted (Ctrl-C)."""
-    storage(root)
+    store = storage(root)
     os.environ["TRACKIO_PLOT_ORDER"] = ",".join(PLOT_ORDER)  # read by trackio's server on each request
     import trackio  # the optional `dashboard` extra, bound to the results root by storage()
+    from trackio.utils import DEFAULT_COLOR_PALETTE
 
-    server, local_url, _, _ = trackio.show(
-        project=project(scale), open_browser=False, block_thread=False, server_port=port, host=host
-    )
+    configs = store.get_all_run_configs(project(scale))
+    # the page lists the newest run first, and colours the runs in that order
+    records = reversed(store.get_run_records(project(scale)))
+    groups = [(configs.get(r["id"]) or {}).get("_Group") or r["id"] for r in records]
+    with contextlib.redirect_stdout(io.StringIO()):  # trackio's own lines: a second URL, with a write token
+        server, local_url, _, _ = trackio.show(
+            project=project(scale),
+            open_browser=False,
+            block_thread=False,
+            server_port=port,
+            host=host,
+            color_palette=cell_palette(groups, DEFAULT_COLOR_PALETTE) or None,
+        )
     print(f"dashboard: {page_url(local_url, scale, run_ids, shown)}", flush=True)
     try:
         threading.Event().wait()

@@ -262,7 +262,8 @@ def resend_missing(logger, run: RunDir, before_step: int) -> int:
     for row in frame[frame["step"] < before_step].to_dict("records"):
         step = int(row.pop("step"))
         metrics = {k: float(v) for k, v in row.items() if v == v}
-        own = [k for k in metrics if _PER_HEAD.match(k) is None]
+        # per-head metrics are held as layer means, CONSTANTS in the config: neither is a history column
+        own = [k for k in metrics if _PER_HEAD.match(k) is None and k not in CONSTANTS]
         if metrics and any((step, k) not in held for k in own or ["train/bits"]):
             logger.log_metrics(metrics, step=step)
             sent += 1

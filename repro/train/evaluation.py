@@ -26,6 +26,7 @@ from tqdm import tqdm
 from repro.config.spec import RunSpec
 from repro.data.batching import eval_batches
 from repro.models.base import LanguageModel
+from repro.progress import Lines
 
 
 def min_context(spec: RunSpec, stateful: bool) -> int | None:
@@ -43,8 +44,10 @@ def evaluate(
     device: torch.device,
     vocab_size: int,
     max_targets: int | None = None,
-    progress: bool = False,
+    progress: str | None = None,
 ) -> dict[str, Any]:
+    """Bits of ``model`` over ``data``; ``progress``: the split's name, for a bar on a terminal and lines
+    off one (a log), as training shows."""
     model.eval()
     stateful = model.init_state(1, device) is not None
     context = min_context(spec, stateful)
@@ -85,15 +88,10 @@ def unigram_bits(train: np.ndarray, data: np.ndarray, vocab_size: int) -> float:
     return float(-log_p[np.asarray(data).ravel()].mean())
 
 
-def _progress(enabled: bool, data: np.ndarray):
-    if not enabled:
+def _progress(split: str | None, data: np.ndarray):
+    if split is None:
         return None
-    return tqdm(
-        total=int(data.size - (1 if data.ndim == 1 else 0)),
-        unit="tok",
-        unit_scale=True,
-        desc="evaluating",
-        file=sys.stderr,
-        leave=False,
-        disable=not sys.stderr.isatty(),
-    )
+    total = int(data.size - (1 if data.ndim == 1 else 0))
+    if not sys.stderr.isatty():
+        return Lines(f"evaluating {split}", total, "targets")
+    return tqdm(total=total, unit="tok", unit_scale=True, desc=f"evaluating {split}", file=sys.stderr, leave=False)

@@ -29,7 +29,7 @@ from repro.config.spec import RunSpec, TrainSpec
 from repro.data.batching import SequenceBatches, StreamBatches
 from repro.models import family
 from repro.models.base import LanguageModel, detach_state, map_state
-from repro.progress import duration, say
+from repro.progress import Every, duration, say
 from repro.store.checkpoints import LAST, RUN_ID
 from repro.train import distributed, memory, signals, throughput
 from repro.train.evaluation import evaluate
@@ -431,9 +431,13 @@ class TrainingMeter(pl.Callback):
             trainer.callback_metrics[self.OTHERS_MAX] = torch.tensor(float(np.max(self.others)))
 
 
+FIRST_STEPS = 10  # a run's first progress line: its ETA from these steps, before the first 5%
+
+
 class ProgressLines(pl.Callback):
-    """A line every ``every_steps`` steps or ``every_seconds`` seconds, whichever comes first, and at the
-    last step: ``step 120/600  train bits 2.913  0.210 s/step  ETA 1m41s`` (rank 0's, under DDP)."""
+    """A line after the first :data:`FIRST_STEPS` steps, then every ``every_steps`` steps or
+    ``every_seconds`` seconds, whichever comes first, and at the last step: ``step 120/600  train bits
+    2.913  0.210 s/step  ETA 1m41s`` (rank 0's, under DDP)."""
 
     def __init__(
         self,
@@ -447,17 +451,17 @@ class ProgressLines(pl.Callback):
         self.echo, self.clock = echo, clock
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self.start_step = self.last_step = trainer.global_step  # a resumed run starts where it stopped
-        self.start = self.last = self.clock()
+        # a resumed run starts where it stopped; the first line after a few steps: an early ETA
+        first = min(self.every_steps, FIRST_STEPS)
+        self.when = Every(self.steps, self.every_steps, first, self.every_seconds, trainer.global_step, self.clock)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not trainer.is_global_zero:
             return
-        step, now = trainer.global_step, self.clock()
-        if step - self.last_step < self.every_steps and now - self.last < self.every_seconds and step < self.steps:
+        step = trainer.global_step
+        if not self.when.due(step):
             return
-        self.last_step, self.last = step, now
-        per_step = (now - self.start) / max(1, step - self.start_step)
+        per_step = self.when.rate(step)
         bits = trainer.callback_metrics.get("train/bits")
         shown = f"{float(bits):.3f}" if bits is not None else "?"
         self.echo(

@@ -481,7 +481,8 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
     final.update({"flops_per_token": float(model.flops_per_token()), **(module.checkpoint_stats or model.stats())})
     final["unigram_bits"] = unigram_bits(data.train, data.splits["valid"], data.vocab.size)
     for name in spec.eval.splits:
-        result = evaluate(model, data.splits[name], spec, device, data.vocab.size, progress=True)
+        shown = name if trainer.is_global_zero else None  # rank 0's lines
+        result = evaluate(model, data.splits[name], spec, device, data.vocab.size, progress=shown)
         final.update(
             {
                 f"{name}_bits": result["bits"],

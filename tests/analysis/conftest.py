@@ -10,9 +10,16 @@ from matplotlib.collections import LineCollection
 from repro.report.renderers import Context
 
 
-def _axes(ax) -> dict:
+def _axes(ax, renderer) -> dict:
+    legend = ax.get_legend()
+    box = ax.get_window_extent(renderer)
     return {
         "title": ax.get_title(),
+        "suptitle": ax.figure.get_suptitle(),
+        "ylabel": ax.get_ylabel(),
+        # whether the drawn (laid out) legend lies over the plotting area, and whether gridlines show
+        "legend_over_data": legend is not None and legend.get_window_extent(renderer).overlaps(box),
+        "grid": any(line.get_visible() for line in ax.get_xgridlines() + ax.get_ygridlines()) and ax.axison,
         "lines": [(line.get_label(), np.asarray(line.get_xdata()), np.asarray(line.get_ydata())) for line in ax.lines],
         "points": [np.asarray(c.get_offsets()) for c in ax.collections if not isinstance(c, LineCollection)],
         "errorbars": [
@@ -20,18 +27,22 @@ def _axes(ax) -> dict:
         ],
         "bars": [p.get_height() for p in ax.patches],
         "images": [np.asarray(im.get_array()) for im in ax.images],
+        "colors": {line.get_label(): line.get_color() for line in ax.lines},
     }
 
 
 @pytest.fixture
 def drawn(monkeypatch) -> dict[str, list[dict]]:
-    """{figure stem: [per axes: title, lines (label, x, y), points, error bars (segments), bar heights, images]} of every figure
-    saved during the test."""
+    """{figure stem: [per axes: title, the figure's suptitle, y label, legend over the data, grid shown,
+    lines (label, x, y), points, error bars (segments), bar heights, images, line colours by label]} of
+    every figure saved during the test."""
     figures: dict[str, list[dict]] = {}
     save = Context.save_figure
 
     def capture(self, fig, stem):
-        figures[stem] = [_axes(ax) for ax in fig.axes]
+        fig.tight_layout()  # as saved
+        renderer = fig.canvas.get_renderer()
+        figures[stem] = [_axes(ax, renderer) for ax in fig.axes]
         return save(self, fig, stem)
 
     monkeypatch.setattr(Context, "save_figure", capture)

@@ -21,7 +21,7 @@ from repro.report import pages as report
 from repro.report.renderers import format_value, load, registry
 from repro.store.runs import RunDir
 
-_AS = load(SHIPPED / "adaptive_span.py")  # the renderer file, as `repro report` loads it
+_AS = load(manifests.analysis_root() / "adaptive_span.py")  # the renderer file, as `repro report` loads it
 layer_halves, mask_curve, paper_flops = _AS.layer_halves, _AS.mask_curve, _AS.paper_flops
 AS_DIR = Path(__file__).resolve().parents[2] / "experiments" / "adaptive_span"
 NAMES = [
@@ -345,3 +345,47 @@ def test_ablation_figures_draw_the_seed_spread(tmp_path, drawn, name, stem):
     assert heights and np.allclose(heights[0] / 2, 0.01 * cells / np.sqrt(2))  # two seeds i apart by `cells`
     csv = pd.read_csv(root / "reports" / "tables" / f"{name}-{stem}-tiny.csv")
     assert np.allclose(csv["dev bits sd"], 0.01 * cells / np.sqrt(2))
+
+
+def test_mended_figures_read_as_they_should(tmp_path, drawn):
+    """Issue 36: Figure 3's legends lie under its panels, not over the points; Figure 4's title gives S as
+    the integer it is; Table 1's caption names the paper's dataset and ours apart; a variant's valid curve
+    has its train curve's colour, and a scale without quick validation says so; a derived manifest's
+    figure names its overrides."""
+    from repro.config import overrides
+
+    root = tmp_path / "results"
+    report.render(_load("as-fig3"), root)  # nothing stored: no figure
+    _fake_store(root, _load("as-fig3"))
+    report.render(_load("as-fig3"), root)
+    assert [ax["legend_over_data"] for ax in drawn["fig3"][:3]] == [False, False, False]
+    assert "NOT the paper's numbers" in drawn["fig3"][0]["suptitle"]
+
+    specs = _fake_store(root, _load("as-fig4"))
+    report.render(_load("as-fig4"), root)
+    title = drawn[f"fig4-{specs[0].run_id}"][0]["suptitle"]
+    assert f"(S={specs[0].model.span.limit})" in title and ".0)" not in title
+
+    m = _load("as-table1")
+    specs = _fake_store(root, m)
+    report.render(m, root)
+    assert "(no run logged quick validation)" in drawn["curves"][0]["title"]  # the fake store logged none
+    for spec in specs:
+        RunDir(root, m.name, spec.run_id).append_metrics(
+            [{"step": 10, "train/bits": 3.0}, {"step": 20, "train/bits": 2.8, "valid/bits_quick": 2.9}]
+        )
+    report.render(m, root)
+    (curves,) = drawn["curves"]
+    colors = curves["colors"]
+    for variant in ("fixed-512", "adaptive-small", "adaptive-large"):
+        assert colors[f"variant={variant} (valid)"] == colors[f"variant={variant} (train)"]
+    assert len({colors[f"variant={v} (train)"] for v in ("fixed-512", "adaptive-small", "adaptive-large")}) == 3
+    assert "no run logged" not in curves["title"]
+    table = (root / "reports" / "tables" / "as-table1-table1-tiny.md").read_text().splitlines()[0]
+    assert table.startswith("# Table 1: bits per character") and "(text8)" not in table.split("—")[0]
+    assert "the paper's rows (on text8) beside ours (scale: tiny | data: wiki-lead" in table
+
+    derived = overrides.derive(AS_DIR / "as-fig3.yaml", ["train.steps=100"])
+    _fake_store(root, derived)
+    report.render(derived, root)
+    assert "Figure 3: fixed vs adaptive span as S grows [train.steps=100]" in drawn["fig3"][0]["suptitle"]

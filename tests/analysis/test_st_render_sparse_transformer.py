@@ -278,3 +278,30 @@ def test_ablations(tmp_path, name, key):
     assert files and files[0][0].exists()
     csv = pd.read_csv(tmp_path / "reports" / "tables" / f"{name}-ablation-tiny.csv")
     assert key in csv.columns and len(csv) == len(resolve(name).expand("tiny", seeds=1))
+
+
+def test_mended_figures_read_as_they_should(tmp_path, drawn):
+    """Issue 36: no gridlines over Figure 3's first column of matrices; a sample grid drawn before its
+    temperature was recorded names the command that draws one with it; Table 1 at a tiny scale carries
+    the banner that its bars are not the paper's numbers; the ablation's y axis is words, not a key."""
+    _render(tmp_path, "st-fig3", "none")
+    assert not any(ax["grid"] for ax in drawn["fig3-matrices"] if ax["images"])
+
+    (spec,) = resolve("st-fig5").expand("tiny", seeds=1)
+    run = _store_run(tmp_path, spec)
+    (run.path / "samples").mkdir()
+    pyplot().imsave(run.path / "samples" / "seed0.png", np.zeros((28, 28, 3)))  # an older grid's name
+    (fig5,) = [f for f in _render(tmp_path, "st-fig5") if f[0].name.startswith("st-fig5-fig5")]
+    assert "temperature not recorded" not in fig5[1] and f"`repro sample {spec.run_id}`" in fig5[1]
+
+    (spec,) = resolve("st-table1-audio").expand("tiny", seeds=1)
+    _store_run(tmp_path, spec, test_bits=5.3)
+    _render(tmp_path, "st-table1-audio")
+    (ax,) = drawn["table1"]
+    assert ax["bars"] == pytest.approx([5.3, 1.97]) and "NOT the paper's numbers" in ax["title"]
+
+    for i, spec in enumerate(resolve("st-ablate-stride").expand("tiny", seeds=1)):
+        _store_run(tmp_path, spec, test_bits=3.0 + 0.01 * i, valid_bits=3.0)
+    _render(tmp_path, "st-ablate-stride")
+    bits, speed = drawn["ablation"]
+    assert bits["ylabel"] == "test bits (seed mean)" and speed["ylabel"] == "seconds per step"

@@ -13,8 +13,9 @@ def test_show_dry_run_and_only(capsys, write_manifest):
     out = capsys.readouterr().out
     assert out.count("corpus.txt@") == 4 and "model.layers" in out  # the corpus by file name and hash
     assert main(["run", str(path), "--dry-run", "--only", "layers=2"]) == 0
-    out = capsys.readouterr().out.strip().splitlines()
+    *out, estimate = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 2 and all("layers=2" in line and "to run" in line for line in out)
+    assert estimate.startswith("ETA unknown: no stored run of the same shape as these 2")
     assert main(["run", str(path), "--dry-run", "--only", "heads=2"]) == 2
     assert "matches 0 grid keys" in capsys.readouterr().err
 
@@ -24,7 +25,10 @@ def test_max_steps_makes_a_different_run(capsys, write_manifest):
     main(["run", str(path), "--dry-run"])
     full = capsys.readouterr().out.split()[0]
     main(["run", str(path), "--dry-run", "--max-steps", "5"])
-    assert capsys.readouterr().out.split()[0] != full
+    note, line, _ = capsys.readouterr().out.splitlines()  # then the ETA
+    assert line.split()[0] != full
+    assert note.startswith("--max-steps 5: capped runs have run ids of their own and are kept out of reports")
+    assert f"`repro run {path} train.steps=5` trains a shortened manifest" in note
 
 
 def test_status_list_and_sync_without_runs(capsys, tmp_path):

@@ -111,7 +111,7 @@ def test_a_group_name_selects_every_matching_manifest(capsys, tmp_path, monkeypa
     assert code == 0 and out.startswith("table1: 2 manifests: as-table1, bs-table1")
     assert "as-table1: A tiny test manifest" in out and "bs-table1: A tiny test manifest" in out
     code, out, _ = run_cli(capsys, "run", "table1", "--dry-run")
-    assert code == 0 and [line.split()[1] for line in out.splitlines()[1:]] == ["as-table1", "bs-table1"]
+    assert code == 0 and [line.split()[1] for line in out.splitlines()[1:-1]] == ["as-table1", "bs-table1"]
     code, out, _ = run_cli(capsys, "show", "as-table1")  # an exact name selects one
     assert code == 0 and "bs-table1" not in out
 

@@ -155,7 +155,7 @@ def test_status_shows_cells_seeds_steps_so_far_and_a_gathering_manifests_parts(t
     )
     RunDir(root, m.name, stopped.run_id).write_summary({"status": "interrupted", "scale": "tiny"})
     RunDir(root, m.name, stopped.run_id).append_metrics(
-        [{"step": 5, "train/bits": 4.0}, {"step": 10, "train/bits": 3.5}]
+        [{"step": 4, "train/bits": 4.0}, {"step": 9, "train/bits": 3.5}]  # logged at steps 5 and 10, from 0
     )
     assert main(["status"]) == 0
     lines = {line.split()[1]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
@@ -191,7 +191,7 @@ def test_only_runs_the_cells_the_overrides_leave_valid(capsys, write_manifest):
     assert main(["run", str(path), "train.final_phase=40", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("left out, its overrides make this cell invalid: ") and "(grid cell steps=30)" in out[0]
-    assert len(out) == 2 and "steps=60  [to run]" in out[1]
+    assert len(out) == 3 and "steps=60  [to run]" in out[1] and out[2].startswith("ETA unknown")
     assert main(["run", str(path), "train.final_phase=40", "--only", "steps=60", "--dry-run"]) == 0
     assert "left out" not in capsys.readouterr().out  # --only excluded it anyway
     assert main(["run", str(path), "train.final_phase=90", "--dry-run"]) == 2
@@ -263,16 +263,6 @@ def test_a_benchmark_never_replaces_the_stored_record_unless_asked(tmp_path):
     assert args.out == "x.json" and args.replace
 
 
-def test_the_eta_counts_evaluation():
-    from repro.progress import plan_line
-
-    # 3 runs left of 100 steps at 0.05 s/step (15 s) and 44 s of evaluation each (132 s)
-    assert plan_line(2, 4, 60, 300, 0.05, 3, 44.0) == (
-        "[2/4] elapsed 1m00s, ETA 2m27s (stored s/step and evaluation time)"
-    )
-    assert plan_line(1, 4, 0, 400, 0.05, 4, None).endswith("ETA 20s (stored s/step; evaluation not timed yet)")
-
-
 MEASURED = re.compile(r"\b(measured|tiny reading|reading the|observ\w*|honestly|came out|we got|gave)\b[^.;]*\d", re.I)
 OUR_BITS = re.compile(
     r"\b\d\.\d{2,}\b[^.;]*\b(dev|test|valid) bits\b|\b(dev|test|valid) bits\b[^.;]*\b\d\.\d{2,}", re.I
@@ -298,8 +288,10 @@ def test_help_opens_with_what_the_tool_does_and_the_first_commands():
     opening = text.split("\n\n", 1)[1]
     assert opening.startswith("Reproduce the tables and figures of Adaptive Attention Span")
     steps = opening.split("first steps:", 1)[1].split("\n\n")[0]
-    assert [line.split()[:2] for line in steps.strip().splitlines()] == [
-        ["repro", "list"],
-        ["repro", "run"],
-        ["repro", "report"],
+    assert [line.split()[:3] for line in steps.strip().splitlines()] == [
+        ["repro", "list", "every"],
+        ["repro", "run", "smoke"],  # a first run that trains, into a fresh root
+        ["repro", "report", "smoke"],
+        ["repro", "report", "as-table1"],  # the shipped runs
+        ["repro", "run", "as-table1"],
     ]

@@ -62,7 +62,8 @@ def test_ablation_from_the_command_line_saved_as_a_manifest(capsys, tmp_path, wr
     assert main(["run", str(path), *sweep, "--save", str(saved)]) == 0
     out = capsys.readouterr().out
     assert out.count("finished:") == 2 and "step 30/30  train bits" in out and "s/step  ETA" in out
-    assert "[1/2] elapsed" in out and "ETA after a run is timed" in out and "(stored s/step and evaluation time)" in out
+    assert "[1/2] elapsed 0s, ETA unknown: no stored run of the same shape as these 2" in out
+    assert "[2/2] elapsed" in out and "for 1 run(s), from stored runs of the same shape under" in out
     name = "t-tiny.train.lr_0.003_0.001"
     runs = tmp_path / "results" / "runs"
     assert sorted(p.name for p in runs.iterdir()) == [name]  # apart from the base manifest's runs

@@ -60,8 +60,11 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
     assert (run.path / "spec.yaml").exists() and run.last_checkpoint is not None
 
     capsys.readouterr()
-    assert main(["run", str(path)]) == 0  # finished runs are skipped
-    assert "skipped" in capsys.readouterr().out
+    assert main(["run", str(path)]) == 0  # finished runs are skipped: one line says so, and what to do
+    assert capsys.readouterr().out == (
+        f"all 1 run(s) already finished under {tmp_path / 'results'}/: nothing to train (`repro report {path}` "
+        "reports them; `--results DIR` trains them afresh into DIR)\n"
+    )
     assert run.summary() == summary
 
     assert main(["report", str(path)]) == 0

@@ -52,9 +52,9 @@ def test_import_is_incremental_with_config_grouping_and_metrics(store, tmp_path)
     for spec in m.expand("tiny"):
         key, run = f"t-track/{spec.run_id}", RunDir(root, m.name, spec.run_id)
         limit = spec.cell["model.span.limit"]
-        assert records[key] == f"limit={limit} · t-track"
+        assert records[key] == f"{limit} · t-track"  # a one-key grid: its value
         config = storage.get_run_config("repro-tiny", run_id=key)
-        assert config["_Group"] == "t-track" and config["limit"] == limit and config["scale"] == "tiny"
+        assert config["_Group"] == f"{limit} · t-track" and config["limit"] == limit and config["scale"] == "tiny"
         assert config["model"]["span"]["limit"] == limit and config["train"]["lr"] == spec.train.lr
         assert config["eval"]["splits"] == list(spec.eval.splits)  # a list, not JSON text
         assert not [k for k in config if "." in k]  # trackio's comparer would show them escaped
@@ -86,13 +86,19 @@ def test_import_is_incremental_with_config_grouping_and_metrics(store, tmp_path)
     assert "a.b" not in storage.get_run_config("repro-tiny", run_id=key)
 
 
-def test_run_names_read_a_grid_row_by_its_values():
-    from repro.track.dashboard import cell_columns, run_name
+def test_run_names_read_a_grid_row_by_its_values_and_seeds_share_their_cells_colour():
+    from repro.track.dashboard import cell_columns, cell_palette, group_name, run_name
 
     spec = {"manifest": "st-table4", "run_id": "0ce7a26cafb5", "cell": {"data": {"name": "audio", "seq_len": 1024}}}
     assert run_name(spec) == "name=audio seq_len=1024 · st-table4"
     assert run_name({**spec, "cell": {}}) == "st-table4"
     assert run_name(spec, twin=True) == "name=audio seq_len=1024 · st-table4 #0ce7a2"
+    seeded = {"manifest": "as-table1", "run_id": "71136187bc4e", "cell": {"variant": "adaptive-small"}}
+    seeded["train"] = {"seed": 1}
+    assert run_name(seeded, seeds=True) == "adaptive-small s1 · as-table1"  # short enough for a bar's label
+    assert group_name(seeded) == "adaptive-small · as-table1"  # what its seeds share
+    groups = ["a", "b", "a", "c", "b", "a"]  # each run's cell, in trackio's order of the runs
+    assert cell_palette(groups, ["red", "green", "blue"]) == ["red", "green", "red", "blue", "green", "red"]
     columns = cell_columns({"data": {"name": "audio", "block": 64}, "model.d_model": 32}, {"data", "model", "name"})
     assert columns == {"data_name": "audio", "block": 64, "d_model": 32}
 
@@ -184,6 +190,7 @@ def test_dashboard_opens_on_the_bits_in_a_browser(store, chromium, tmp_path):
     printed = output.text()
     assert proc.returncode == 0 and "dashboard stopped" in printed, printed
     assert "project 'repro-tiny' (2 run(s) shown)" in printed
+    assert printed.count("http") == 1 and "write_token" not in printed  # one address, no token in the log
     assert "project=repro-tiny" in url and "plots_per_row=2" in url
     sections = _sections(dom)
     label, plots = sections[0]  # the first section: bits against steps, then the summary's bits as bars
@@ -199,7 +206,7 @@ def test_dashboard_opens_on_the_bits_in_a_browser(store, chromium, tmp_path):
     shown = [metric for _, plots in sections for metric, _ in plots]
     assert "model/avg_span" in shown and not [k for k in shown if k.endswith(("/params", "/span_limit"))]
     for spec in m.expand("tiny"):
-        assert f"limit={spec.cell['model.span.limit']} · t-track" in html.unescape(dom)  # legends and sidebar
+        assert f"{spec.cell['model.span.limit']} · t-track" in html.unescape(dom)  # legends and sidebar
 
     # the run comparer: nested keys as plain dotted paths, lists as lists, the constants as config
     values = {row[0]: row[1:] for row in rows if len(row) == 3}
@@ -216,3 +223,16 @@ def test_a_scale_without_finished_runs_is_a_one_line_error(store):
         .splitlines()[-1]
         .endswith("no finished run of t-track at scale 'cpu' to show (finished at: tiny); pass --scale")
     ), done.stderr
+
+
+def test_a_prior_works_number_is_not_drawn_beside_ours(store):
+    """Table 1's T12 entry (`prior: true`) is another model in the role our fixed-span row plays: the
+    dashboard draws the paper's number only beside the same model's."""
+    from repro.track.dashboard import run_metrics
+
+    spec = manifests.load(store.manifest).expand("tiny")[0]
+    run = RunDir(store.root, spec.manifest, spec.run_id)
+    rows, _, _ = run_metrics(run, {"label": "T12 (prior work)", "prior": True, "test_bits": 1.18})
+    assert "bits/test" in rows[-1] and "bits/test (paper)" not in rows[-1]
+    rows, _, _ = run_metrics(run, {"label": "the same model", "test_bits": 1.11})
+    assert rows[-1]["bits/test (paper)"] == 1.11
