@@ -386,7 +386,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
             path,
             data.get("claims") or [],
             _str_list(path, "requires", data.get("requires") or []),
-            ((data.get("base") or {}).get("model") or {}).get("family"),
+            _family(data.get("base")),
         ),
         parts=_str_list(path, "parts", data.get("parts") or []),
         description=str(data.get("description") or ""),
@@ -564,6 +564,12 @@ def _claims(path: Path, items: Any, requires: list[str], family: str | None) -> 
             )
         )
     return out
+
+
+def _family(base: Any) -> str | None:
+    """``base.model.family`` where base and model are mappings (the spec's own checks name anything else)."""
+    model = base.get("model") if isinstance(base, dict) else None
+    return model.get("family") if isinstance(model, dict) else None
 
 
 def _headline(path: Path, value: Any, items: list) -> str | None:

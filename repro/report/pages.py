@@ -199,6 +199,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
     elif runs.empty:
         first = DEFAULT_SCALE if DEFAULT_SCALE in manifest.scale_names() else manifest.scale_names()[0]
         lines += [f"No stored runs yet: `repro run {manifest.command} --scale {first}`.", ""]
+        lines += lookup.elsewhere(manifest, root)
     csv_frames = []
     for scale in [s for s in manifest.scale_names() if not runs.empty and s in set(runs["scale"])]:
         rows, others = split_current(manifest, scale, runs)
@@ -448,6 +449,7 @@ def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool
         reference = reference_for(manifest, cell)
         if "label" in reference:
             record["paper row"] = reference.pop("label")
+        reference.pop("prior", None)  # a prior-work row: the dashboard draws no bar for it, the table no column
         record.update({f"paper {k}": v for k, v in reference.items()})
         out.append(record)
     return pd.DataFrame(out)

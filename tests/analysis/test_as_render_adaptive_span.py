@@ -15,7 +15,6 @@ import pytest
 
 from repro import cli
 from repro.config import manifest as manifests
-from repro.config.manifest import ANALYSIS as SHIPPED
 from repro.models.flops import flops_per_token, paper_table_flops
 from repro.report import pages as report
 from repro.report.renderers import format_value, load, registry
