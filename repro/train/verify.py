@@ -113,9 +113,12 @@ def _environment(spec: dict, summary: dict) -> tuple[int, list[str]]:
 
 
 def _kernels(isa: str, summary: dict) -> str:
+    """How the run was re-executed, and what its summary did not record (so was assumed)."""
     said = "AVX2 kernels" if isa == "avx2" else f"this CPU's native {native_capability()} kernels"
-    recorded = (summary.get("environment") or {}).get("cpu_isa")
-    return said if recorded else f"{said}; the run records no instruction set"
+    environment = summary.get("environment")
+    if not environment:
+        return f"{said}; the run records no environment: {DEFAULT_THREADS} threads assumed"
+    return said if environment.get("cpu_isa") else f"{said}; the run records no instruction set"
 
 
 def _worktree(repo: Path, commit: str, where: Path) -> Path:
