@@ -228,12 +228,12 @@ def _options(parser: argparse.ArgumentParser, skip: tuple[str, ...]) -> str:
 
 
 def _cell(text: str) -> str:
-    """Help text as one table cell (a ``|`` in it would end the cell)."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Help text as one table cell (a ``|`` in it would end the cell, a ``<name>`` read as a tag)."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
 
 
 def _sentence(text: str) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text.split()).replace("``", "`")
     return text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
