@@ -134,8 +134,9 @@ memory, load, MFU) and where the run was made (its `environment`) are left out. 
 A run whose summary records no instruction set (every committed run, 2026-12-03) is tried on the AVX2
 kernels and, where they differ, on this CPU's own (AVX-512 where it has them). A `file` corpus outside
 the manifest's folder needs `--allow-read`, as for `repro run`. Exit status: 0 every run gave its stored
-bits; 1 one differs or cannot be verified; 2 a RUN that is not in the store. What verify found across the
-stored runs: [reproducibility.md](reproducibility.md).""",
+bits; 1 one differs or cannot be verified; 2 a RUN that is not in the store. A verify killed by a signal
+leaves its scratch folder (`repro-verify-*` in the temporary directory): delete it, then `git worktree prune`.
+What verify found across the stored runs: [reproducibility.md](reproducibility.md).""",
     "sample": """\
 Generates from a stored run's checkpoint into the run's `samples/` folder, named `seed<S>-temp<T>`
 (text, an image grid, or WAV files). Text samples are printed, all N of them, each after its prompt.
