@@ -9,7 +9,7 @@ The paper (Child et al. 2019, section 4.3), every set causal (j <= i):
   (j mod l < l, so the last c positions of every block);
 * heads "attend to distinct sub-blocks of length c within the block of size l".
 
-The project's documented choices (repro/models/patterns.py and its README section "Patterns"), taken as
+The project's documented choices (repro/models/patterns.py's docstring, docs/kernels.md), taken as
 parameters here so each is visible:
 
 * ``local_keys``: the local half holds the last l keys (OpenAI's code: i - j < l), where the paper's A1

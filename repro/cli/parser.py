@@ -18,6 +18,7 @@ from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
 from repro.cli.status import cmd_status
 from repro.cli.tracking import cmd_dashboard, cmd_pull, cmd_sync
+from repro.cli.verify import cmd_verify
 from repro.config.manifest import DEFAULT_SCALE
 from repro.data import cli as data_cli
 from repro.report.verdicts import CONFIDENCE
@@ -204,6 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     command("renderers", cmd_renderers, "every renderer: what it draws, the summary and reference keys it reads")
+
+    p = command(
+        "verify",
+        cmd_verify,
+        "train stored runs again as they were made (their commit, threads, instruction set) and compare every "
+        "stored number bit for bit",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run id (or unique prefix) or run directory")
+    p.add_argument("--keep", action="store_true", help="keep the scratch folder (the code and the re-executed runs)")
 
     p = command("sync", cmd_sync, "upload offline W&B runs not uploaded yet (needs W&B credentials)")
     p.add_argument("--entity", default=None, help="W&B entity (default: your login's)")

@@ -5,9 +5,9 @@ configures is ``repro.models.<family>`` (``repro.models.family``), whose docstri
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from repro.config.fields import Float, Int, Section, later
 
@@ -41,6 +41,10 @@ class SpanConfig(Section):
     dynamic_bias_init: Float = -4.0  # b of z_t = S sigmoid(v . x_t + b)
 
 
+WINDOW_NAMES = {"paper": "self_and_past", "official": "past"}  # model.window's names before 2026-12-03
+Window = Annotated[Literal["self_and_past", "past"], BeforeValidator(lambda v: WINDOW_NAMES.get(v, v))]
+
+
 class AdaptiveSpanConfig(Section):
     layers: Int = Field(12, ge=1)
     d_model: Int = Field(512, ge=1)
@@ -48,7 +52,9 @@ class AdaptiveSpanConfig(Section):
     heads: Int = Field(8, ge=1)
     dropout: Float = Field(0.3, ge=0, lt=1)  # on attention weights and ReLU outputs
     init: Literal["official", "paper"] = "official"  # W_q, W_k, W_v, W_o: see repro.models.adaptive_span
-    window: Literal["paper", "official"] = later("paper")  # which distances a query sees: the same docstring
+    # which distances query t sees (repro.models.adaptive_span): ``self_and_past`` r = t-S+1 .. t, ``past``
+    # eq. 5's r = t-S .. t-1; ``paper`` and ``official``, their names before, are read and hashed by run ids
+    window: Window = later("self_and_past", id_names={"self_and_past": "paper", "past": "official"})
     span: SpanConfig = Field(default_factory=SpanConfig)
 
 

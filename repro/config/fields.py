@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 from repro.errors import UserError
 
 _LATER = "repro_omitted_at_default"
+_ID_NAMES = "repro_id_names"
 
 
 class SpecError(UserError):
@@ -67,28 +68,32 @@ Float = Annotated[float, BeforeValidator(_float)]
 Int = Annotated[int, BeforeValidator(_int)]
 
 
-def later(default: Any, **bounds: Any) -> Any:
-    """A field with ``default`` (and pydantic ``bounds``) that stays out of the resolved spec while it holds it."""
+def later(default: Any, id_names: dict[str, str] | None = None, **bounds: Any) -> Any:
+    """A field with ``default`` (and pydantic ``bounds``) that stays out of the resolved spec while it holds it.
+
+    ``id_names``: a field whose values were renamed after runs were stored: each value's name when the
+    ids were first computed, which the run id keeps hashing (:func:`plain` with ``identity``)."""
+    extra = {_LATER: True, **({_ID_NAMES: id_names} if id_names else {})}
     if isinstance(default, (list, dict)):
-        return Field(default_factory=lambda: copy.deepcopy(default), json_schema_extra={_LATER: True}, **bounds)
-    return Field(default, json_schema_extra={_LATER: True}, **bounds)
+        return Field(default_factory=lambda: copy.deepcopy(default), json_schema_extra=extra, **bounds)
+    return Field(default, json_schema_extra=extra, **bounds)
 
 
-def plain(value: Any) -> Any:
+def plain(value: Any, identity: bool = False) -> Any:
     """A spec section (nested sections, lists, dicts) as plain data, without :func:`later` fields at
-    their defaults."""
+    their defaults; ``identity``: renamed values under the names the run id hashes (:func:`later`)."""
     if isinstance(value, Section):
         out = {}
         for name, info in type(value).model_fields.items():
-            item = getattr(value, name)
-            if (info.json_schema_extra or {}).get(_LATER) and item == info.get_default(call_default_factory=True):
+            item, extra = getattr(value, name), info.json_schema_extra or {}
+            if extra.get(_LATER) and item == info.get_default(call_default_factory=True):
                 continue
-            out[name] = plain(item)
+            out[name] = extra[_ID_NAMES].get(item, item) if identity and _ID_NAMES in extra else plain(item, identity)
         return out
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [plain(v, identity) for v in value]
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {k: plain(v, identity) for k, v in value.items()}
     if value is None or isinstance(value, (str, int, float)):  # immutable: no copy (a spec holds thousands)
         return value
     return copy.deepcopy(value)

@@ -105,15 +105,15 @@ class RunSpec:
     train: TrainSpec
     eval: EvalSpec
 
-    def resolved(self) -> dict[str, Any]:
+    def resolved(self, identity: bool = False) -> dict[str, Any]:
         """Plain-dict form of everything that determines the run's result. Fields added later are left out
         at their defaults (``repro.config.fields.later``: ``data.sha256`` without a `file` corpus, ...), so earlier
-        specs keep their ids."""
+        specs keep their ids; ``identity``: renamed values as the run id hashes them (``model.window``)."""
         return {
-            "data": plain(self.data),
-            "model": {"family": self.family, **plain(self.model)},
-            "train": plain(self.train),
-            "eval": plain(self.eval),
+            "data": plain(self.data, identity),
+            "model": {"family": self.family, **plain(self.model, identity)},
+            "train": plain(self.train, identity),
+            "eval": plain(self.eval, identity),
         }
 
     @property
@@ -121,7 +121,7 @@ class RunSpec:
         """Stable hash of the resolved spec (seed included); the run's directory name. A `file` corpus
         enters by its content hash, not its location: the same corpus anywhere is the same run, an
         edited one a new run."""
-        return spec_id(self.resolved())
+        return spec_id(self.resolved(identity=True))
 
     @property
     def cell_name(self) -> str:
@@ -136,7 +136,7 @@ class RunSpec:
             "scale": self.scale,
             "cell": self.cell,
             "code_version": code_version,
-            **self.resolved(),
+            **self.resolved(identity=True),  # the values as the id hashes them, so the store can check it
         }
 
 

@@ -11,13 +11,18 @@ span mechanism of :mod:`repro.models.span` (the soft mask, the three span kinds,
   a_tr = m(t - r) exp(s_tr) / sum_q m(t - q) exp(s_tq); the span loss lambda * sum over layers is
   returned as ``aux_loss`` for the trainer to add to the mean per-token NLL.
 
-Distances, ``window``. ``paper`` (the default): query t sees r = t - x for x = 0 .. S-1, itself and the
-S - 1 previous tokens; the fixed span sees exactly S tokens, the mask formula applies to x = t - r as the
-paper writes it, m_z(0) = 1, so no row is ever empty, and history missing before a stream's start is
-padding that gets no weight. ``official`` (the code behind the published numbers): query t sees the S
-previous tokens r = t - 1 .. t - S, not itself, with mask m_z(t - r - 1) and position embedding
-p_{t-r-1}; history missing before a stream's start is zero hidden states that do take weight, as the
-official code's zero-initialised cache (its keys and values are 0; a stream's first query sees only them).
+Distances, ``window`` (what the paper writes, what the official code does). Eq. 5 normalises over the
+S keys r = t-S .. t-1 before the query, and eq. 4's mask is a function of the distance x = t - r.
+``past``: exactly eq. 5's range, as the official code (facebookresearch/adaptive-span) computes it: query
+t sees r = t-1 .. t-S, not itself, with mask m_z(t - r - 1) and position embedding p_{t-r-1} (the
+official code's distance counts from the previous token); history missing before a stream's start is
+zero hidden states that do take weight, as the official code's zero-initialised cache (their keys and
+values are 0; a stream's first query sees only them). ``self_and_past`` (the default, under which the
+stored runs trained): query t sees r = t - x for x = 0 .. S-1, itself and the S - 1 previous tokens,
+with m_z(x) and p_x as eq. 4 writes the distance, so m_z(0) = 1 and no row is ever empty, and history
+missing before a stream's start is padding that gets no weight. The fixed span sees exactly S tokens
+under either. (Before 2026-12-03 the two were named ``official`` and ``paper``; those names are still read,
+and run ids hash them.) :mod:`repro.models.span_reference` writes both as eq. 5 over every pair.
 
 Initialisation, ``init``. Both: embeddings and p_x ~ N(0, 1), the feed-forward and output layers at
 PyTorch's defaults, z' = 0, b = -4 for the dynamic span. ``official`` (the default: the code that
@@ -49,10 +54,10 @@ from repro.models.span import make_span
 
 
 class AttentionOutput(NamedTuple):
-    out: torch.Tensor  # (B, M, d_model)
+    out: torch.Tensor  # (B, T, d_model)
     cache: torch.Tensor  # the states kept for the next block
     loss: torch.Tensor | None  # this layer's span penalty, before lambda (None: fixed span)
-    z: torch.Tensor | None  # the block's spans, detached: (H,), (B, M, H) per query, or None (fixed)
+    z: torch.Tensor | None  # the block's spans, detached: (H,), (B, T, H) per query, or None (fixed)
     window: int  # W, the distances the spans need (the band is narrower while the history is shorter)
 
 
@@ -67,7 +72,7 @@ class SpanAttention(nn.Module):
         d, H = cfg.d_model, cfg.heads
         assert d % H == 0, "d_model must be a multiple of heads"
         self.H, self.dh, self.dropout = H, d // H, cfg.dropout
-        self.shift = 1 if cfg.window == "official" else 0  # distance of the band's first column (x = 0)
+        self.shift = 1 if cfg.window == "past" else 0  # distance of the band's first column (x = 0)
         self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
         if cfg.init == "paper":  # W_q, W_k, W_v, W_o ~ U(-1/sqrt(d_h), 1/sqrt(d_h)); official: PyTorch's
             for lin in (self.q, self.k, self.v, self.o):
@@ -87,23 +92,23 @@ class SpanAttention(nn.Module):
         return self.span.window(self.span.z(self) if z is None else z, z_max)
 
     def cache_len(self, window: int | None = None) -> int:
-        """Past hidden states kept for the next block (one more under the official window)."""
+        """Past hidden states kept for the next block (one more under the ``past`` window)."""
         kept = self.span.cache_len(self.window() if window is None else window) if self.trim else self.span.S - 1
         return kept + self.shift
 
     def forward(self, h, cache, pe, z_max: float | None = None) -> AttentionOutput:
         """``z_max``: this layer's largest span, if the caller already read it (one device sync)."""
-        B, M, _ = h.shape
+        B, T, _ = h.shape
         z = self.span.z(self, h)
         W = window = self.window(z, z_max)
         C = cache.shape[1]
-        if not self.shift:  # paper window: no band wider than the history (missing history gets no weight)
-            W = min(W, C + M)
+        if not self.shift:  # self_and_past: no band wider than the history (missing history gets no weight)
+            W = min(W, C + T)
         P = W - 1
-        # keys: the states at C - P - shift .. C + M - 1 - shift of [cache, block]; before a stream's start,
-        # padding (no weight under the paper window, zero states under the official one)
+        # keys: the states at C - P - shift .. C + T - 1 - shift of [cache, block]; before a stream's start,
+        # padding (no weight under self_and_past, zero states under past)
         first = C - P - self.shift
-        past, now = cache[:, max(0, first) :], h[:, : M - self.shift]
+        past, now = cache[:, max(0, first) :], h[:, : T - self.shift]
         n_pad = max(0, -first)
 
         def heads(t):
@@ -117,7 +122,7 @@ class SpanAttention(nn.Module):
             k, v = F.pad(k, (0, 0, n_pad, 0)), F.pad(v, (0, 0, n_pad, 0))
         common = dict(n_invalid=0 if self.shift else n_pad, dropout=self.dropout, training=self.training)
         if self.span.per_query and self.bucketed and self.trim:
-            z_rows = z.transpose(1, 2).reshape(-1)  # (B H M,): the spans of the flattened queries
+            z_rows = z.transpose(1, 2).reshape(-1)  # (B H T,): the spans of the flattened queries
             out = bucketed_attention(  # query t gives weight to the distances x < z_t + R only
                 q,
                 k,
@@ -135,13 +140,13 @@ class SpanAttention(nn.Module):
                 k,
                 v,
                 pe[:, :W].flip(-1),
-                chunk=chunk_size(M, W),
+                chunk=chunk_size(T, W),
                 mask=self.span.mask(x, z),
                 softmax=self.softmax,
                 **common,
             )
-        out = self.o(out.transpose(1, 2).reshape(B, M, -1))
-        new_cache = torch.cat([cache, h], 1)[:, max(0, C + M - self.cache_len(window)) :].detach()
+        out = self.o(out.transpose(1, 2).reshape(B, T, -1))
+        new_cache = torch.cat([cache, h], 1)[:, max(0, C + T - self.cache_len(window)) :].detach()
         return AttentionOutput(out, new_cache, self.span.loss(self, z), None if z is None else z.detach(), window)
 
 

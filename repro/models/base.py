@@ -1,10 +1,11 @@
 """The contract every model family meets, so the runner never needs to know which family it trains.
 
-A family is a module under ``repro.models`` that exposes a config dataclass and a model class:
+A family is a module under ``repro.models`` that exposes its config schema and a model class:
 
-* ``Config``: a plain ``@dataclass`` with defaults. Fields use int, float, bool, str, ``Literal[...]``,
-  ``Optional[...]``, ``list[...]`` or nested dataclasses; ``repro.config.spec`` validates manifest sections
-  against it (unknown keys and wrong types become one-line errors).
+* ``Config``: the family's ``model`` section, a pydantic model in ``repro.config.families`` (a
+  ``repro.config.fields.Section``: strict types, each bound beside its field, nested sections), so that a
+  manifest is checked without torch; ``repro.config.spec`` validates manifest sections against it
+  (unknown keys and wrong types become one-line errors naming the key path).
 * ``Model(cfg, vocab_size, block, shape)``: a subclass of :class:`LanguageModel`. ``vocab_size``
   counts the data symbols; inputs may also contain the start token id ``vocab_size`` (sequences of
   whole images/audio begin with it), so input embeddings need ``vocab_size + 1`` rows while the output

@@ -4,7 +4,11 @@ Semantics follow the paper (Child et al. 2019, section 4) and OpenAI's reference
 takes query positions ``i``, key positions ``j`` (integer numpy arrays or torch tensors, broadcasting,
 in the style of attention-gym's mask functions) and a :class:`Geometry`; every half is causal:
 
-* ``local``:   ``i - l < j <= i``;
+* ``local``:   ``i - l < j <= i``: the last l keys, the query's own included, as OpenAI's reference code
+  (``i - j < l``). The paper's A(1) (section 4.3) is {t, ..., i} with t = max(0, i - l), which holds
+  l + 1 keys. The ``strided`` union is the same either way (key i - l lies in the stride half); the
+  local half alone, which ``interleaved`` and ``multihead`` layers use, holds one key fewer than the
+  paper's A(1) (tests/paper_patterns.py writes the paper's sets with this as a parameter);
 * ``stride``:  ``(i - j) mod l == 0``;
 * ``block``:   ``j // l == i // l``;
 * ``summary``: ``j mod l`` in the head's c-sub-block ``[lo, lo + c)``, ``lo = l - (rank + 1) c``

@@ -1,6 +1,6 @@
 """Relative-position attention over a band of the last W positions, without an (n x S) score tensor.
 
-Layout. Keys/values hold P = W - 1 past positions followed by the M current ones. Query i (0..M-1)
+Layout. Keys/values hold P = W - 1 past positions followed by the T current ones. Query i (0..T-1)
 sits at key index P + i and sees keys j = i .. i + P, i.e. the distances x = t - r = P + i - j in
 0 .. W-1 (itself included). Queries go in chunks of ``chunk``; chunk a's keys are the chunk + P that end
 with it (overlapping views of k and v, never copies). Everything is computed in this *key layout*
@@ -15,7 +15,7 @@ softmax, so its weight is exactly 0.
 * the weights multiply the values' window directly, ``a @ v``.
 
 The cost is chunk + P columns per query instead of W, so with chunk ~ W at most twice the band, never
-M x S; every elementwise pass (the bias, the softmax, dropout and their backwards) runs once.
+T x S; every elementwise pass (the bias, the softmax, dropout and their backwards) runs once.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def as_band(a: torch.Tensor) -> torch.Tensor:
 
 
 def windows(t: torch.Tensor, chunk: int, P: int) -> torch.Tensor:
-    """The keys (or values) of every chunk of queries, (B, H, P + Mp, d_h) -> (B, H, n, chunk + P, d_h):
+    """The keys (or values) of every chunk of queries, (B, H, P + Tp, d_h) -> (B, H, n, chunk + P, d_h):
     overlapping windows, or for a single chunk the tensor itself as a view (no unfold, whose backward
     materialises a zero-filled gradient and scatters into it)."""
     if t.shape[2] == chunk + P:
@@ -78,9 +78,9 @@ def windows(t: torch.Tensor, chunk: int, P: int) -> torch.Tensor:
     return t.unfold(2, chunk + P, chunk).transpose(-1, -2)
 
 
-def chunk_size(M: int, W: int, minimum: int = 64) -> int:
-    """Queries per chunk: about the band width (cost M (chunk + W)), at most the block."""
-    return max(1, min(M, max(minimum, W)))
+def chunk_size(T: int, W: int, minimum: int = 64) -> int:
+    """Queries per chunk: about the band width (cost T (chunk + W)), at most the block."""
+    return max(1, min(T, max(minimum, W)))
 
 
 def log_mask(m: torch.Tensor) -> torch.Tensor:
@@ -91,25 +91,25 @@ def log_mask(m: torch.Tensor) -> torch.Tensor:
 def band_scores(q, k, pe, *, chunk: int, mask=None) -> torch.Tensor:
     """Scores s_tr = q_t . (k_r + p_{t-r}) + log m(t - r) in the key layout: (B, H, n, chunk, chunk + P).
 
-    q: (B, H, M, d_h); k: (B, H, P + M, d_h); pe: (d_h, W) in band order (column c <-> distance
-    W - 1 - c); ``mask``: the soft span mask m broadcastable to (B, H, M, W) in band order, or None. Row i
-    of chunk a is query a * chunk + i; rows past M pad the block to whole chunks (zero queries). Keys
+    q: (B, H, T, d_h); k: (B, H, P + T, d_h); pe: (d_h, W) in band order (column c <-> distance
+    W - 1 - c); ``mask``: the soft span mask m broadcastable to (B, H, T, W) in band order, or None. Row i
+    of chunk a is query a * chunk + i; rows past T pad the block to whole chunks (zero queries). Keys
     off the band are -inf."""
-    B, H, M, dh = q.shape
+    B, H, T, dh = q.shape
     W = pe.shape[-1]
     P = W - 1
-    assert k.shape[2] == P + M, (k.shape, P, M)
-    n = math.ceil(M / chunk)
-    Mp = n * chunk
-    if Mp != M:
-        q = F.pad(q, (0, 0, 0, Mp - M))
-        k = F.pad(k, (0, 0, 0, Mp - M))
+    assert k.shape[2] == P + T, (k.shape, P, T)
+    n = math.ceil(T / chunk)
+    Tp = n * chunk
+    if Tp != T:
+        q = F.pad(q, (0, 0, 0, Tp - T))
+        k = F.pad(k, (0, 0, 0, Tp - T))
     q = q.reshape(B, H, n, chunk, dh)
     bias = q @ pe  # (B, H, n, chunk, W): the position part, in band order
     if mask is not None:
         lm = log_mask(mask)
-        if lm.shape[-2] == M and M > 1:  # per-query mask: its rows in chunks, padding rows unmasked
-            lm = F.pad(lm.expand(B, H, M, W), (0, 0, 0, Mp - M)).view(B, H, n, chunk, W)
+        if lm.shape[-2] == T and T > 1:  # per-query mask: its rows in chunks, padding rows unmasked
+            lm = F.pad(lm.expand(B, H, T, W), (0, 0, 0, Tp - T)).view(B, H, n, chunk, W)
         else:
             lm = lm.unsqueeze(-3)
         bias = bias + lm
@@ -155,26 +155,26 @@ def band_attention(
     training: bool = False,
     softmax=band_softmax,
 ):
-    """Attention of M queries over the band of the W = P + 1 latest positions, optionally soft-masked.
+    """Attention of T queries over the band of the W = P + 1 latest positions, optionally soft-masked.
 
-    q: (B, H, M, d_h), already scaled by 1/sqrt(d_h); k, v: (B, H, P + M, d_h); pe: (d_h, W) position
+    q: (B, H, T, d_h), already scaled by 1/sqrt(d_h); k, v: (B, H, P + T, d_h); pe: (d_h, W) position
     embeddings in band order (column c <-> distance W - 1 - c). ``mask``: soft span mask broadcastable
-    to (B, H, M, W), or None (every position in the band counts); it multiplies exp(s) before the
+    to (B, H, T, W), or None (every position in the band counts); it multiplies exp(s) before the
     normalisation: a = m exp(s) / sum m exp(s). The first ``n_invalid`` keys are padding (before the
     start of the stream) and get no weight. ``softmax``: :func:`band_softmax` or a :class:`BandSoftmax`.
-    Returns (B, H, M, d_h).
+    Returns (B, H, T, d_h).
     """
-    B, H, M, dh = q.shape
+    B, H, T, dh = q.shape
     P = pe.shape[-1] - 1
     s = band_scores(q, k, pe, chunk=chunk, mask=mask)  # (B, H, n, chunk, chunk + P)
     n = s.shape[2]
     a = softmax(s, padding_keys(n, chunk, P, n_invalid, q.device))
     a = F.dropout(a, dropout, training)
-    Mp = n * chunk
-    if Mp != M:
-        v = F.pad(v, (0, 0, 0, Mp - M))
+    Tp = n * chunk
+    if Tp != T:
+        v = F.pad(v, (0, 0, 0, Tp - T))
     out = a @ windows(v, chunk, P)  # (B, H, n, chunk, d_h)
-    return out.reshape(B, H, Mp, dh)[:, :, :M]
+    return out.reshape(B, H, Tp, dh)[:, :, :T]
 
 
 def bucket_widths(W: int, base: int = 64) -> list[int]:
@@ -203,29 +203,29 @@ def bucketed_attention(
     """:func:`band_attention` for queries that each need only the nearest distances of the band
     (per-query spans), at a cost that follows each query's need rather than the band's width W.
 
-    ``need``: (B, H, M), the distances 0 .. need - 1 each query gives weight (1 <= need <= W; beyond, the
+    ``need``: (B, H, T), the distances 0 .. need - 1 each query gives weight (1 <= need <= W; beyond, the
     soft mask is 0). The queries go into buckets of widths w = base, 2 base, 4 base, .. W (the smallest
     w >= need: at most twice the need beyond ``base``). Query t of the block sees keys t .. t + w - 1 of
-    its sequence's and head's last w + M - 1 keys, so a bucket's queries of one sequence and head share
+    its sequence's and head's last w + T - 1 keys, so a bucket's queries of one sequence and head share
     those keys: they are cut into tiles of ``tile`` queries (the last tile padded; padding rows are
-    computed and dropped), each tile one (tile x (w + M - 1)) product with a copy of its keys and values.
+    computed and dropped), each tile one (tile x (w + T - 1)) product with a copy of its keys and values.
     ``mask_of(x, rows)``: the soft mask (N, tile, w) of the queries ``rows`` (N, tile), indices into the
-    flattened (B, H, M), at the distances ``x`` (w,) in band order. Other arguments as
-    :func:`band_attention`. Returns (B, H, M, d_h).
+    flattened (B, H, T), at the distances ``x`` (w,) in band order. Other arguments as
+    :func:`band_attention`. Returns (B, H, T, d_h).
     """
-    B, H, M, dh = q.shape
+    B, H, T, dh = q.shape
     W = pe.shape[-1]
     P = W - 1
-    S = B * H  # sequences x heads, flattened: row r is query r % M of pair r // M
+    S = B * H  # sequences x heads, flattened: row r is query r % T of pair r // T
     widths = bucket_widths(W, base)
-    bucket = torch.bucketize(need.reshape(S * M), torch.tensor(widths, device=q.device, dtype=need.dtype))
-    group = bucket * S + torch.arange(S * M, device=q.device) // M  # (bucket, pair) of every row
+    bucket = torch.bucketize(need.reshape(S * T), torch.tensor(widths, device=q.device, dtype=need.dtype))
+    group = bucket * S + torch.arange(S * T, device=q.device) // T  # (bucket, pair) of every row
     order = torch.argsort(group, stable=True)  # the rows by bucket, then pair, then position
     counts = torch.bincount(group, minlength=len(widths) * S)
     starts = (counts.cumsum(0) - counts).view(len(widths), S)
     counts = counts.view(len(widths), S)
-    q_rows = q.reshape(S * M, dh)
-    k_pairs, v_pairs = k.reshape(S, P + M, dh), v.reshape(S, P + M, dh)
+    q_rows = q.reshape(S * T, dh)
+    k_pairs, v_pairs = k.reshape(S, P + T, dh), v.reshape(S, P + T, dh)
     rows_of, outs = [], []
     for b, w in enumerate(widths):
         n_tiles = (counts[b] + tile - 1) // tile  # (S,)
@@ -235,22 +235,22 @@ def bucketed_attention(
         pair = torch.repeat_interleave(torch.arange(S, device=q.device), n_tiles)  # (N,)
         first = torch.cumsum(n_tiles, 0) - n_tiles
         slot = (torch.arange(N, device=q.device) - first[pair])[:, None] * tile + torch.arange(tile, device=q.device)
-        rows = order[(starts[b, pair][:, None] + slot).clamp(max=S * M - 1)]  # (N, tile) flat row indices
-        rows = rows.masked_fill(slot >= counts[b, pair][:, None], S * M)  # padding rows: dropped below
-        rows_c = rows.clamp(max=S * M - 1)
+        rows = order[(starts[b, pair][:, None] + slot).clamp(max=S * T - 1)]  # (N, tile) flat row indices
+        rows = rows.masked_fill(slot >= counts[b, pair][:, None], S * T)  # padding rows: dropped below
+        rows_c = rows.clamp(max=S * T - 1)
         qs = q_rows[rows_c]  # (N, tile, d_h)
-        kw = k_pairs[:, P - w + 1 :][pair]  # (N, w + M - 1, d_h): the pair's last w + M - 1 keys
+        kw = k_pairs[:, P - w + 1 :][pair]  # (N, w + T - 1, d_h): the pair's last w + T - 1 keys
         vw = v_pairs[:, P - w + 1 :][pair]
         x = torch.arange(w - 1, -1, -1, device=q.device, dtype=q.dtype)  # distance of each band column
         bias = qs @ pe[:, W - w :] + log_mask(mask_of(x, rows_c))  # (N, tile, w), band order
-        cols = (rows_c % M)[..., None] + torch.arange(w, device=q.device)  # query t's band starts at key t
-        bias = torch.full((N, tile, w + M - 1), NEG_INF, device=q.device, dtype=q.dtype).scatter(-1, cols, bias)
+        cols = (rows_c % T)[..., None] + torch.arange(w, device=q.device)  # query t's band starts at key t
+        bias = torch.full((N, tile, w + T - 1), NEG_INF, device=q.device, dtype=q.dtype).scatter(-1, cols, bias)
         invalid = None
         if n_invalid > P - w + 1:  # padding keys (index < n_invalid) inside this bucket's keys
-            invalid = torch.arange(w + M - 1, device=q.device) < n_invalid - (P - w + 1)
+            invalid = torch.arange(w + T - 1, device=q.device) < n_invalid - (P - w + 1)
         a = softmax(qs @ kw.transpose(-1, -2) + bias, invalid)
         outs.append((F.dropout(a, dropout, training) @ vw).reshape(N * tile, dh))
         rows_of.append(rows.reshape(N * tile))
     rows = torch.cat(rows_of)
-    out = q.new_zeros(S * M + 1, dh).index_copy(0, rows, torch.cat(outs))
-    return out[: S * M].view(B, H, M, dh)
+    out = q.new_zeros(S * T + 1, dh).index_copy(0, rows, torch.cat(outs))
+    return out[: S * T].view(B, H, T, dh)

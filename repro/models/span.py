@@ -1,7 +1,9 @@
 """The adaptive attention span (Sukhbaatar, Grave, Bojanowski, Joulin 2019; arXiv 1905.07799, section 3).
 
 Each head weighs the key at distance x = t - r from query t by a soft mask of its span z, before the
-normalisation (eq. 5): a_tr = m_z(t - r) exp(s_tr) / sum_q m_z(t - q) exp(s_tq). This module is that
+normalisation (eq. 5): a_tr = m_z(t - r) exp(s_tr) / sum_q m_z(t - q) exp(s_tq), r and q in t-S .. t-1
+(which keys a query sees, and from where distances count, is ``model.window``: repro.models.adaptive_span;
+:mod:`repro.models.span_reference` computes eq. 5 over every pair). This module is that
 mechanism and nothing else: the mask (eq. 4), the span of each kind, the span loss (eq. 6) and the
 trimming rule (which distances and past states a layer needs, given its spans). The attention that applies
 it is ``repro.models.adaptive_span.SpanAttention``; the Figure 2 renderer draws ``soft_mask``.
@@ -53,12 +55,12 @@ class FixedSpan:
         """Create this kind's learned parameters as attributes of ``attn``."""
 
     def z(self, attn: nn.Module, h: torch.Tensor | None = None) -> torch.Tensor | None:
-        """Spans of the queries of block ``h`` (B, M, d_model): (H,) per head or (B, M, H) per query; None
+        """Spans of the queries of block ``h`` (B, T, d_model): (H,) per head or (B, T, H) per query; None
         without a mask, or, without ``h``, when they depend on the block."""
         return None
 
     def mask(self, x: torch.Tensor, z: torch.Tensor | None) -> torch.Tensor | None:
-        """m_z at the band's distances ``x`` (W,), broadcastable to (B, H, M, W); None: every key counts."""
+        """m_z at the band's distances ``x`` (W,), broadcastable to (B, H, T, W); None: every key counts."""
         return None
 
     def loss(self, attn: nn.Module, z: torch.Tensor | None) -> torch.Tensor | None:
@@ -108,10 +110,13 @@ class _LearnedSpan(FixedSpan):
 class AdaptiveSpan(_LearnedSpan):
     """``adaptive`` (section 3.1): z = S z' per head, z' in [0, 1] learned, initialised to ``init``.
 
-    Span loss (eq. 6): L = -log P(w_1 .. w_T) + (lambda / M) sum_i z_i over all heads i, M heads per layer.
-    ``loss_mode``: ``mean_times_S`` is lambda S mean_heads(z') per layer, summed over layers, which is
-    eq. 6 exactly and the official code (the published numbers); ``sum`` is lambda sum_i z_i without the
-    1/M (M times eq. 6's penalty). Both use the raw z' (unclamped) so the penalty always has a gradient.
+    Span loss. The paper (eq. 6): L = -log P(w_1 .. w_T) + (lambda / M) sum_i z_i over all heads i, M the
+    number of heads (per layer). ``loss_mode``: ``mean_times_S`` is lambda S mean_heads(z') = (lambda / M)
+    sum_i z_i per layer, summed over layers: eq. 6's penalty, as the official code computes it (the
+    published numbers); ``sum`` is lambda sum_i z_i without the 1/M (M times that penalty). Either is
+    added, as in the official trainer, to the mean per-token loss -log P(w_1 .. w_T) / T, not to eq. 6's
+    sum over the T tokens: the objective is eq. 6's with lambda T in place of lambda, divided by T (T the
+    tokens of a batch). Both use the raw z' (unclamped) so the penalty always has a gradient.
     Trimming: the cache keeps W - 1 + 64 states (64 of slack for spans that grow), at most S - 1."""
 
     def add_parameters(self, attn, d_model):
@@ -140,8 +145,8 @@ class AdaptiveSpan(_LearnedSpan):
 
 class DynamicSpan(_LearnedSpan):
     """``dynamic`` (section 3.2): z_t = S sigmoid(v . x_t + b) from the query's input x_t, per head
-    (v: H x d_model, b: H, initialised to ``dynamic_bias_init``). The penalty is eq. 6's on the mean z_t:
-    lambda mean(z_t) per layer (``mean_times_S``) or lambda sum_heads mean(z_t) (``sum``). The window
+    (v: H x d_model, b: H, initialised to ``dynamic_bias_init``). The penalty is :class:`AdaptiveSpan`'s on
+    the mean z_t: lambda mean(z_t) per layer (``mean_times_S``) or lambda sum_heads mean(z_t) (``sum``). The window
     follows the block's largest z_t; the cache is not trimmed (the next block's z_t is not known)."""
 
     per_query = True
@@ -151,10 +156,10 @@ class DynamicSpan(_LearnedSpan):
         nn.init.constant_(attn.span_proj.bias, self.cfg.dynamic_bias_init)
 
     def z(self, attn, h=None):
-        return None if h is None else self.S * torch.sigmoid(attn.span_proj(h))  # (B, M, H)
+        return None if h is None else self.S * torch.sigmoid(attn.span_proj(h))  # (B, T, H)
 
     def mask(self, x, z):
-        return self.row_mask(x, z.transpose(1, 2))  # (B, H, M, W)
+        return self.row_mask(x, z.transpose(1, 2))  # (B, H, T, W)
 
     def loss(self, attn, z):
         return z.mean() if self.cfg.loss_mode == "mean_times_S" else z.mean((0, 1)).sum()

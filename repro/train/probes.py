@@ -42,19 +42,19 @@ def attention_by_distance(model, x: torch.Tensor, state: Any = None) -> np.ndarr
     """Mean attention weight at each distance 0..S-1 per layer and head (Figure 1): (layers, heads, S).
 
     Averages over batch and queries that can see that distance; NaN where none can (short history). Under
-    the official window distance 0 (the query itself) has weight 0 and distance S lies beyond the array."""
-    S, (B, M) = model.cfg.span.limit, _as_batch(x).shape
+    the past window (eq. 5's range) distance 0 (the query itself) has weight 0 and distance S lies beyond the array."""
+    S, (B, T) = model.cfg.span.limit, _as_batch(x).shape
     sums, counts, windows = {}, {}, {}
 
     def weights_of(i):
         def hook(module, args, a):  # a: the weights in the key layout, (B, H, n, chunk, chunk + P)
-            band = as_band(a)  # (B, H, Mp, W), column c at distance W - 1 - c
+            band = as_band(a)  # (B, H, Tp, W), column c at distance W - 1 - c
             invalid = args[1] if len(args) > 1 else None  # padding keys, (n, 1, chunk + P)
             if invalid is None:
                 valid = torch.ones(band.shape[-2:], dtype=torch.bool, device=a.device)
             else:
                 valid = ~as_band(invalid.expand(a.shape[-3:])[None, None])[0, 0]
-            valid[M:] = False  # rows past the block pad it to whole chunks
+            valid[T:] = False  # rows past the block pad it to whole chunks
             sums[i], counts[i] = (band * valid).sum((0, 2)), valid.sum(0) * B
 
         return hook
@@ -76,7 +76,7 @@ def attention_by_distance(model, x: torch.Tensor, state: Any = None) -> np.ndarr
         W, shift = s.shape[-1], layer.attn.shift
         weights = torch.where(n > 0, s / n.clamp(min=1), torch.nan).cpu().numpy()
         out[i, :, shift : shift + W] = weights[..., : S - shift]
-        out[i, :, :shift] = 0.0  # the official window never attends the query itself
+        out[i, :, :shift] = 0.0  # the past window (eq. 5's range) never attends the query itself
         out[i, :, windows[i] + shift :] = 0.0  # beyond the span every weight is exactly 0
     return out
 
@@ -97,14 +97,14 @@ def adaptive_span_arrays(model, data: np.ndarray, vocab: Any) -> dict[str, np.nd
     """``attention_by_distance`` (Figure 1): one block of ``data`` read after S tokens have filled the
     cache; with per-query spans, ``dynamic_spans`` (Figure 5): z_t at each character of the paper's
     phrase, read after the preceding S tokens of ``data``."""
-    S, M = model.cfg.span.limit, model.block
+    S, T = model.cfg.span.limit, model.block
     device = next(model.parameters()).device
-    history = torch.as_tensor(np.asarray(data[: S + M], dtype=np.int64), device=device)[None]
+    history = torch.as_tensor(np.asarray(data[: S + T], dtype=np.int64), device=device)[None]
     state = model.init_state(1, device)
     with torch.no_grad():
-        for start in range(0, S, M):
-            state = model(history[:, start : start + M], state).state
-    out = {"attention_by_distance": attention_by_distance(model, history[:, S : S + M], state)}
+        for start in range(0, S, T):
+            state = model(history[:, start : start + T], state).state
+    out = {"attention_by_distance": attention_by_distance(model, history[:, S : S + T], state)}
     if model.layers[0].attn.span.per_query:
         text = torch.as_tensor(np.asarray(vocab.encode(FIG5_TEXT), dtype=np.int64), device=device)
         out["dynamic_spans"] = dynamic_spans(model, text, state)

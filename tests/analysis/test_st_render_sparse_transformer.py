@@ -272,12 +272,22 @@ def test_table2_with_seeds_shows_the_spread(tmp_path, drawn):
     "name,key", [("st-ablate-stride", "stride"), ("st-ablate-c", "c"), ("st-ablate-combine", "combine")]
 )
 def test_ablations(tmp_path, name, key):
+    """The ablation table has one row per grid value, in the grid's order, each with its own stored bits
+    and seconds per step."""
+    stored = {}
     for i, spec in enumerate(resolve(name).expand("tiny", seeds=1)):
-        _store_run(tmp_path, spec, test_bits=3.0 + 0.01 * i, valid_bits=3.0)
+        (value,) = (v for k, v in spec.cell.items() if k.rsplit(".", 1)[-1] == key)
+        stored[str(value)] = (3.0 + 0.01 * i, 0.1 + 0.02 * i)
+        _store_run(
+            tmp_path, spec, test_bits=stored[str(value)][0], valid_bits=3.0, seconds_per_step=stored[str(value)][1]
+        )
     files = _render(tmp_path, name)
     assert files and files[0][0].exists()
     csv = pd.read_csv(tmp_path / "reports" / "tables" / f"{name}-ablation-tiny.csv")
-    assert key in csv.columns and len(csv) == len(resolve(name).expand("tiny", seeds=1))
+    assert [str(v) for v in csv[key]] == list(stored)  # the grid's order
+    for _, row in csv.iterrows():
+        bits, per_step = stored[str(row[key])]
+        assert row["our test_bits"] == pytest.approx(bits) and row["our s/step"] == pytest.approx(per_step)
 
 
 def test_mended_figures_read_as_they_should(tmp_path, drawn):

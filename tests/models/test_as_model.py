@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import typing
 
 import numpy as np
@@ -13,6 +12,7 @@ import torch.nn.functional as F
 from repro.models import adaptive_span as AS
 from repro.models.relative_attention import as_band, band_attention, band_scores, bucketed_attention, chunk_size
 from repro.models.span import soft_mask
+from repro.models.span_reference import dense_logits
 
 torch.set_num_threads(1)
 
@@ -29,7 +29,7 @@ def make(
     dropout=0.0,
     z=None,
     seed=0,
-    window="paper",
+    window="self_and_past",
     **span,
 ):
     torch.manual_seed(seed)
@@ -57,43 +57,6 @@ def run_blocks(model, x, block):
         state = o.state
         outs.append(o.logits)
     return torch.cat(outs, 1), state
-
-
-# ---- a dense, quadratic reference: every pair (t, r) scored explicitly ------------------------------
-
-
-def dense_attention(attn, h, pe):
-    """Paper window: query t sees r = t - x, x = 0..S-1. Official window: the stream is preceded by S zero
-    states and query t sees r = t - 1 .. t - S with mask and position argument x = t - r - 1."""
-    B, T, d = h.shape
-    H, dh = attn.H, attn.dh
-    S, R, kind = attn.span.cfg.limit, attn.span.cfg.ramp, attn.span.cfg.kind
-    pad = S if attn.shift else 0
-    hk = F.pad(h, (0, 0, pad, 0))  # zero hidden states before the stream (official window)
-    q = attn.q(h).view(B, T, H, dh).transpose(1, 2)
-    k, v = (lin(hk).view(B, T + pad, H, dh).transpose(1, 2) for lin in (attn.k, attn.v))
-    x = (torch.arange(T)[:, None] + pad) - torch.arange(T + pad)[None, :] - attn.shift  # mask argument
-    band = (x >= 0) & (x < S)
-    pos = torch.einsum("bhtd,dtr->bhtr", q, pe[:, x.clamp(0, S - 1)])
-    s = ((q @ k.transpose(-1, -2)) + pos) / math.sqrt(dh)
-    s = s.masked_fill(~band, float("-inf"))
-    w = torch.exp(s - s.amax(-1, keepdim=True))
-    if kind == "adaptive":
-        z = S * attn.z_prime.clamp(0, 1)  # (H,)
-        w = w * soft_mask(x.double(), z[:, None, None], R)
-    elif kind == "dynamic":
-        z_t = S * torch.sigmoid(attn.span_proj(h))  # (B, T, H)
-        w = w * soft_mask(x.double(), z_t.transpose(1, 2)[..., None], R)
-    a = w / w.sum(-1, keepdim=True)  # a_tr = m exp(s) / sum m exp(s)
-    return attn.o((a @ v).transpose(1, 2).reshape(B, T, d))
-
-
-def dense_model(model, x):
-    h = model.emb(x)
-    for layer in model.layers:
-        h = layer.norm1(h + dense_attention(layer.attn, h, model.pe))
-        h = layer.norm2(h + layer.ff2(F.relu(layer.ff1(h))))
-    return model.out(h)
 
 
 # ---- tests -------------------------------------------------------------------------------------------
@@ -148,14 +111,14 @@ def test_model_gradient_to_z_matches_finite_differences():
             assert abs(fd) > 1e-3  # the mask really depends on z
 
 
-@pytest.mark.parametrize("window", ["paper", "official"])
+@pytest.mark.parametrize("window", ["self_and_past", "past"])
 @pytest.mark.parametrize("kind", ["adaptive", "dynamic"])
 def test_trimmed_and_untrimmed_attention_agree(kind, window):
     model = make(kind, S=300, R=16, z=[[0.05, 0.2], [0.1, 0.02]] if kind == "adaptive" else None, window=window)
     x = torch.randint(0, 12, (2, 8 * 40))
     trimmed, st = run_blocks(model, x, 40)
     assert all(w < 300 for _, w in model.latest_spans)  # it did trim
-    kept = 299 + (window == "official")  # the official window reaches one state further back
+    kept = 299 + (window == "past")  # the past window (eq. 5) reaches one state further back
     if kind == "adaptive":
         assert all(s.shape[1] < kept for s in st)  # and kept a shorter cache
     model.trim = False
@@ -165,7 +128,7 @@ def test_trimmed_and_untrimmed_attention_agree(kind, window):
     assert (trimmed - full).abs().max().item() < 1e-6
 
 
-@pytest.mark.parametrize("window", ["paper", "official"])
+@pytest.mark.parametrize("window", ["self_and_past", "past"])
 @pytest.mark.parametrize("kind", ["fixed", "adaptive", "dynamic"])
 def test_block_by_block_with_cache_equals_all_at_once(kind, window):
     model = make(kind, S=100, R=16, z=[[0.3, 0.6], [0.1, 0.9]] if kind == "adaptive" else None, window=window)
@@ -175,15 +138,16 @@ def test_block_by_block_with_cache_equals_all_at_once(kind, window):
     assert (blocks - once).abs().max().item() < 1e-9
 
 
-@pytest.mark.parametrize("window", ["paper", "official"])
+@pytest.mark.parametrize("window", ["self_and_past", "past"])
 @pytest.mark.parametrize("kind", ["fixed", "adaptive", "dynamic"])
 def test_attention_equals_dense_reference(kind, window):
-    """fixed: dense attention with a band mask of the last S tokens (official window: the S before the
-    query, zero states before the stream); adaptive/dynamic: dense with m exp(s)."""
+    """The fast paths (band, trimming, per-query buckets, block by block with the cache) against eq. 5 over
+    every pair (repro.models.span_reference): fixed, a band of the last S tokens (the past window: the S
+    before the query, zero states before the stream); adaptive/dynamic, m exp(s)."""
     model = make(kind, S=24, R=8, z=[[0.2, 0.7], [0.45, 0.0]] if kind == "adaptive" else None, window=window)
     x = torch.randint(0, 12, (2, 80))
     blocks, _ = run_blocks(model, x, 16)
-    assert (blocks - dense_model(model, x)).abs().max().item() < 1e-9
+    assert (blocks - dense_logits(model, x)).abs().max().item() < 1e-9
 
 
 @pytest.mark.parametrize("M,P,chunk", [(12, 0, 4), (12, 5, 3), (10, 7, 4), (9, 20, 9), (16, 16, 1)])
@@ -238,7 +202,7 @@ def test_bucketed_attention_equals_one_band(M, W, n_invalid, tile):
         assert torch.allclose(a, b, atol=1e-12)
 
 
-def test_fixed_span_sees_exactly_the_last_S_tokens_itself_included():
+def test_the_self_and_past_window_sees_exactly_the_last_S_tokens_itself_included():
     S = 8
     model = make("fixed", S=S, layers=1)
     x = torch.randint(0, 11, (1, 40))
@@ -251,12 +215,12 @@ def test_fixed_span_sees_exactly_the_last_S_tokens_itself_included():
     assert not torch.allclose(model(x3).logits[0, -1], base[0, -1])
 
 
-def test_official_window_sees_the_S_previous_tokens_not_itself():
+def test_the_past_window_sees_eq5s_S_previous_tokens_not_itself():
     S = 8
-    model = make("fixed", S=S, layers=1, window="official")
+    model = make("fixed", S=S, layers=1, window="past")
     x = torch.randint(0, 11, (1, 40))
     base = model(x).logits
-    for distance, reached in ((S + 1, False), (S, True)):  # the paper window reaches S - 1 at most
+    for distance, reached in ((S + 1, False), (S, True)):  # self_and_past reaches S - 1 at most
         x2 = x.clone()
         x2[0, 39 - distance] = (x2[0, 39 - distance] + 1) % 11
         assert torch.allclose(model(x2).logits[0, -1], base[0, -1]) is not reached

@@ -1,5 +1,6 @@
-"""The two attention windows of the adaptive-span model give the same bits on a tiny model: the paper's
-(the query and its S - 1 predecessors) and the official code's (the S previous tokens).
+"""The two attention windows of the adaptive-span model give the same bits on a tiny model: ``self_and_past``
+(the query and its S - 1 predecessors, eq. 4's distance x = t - r from 0) and ``past`` (the S previous
+tokens, eq. 5's r = t-S .. t-1, as the official code).
 
 "The same" is a bound on the paired difference (same seed, initial weights and batches), relative to what
 the models learned (unigram bits minus theirs, about 1.4 bits here): under a tenth of it on average over
@@ -7,7 +8,7 @@ the models learned (unigram bits minus theirs, about 1.4 bits here): under a ten
 more easily the noisier the runs were; a bound does not.
 
 Measured here (2 layers x 32, S = 64, block 32, batch 8, 150 Adam steps on a synthetic word language):
-paper - official = +0.17, +0.15, +0.08, -0.12 bits for seeds 0-3 (around 1.7-2.0 bits; unigram 3.3):
+self_and_past - past = +0.17, +0.15, +0.08, -0.12 bits for seeds 0-3 (around 1.7-2.0 bits; unigram 3.3):
 a mean of +0.07.
 """
 
@@ -79,11 +80,11 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_paper_and_official_windows_agree(corpus, one_thread):
+def test_the_self_and_past_and_the_past_windows_agree(corpus, one_thread):
     train, valid = corpus
-    bits = {w: np.array([train_and_score(w, s, train, valid) for s in SEEDS]) for w in ("paper", "official")}
+    bits = {w: np.array([train_and_score(w, s, train, valid) for s in SEEDS]) for w in ("self_and_past", "past")}
     level = unigram_bits(train, valid, 12)
-    assert (bits["paper"] < 0.7 * level).all() and (bits["official"] < 0.7 * level).all()  # both learned
+    assert (bits["self_and_past"] < 0.7 * level).all() and (bits["past"] < 0.7 * level).all()  # both learned
     learned = level - np.concatenate(list(bits.values())).mean()
-    diff = bits["paper"] - bits["official"]  # paired: same seed, same initial weights, same batches
+    diff = bits["self_and_past"] - bits["past"]  # paired: same seed, same initial weights, same batches
     assert abs(diff.mean()) < 0.1 * learned and np.abs(diff).max() < 0.25 * learned, (bits, diff, learned)

@@ -5,14 +5,20 @@ import argparse
 from repro.bench import attention as bench
 from repro.models.kernels import ceiling
 
+N, HEADS = 512, 2
+SCORES = HEADS * N * N * 4  # bytes of one (heads, n, n) float32 tensor: what the masked impl materialises
+
 
 def test_st_bench_attention_records():
+    """The records: the documented keys in order, the threads asked for, and peak memory that measures the
+    case: the masked impl holds its n x n scores (and their softmax and gradients), the blocked kernel a
+    fraction of that."""
     p = argparse.ArgumentParser()
     bench.add_arguments(p)
     args = p.parse_args(
         [
             "--n",
-            "256",
+            str(N),
             "--stride",
             "16",
             "--c",
@@ -20,12 +26,14 @@ def test_st_bench_attention_records():
             "--patterns",
             "strided,fixed",
             "--impls",
-            "blocked",
+            "blocked,masked",
             "--heads",
-            "2",
+            str(HEADS),
             "--dim",
             "8",
             "--repeats",
+            "1",
+            "--threads",
             "1",
         ]
     )
@@ -33,15 +41,23 @@ def test_st_bench_attention_records():
     assert [(r["pattern"], r["impl"]) for r in recs] == [
         ("dense", "sdpa"),
         ("strided", "blocked"),
+        ("strided", "masked"),
         ("fixed", "blocked"),
+        ("fixed", "masked"),
     ]
     for r in recs:
         assert "error" not in r, r
         assert list(r)[: len(bench.FIRST)] == bench.FIRST  # the documented keys lead every record, in order
-        assert (r["n"], r["stride"], r["c"]) == (256, 16, 4)
-        assert r["fwd_seconds"] > 0 and r["peak_memory_bytes"] >= 0 and r["rounds"] == 1
-        assert r["timing"] == "interleaved" and r["memory_vs_dense"] >= 0 and r["threads"] >= 1
+        assert (r["n"], r["stride"], r["c"]) == (N, 16, 4)
+        assert r["fwd_seconds"] > 0 and r["rounds"] == 1 and r["timing"] == "interleaved"
+        assert r["threads"] == 1  # the worker ran with the threads asked for, and says so
         assert r["fwd_bwd_cpu_seconds"] > 0 and r["cpu_speedup_vs_dense"] > 0
+    for pattern in ("strided", "fixed"):
+        blocked, masked = (
+            next(r for r in recs if r["pattern"] == pattern and r["impl"] == i) for i in ("blocked", "masked")
+        )
+        assert SCORES <= masked["peak_memory_bytes"] <= 8 * SCORES, masked["peak_memory_bytes"]
+        assert blocked["peak_memory_bytes"] < masked["peak_memory_bytes"] / 2
     assert recs[0]["speedup_vs_dense"] == 1.0 and recs[1]["theoretical_speedup"] > 1
     for r in recs:  # each CPU layout's ceiling beside its measurement, the kernels the worker ran
         assert r["computed_keys_per_query"] >= r["allowed_keys_per_query"] > 0 and r["kernels"].split()[0] == "native"

@@ -65,7 +65,7 @@ def as_manifest(tmp_path: Path) -> Path:
         base:
           data: {{name: file, path: "{corpus}", kind: text8, block: 16}}
           model: {{family: adaptive_span, layers: 1, d_model: 16, d_ff: 32, heads: 2, dropout: 0.0,
-                  window: official, span: {{kind: fixed, limit: 32}}}}
+                  window: past, span: {{kind: fixed, limit: 32}}}}
           train: {{optimizer: adam, lr: 1.0e-1, batch_size: 8, steps: 40, checkpoint_every: 10, log_every: 5,
                   val_every: 5, val_tokens: 512, stream_passes: random_offset, select: best_valid}}
           eval: {{batch_size: 8}}
@@ -93,7 +93,7 @@ def test_passes_reset_the_cache_best_weights_are_scored_and_a_resume_is_exact(tm
     straight = runner.run_spec(spec, m, tmp_path / "straight", callbacks=[lengths])
     assert straight.status == "finished"
 
-    # cache: grows by a block per step up to the 32 states the official window keeps (S), and starts afresh
+    # cache: grows by a block per step up to the 32 states the past window keeps (S), and starts afresh
     # (one block) exactly where a new pass begins
     train, _ = open_split(**{"name": "file", "split": "train", **spec.data.options()})
     batches = StreamBatches(train, 8, 16, "random_offset", seed=0)

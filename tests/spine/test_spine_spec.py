@@ -57,6 +57,23 @@ def test_fields_added_later_keep_earlier_run_ids():
         assert changed.run_id != plain.run_id
 
 
+def test_the_window_named_by_behaviour_keeps_the_ids_of_its_former_names():
+    """model.window's values say what a query sees (past: eq. 5's r = t-S .. t-1; self_and_past); the
+    names before them are read as the same values, and the id hashes those names, so stored ids stand."""
+    span = {"family": "adaptive_span", "layers": 1, "d_model": 16, "d_ff": 32, "heads": 2}
+
+    def run(**model):
+        return build_run("m", "tiny", {}, {**BASE, "model": {**span, **model}})
+
+    assert run(window="past").model.window == "past" and run(window="past").resolved()["model"]["window"] == "past"
+    assert run(window="official").run_id == run(window="past").run_id != run().run_id
+    assert run(window="past").resolved(identity=True)["model"]["window"] == "official"
+    assert run(window="paper").run_id == run(window="self_and_past").run_id == run().run_id
+    assert "window" not in run(window="self_and_past").resolved()["model"]  # the default, as before
+    with pytest.raises(SpecError, match=r"model\.window: expected one of self_and_past, past"):
+        run(window="future")
+
+
 def test_a_file_corpus_is_identified_by_content_and_resolved_next_to_its_manifest(tmp_path, monkeypatch, capsys):
     """Editing corpus.txt makes a new run (not 'skipped' with old bits); the same manifest and corpus in
     another folder is the same run; a relative path is the manifest's folder's, not the working directory's."""

@@ -1,0 +1,26 @@
+"""``repro verify RUN...``: stored runs re-executed as they were made, one line per run (repro.train.verify).
+
+Exit status: 0 every run gave its stored bits; 1 a run differs or cannot be verified; 2 bad input (a run
+that is not in the store)."""
+
+from __future__ import annotations
+
+import sys
+
+from repro.cli.common import store_root
+
+
+def cmd_verify(args) -> int:
+    from repro.train import runner, verify  # torch (the runs are found as `repro sample` finds them)
+
+    root = store_root(args)
+    runs = [runner.find_run(root, ref) for ref in args.runs]  # every name checked before anything trains
+    same = True
+    with verify.scratch_folder(keep=args.keep) as scratch:
+        if args.keep:
+            print(f"scratch folder (kept): {scratch}", file=sys.stderr)
+        for run in runs:
+            verdict = verify.verify(run, scratch, echo=lambda line: print(line, file=sys.stderr, flush=True))
+            print(verdict, flush=True)
+            same = same and verdict.same is True
+    return 0 if same else 1

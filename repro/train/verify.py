@@ -1,0 +1,248 @@
+"""``repro verify``: a stored run re-executed as it was made, and its numbers compared bit for bit.
+
+As it was made means: the code of its ``code_version`` (a git worktree of that commit in a scratch
+folder: its package, manifests and renderers, whatever the checkout here holds), the environment its
+summary records where that decides bits (the thread count, the CPU instruction set; the precision is in
+the spec), a scratch results root (the store is never written) and W&B off. The run is trained by that
+code's own ``repro run NAME --run-id ID`` in a child process, which is the one interface every commit of
+the suite has kept (code older than ``--run-id`` selects the run's grid cell with ``--only``).
+
+The instruction set comes from the summary's ``environment.cpu_isa``: ``avx2`` re-executes on the AVX2
+kernels, ``none`` on the libraries' own choice (which must be the recorded ``cpu_capability``). A run
+stored before the instruction set was recorded is tried on the AVX2 kernels and, where they differ, on
+this CPU's native ones too (docs/reproducibility.md: the stored runs came from AVX2 and AVX-512 EPYCs).
+The comparison is :mod:`repro.train.compare`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro import cpu_isa
+from repro.store.runs import RunDir, sources
+from repro.train.compare import first_difference
+
+# the libraries' instruction-set variables (repro/cpu_isa.py pins them to AVX2)
+ISA_VARIABLES = tuple(cpu_isa.AVX2)
+DEFAULT_THREADS = 2  # train.threads' default: what a summary without an environment was trained with
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A run's line: ``same`` (True: the same bits; False: differs; None: cannot verify) and its text."""
+
+    run_id: str
+    manifest: str
+    same: bool | None
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.run_id}  {self.manifest}  {self.text}"
+
+
+class CannotVerify(Exception):
+    """Why a run cannot be re-executed as it was made (the line says it after ``cannot verify:``)."""
+
+
+def verify(run: RunDir, scratch: Path, echo: Callable[[str], None] = lambda line: None) -> Verdict:
+    """Re-execute the stored ``run`` under ``scratch`` and compare; never writes the store."""
+    manifest = run.path.parent.name
+    try:
+        spec, summary = run.spec(), run.summary()
+        if summary.get("status") != "finished":
+            raise CannotVerify(f"the run is not finished (status {summary.get('status', 'none')})")
+        repo, commit = _commit(run, spec.get("code_version"))
+        threads, isas = _environment(spec, summary)
+        code = _worktree(repo, commit, scratch / "code" / commit)
+        tried = []
+        for isa in isas:
+            echo(f"verifying {run.run_id} ({manifest}) at {commit}, {threads} threads, {isa} kernels")
+            here = _execute(run, spec, code, scratch / "results" / f"{run.run_id}-{isa}", threads, isa)
+            difference = first_difference(run, here)
+            if difference is None:
+                return Verdict(run.run_id, manifest, True, f"same bits ({_kernels(isa, summary)})")
+            tried.append(f"{difference} ({_kernels(isa, summary)})")
+        return Verdict(run.run_id, manifest, False, "; ".join(tried))
+    except CannotVerify as why:
+        return Verdict(run.run_id, manifest, None, f"cannot verify: {why}")
+
+
+def _commit(run: RunDir, version: str | None) -> tuple[Path, str]:
+    """The repository that holds the run's commit, and the commit: the run's results root's repository,
+    else the one this code is in."""
+    if not version or version == "unknown":
+        raise CannotVerify("its spec.yaml records no code_version")
+    if version.endswith("+dirty"):
+        raise CannotVerify(f"it was trained with uncommitted changes (code_version {version})")
+    store = run.path.parent.parent.parent
+    for place in (store, Path(__file__).resolve().parent):
+        repo = _git(place, "rev-parse", "--show-toplevel")
+        if repo and _git(Path(repo), "rev-parse", "--verify", "--quiet", f"{version}^{{commit}}"):
+            return Path(repo), _git(Path(repo), "rev-parse", "--short", f"{version}^{{commit}}")
+    raise CannotVerify(f"commit {version} is in no repository here (the results root's, or this code's)")
+
+
+def _environment(spec: dict, summary: dict) -> tuple[int, list[str]]:
+    """The thread count, and the instruction sets to try (``avx2``, ``native``), from the summary."""
+    environment = summary.get("environment") or {}
+    torch = _torch_version()
+    if environment.get("torch") and environment["torch"] != torch:
+        raise CannotVerify(f"it was trained with torch {environment['torch']}; this is torch {torch}")
+    threads = environment.get("threads") or (spec.get("train") or {}).get("threads") or DEFAULT_THREADS
+    recorded = environment.get("cpu_isa")
+    if recorded == "avx2":
+        return threads, ["avx2"]
+    if recorded == "none":
+        native, wanted = native_capability(), environment.get("cpu_capability")
+        if wanted and native != wanted:
+            raise CannotVerify(f"it ran on the libraries' own {wanted} kernels; this CPU's are {native}")
+        return threads, ["native"]
+    if recorded is not None:
+        raise CannotVerify(f"its environment records an unknown instruction set {recorded!r}")
+    # not recorded: stored before the pin; AVX2 kernels first, then this CPU's own where they differ
+    return threads, ["avx2"] + (["native"] if native_capability() not in ("AVX2", "DEFAULT") else [])
+
+
+def _kernels(isa: str, summary: dict) -> str:
+    """How the run was re-executed, and what its summary did not record (so was assumed)."""
+    said = "AVX2 kernels" if isa == "avx2" else f"this CPU's native {native_capability()} kernels"
+    environment = summary.get("environment")
+    if not environment:
+        return f"{said}; the run records no environment: {DEFAULT_THREADS} threads assumed"
+    return said if environment.get("cpu_isa") else f"{said}; the run records no instruction set"
+
+
+def _worktree(repo: Path, commit: str, where: Path) -> Path:
+    """A detached worktree of ``commit`` (made once per commit and scratch folder)."""
+    if not where.exists():
+        where.parent.mkdir(parents=True, exist_ok=True)
+        made = subprocess.run(
+            ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(where), commit],
+            capture_output=True,
+            text=True,
+        )
+        if made.returncode != 0:
+            raise CannotVerify(f"git worktree add of {commit} failed: {_last_line(made.stderr)}")
+    return where
+
+
+@contextlib.contextmanager
+def scratch_folder(keep: bool = False) -> Iterator[Path]:
+    """A scratch folder for the code and the re-executed runs; removed after, with the worktrees it holds
+    (their repositories forget them), unless ``keep``."""
+    folder = Path(tempfile.mkdtemp(prefix="repro-verify-"))
+    try:
+        yield folder
+    finally:
+        if not keep:
+            repos = {
+                _git(tree, "rev-parse", "--path-format=absolute", "--git-common-dir")
+                for tree in (folder / "code").glob("*")
+            }
+            shutil.rmtree(folder, ignore_errors=True)
+            for common in filter(None, repos):
+                subprocess.run(["git", "--git-dir", common, "worktree", "prune"], capture_output=True)
+
+
+def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, isa: str) -> RunDir:
+    """Train the run with the code in ``code`` into ``results``; the re-executed run's folder."""
+    manifest = run.path.parent.name
+    source = sources(run.path.parent.parent.parent).get(manifest)
+    ref, overrides = (_in_tree(Path(source["path"]), code), source.get("args", [])) if source else (manifest, [])
+    parser = _parser_text(code)
+    if '"--run-id"' in parser:
+        seeds = ["--seeds", str(int((spec.get("train") or {}).get("seed", 0)) + 1)] if '"--seeds"' in parser else []
+        selection = ["--run-id", run.run_id, *seeds]
+    else:
+        cell = spec.get("cell") or {}
+        if any(isinstance(v, (dict, list)) for v in cell.values()):
+            raise CannotVerify("its code has no --run-id, and its grid cell cannot be named by --only")
+        selection = [a for k, v in cell.items() for a in ("--only", f"{k}={v}")]
+    command = [sys.executable, "-m", "repro", "--results", str(results), "run", ref, *overrides]
+    command += ["--scale", str(spec.get("scale", "tiny")), "--no-wandb", *selection]
+    results.mkdir(parents=True, exist_ok=True)
+    with (results / "verify.log").open("w") as log:
+        done = subprocess.run(command, cwd=code, env=child_environment(code, threads, isa), stdout=log, stderr=log)
+    here = RunDir(results, manifest, run.run_id)
+    if done.returncode != 0 or not (here.path / "summary.json").exists():
+        said = _last_line((results / "verify.log").read_text(errors="replace"))
+        raise CannotVerify(f"its code's `repro run` exited {done.returncode} without the run ({said})")
+    return here
+
+
+def child_environment(code: Path, threads: int, isa: str) -> dict[str, str]:
+    """The re-executing process's environment: this one's, with the code of ``code`` first on the path,
+    the thread count, the instruction set (``avx2``: the libraries held to AVX2 by their own variables,
+    which code older than the pin obeys too; ``native``: those variables unset), W&B off, and nothing that
+    would point it at this checkout's manifests or results."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REPRO_EXPERIMENTS", "REPRO_RESULTS", *ISA_VARIABLES)}
+    env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["WANDB_MODE"] = "disabled"
+    env["REPRO_CPU_ISA"] = isa
+    if isa == "avx2":
+        env.update(cpu_isa.AVX2)
+    return env
+
+
+_NATIVE: list[str] = []
+
+
+def native_capability() -> str:
+    """The kernels torch picks on this CPU when nothing holds it (asked once of a fresh process)."""
+    if not _NATIVE:
+        env = {k: v for k, v in os.environ.items() if k not in ISA_VARIABLES}
+        asked = subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        _NATIVE.append(asked.stdout.strip() or "unknown")
+    return _NATIVE[0]
+
+
+def _torch_version() -> str:
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def _in_tree(path: Path, code: Path) -> str:
+    """A manifest file of this checkout as the same file of the worktree (an outside file as it is)."""
+    top = _git(path.parent, "rev-parse", "--show-toplevel") if path.parent.is_dir() else ""
+    if top:
+        with contextlib.suppress(ValueError):
+            return str(code / path.resolve().relative_to(Path(top).resolve()))
+    return str(path)
+
+
+def _parser_text(code: Path) -> str:
+    """The source of the worktree's argument parser (its options tell how to select one run)."""
+    for name in ("repro/cli/parser.py", "repro/cli.py"):
+        if (code / name).exists():
+            return (code / name).read_text()
+    return ""
+
+
+def _git(place: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(place), *args], capture_output=True, text=True)
+    except OSError:
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "no output"

@@ -1,0 +1,66 @@
+"""Docs that cannot drift: docs/commands.md is what the parser generates, and every repository path
+README.md and docs/ name exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from repro.cli import reference
+from repro.cli.parser import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TOP = ("repro", "analysis", "experiments", "results", "tests", "scripts", "docs", ".ci")
+# a path as prose writes it: a top-level folder, then names; or a markdown link's target
+NOT_AFTER = r"(?<![\w./<$-])"  # inside another path, a placeholder or a variable: not a repository path
+PATH = re.compile(NOT_AFTER + "(?:" + "|".join(re.escape(t) for t in TOP) + r")/[\w./-]*")
+# a module named from the package's folders (`models/span.py`, `train/runner.py`)
+PACKAGE = ("config", "data", "models", "train", "store", "files", "report", "track", "cli", "bench")
+MODULE = re.compile(NOT_AFTER + "(?:" + "|".join(PACKAGE) + r")/[\w./-]*\.py")
+LINK = re.compile(r"\]\(([^)#\s]+)")
+# folders commands create under a results root (submitted jobs, W&B's offline runs, the dashboard's
+# projects): named by the docs, never committed
+MADE_BY_COMMANDS = ("results/jobs/", "results/wandb/", "results/trackio/")
+
+
+def test_the_command_reference_is_what_the_parser_generates():
+    assert (ROOT / "docs" / "commands.md").read_text() == reference.render(build_parser()), (
+        "docs/commands.md differs from the parser: regenerate it with `python -m repro.cli.reference`"
+    )
+
+
+def test_the_generated_reference_lists_every_option_of_every_command():
+    text = reference.render(build_parser())
+    for option in ("--seeds", "--allow-read", "--partition", "--slurm-arg", "--keep", "--retrain-checkpoint"):
+        assert f"`{option}" in text, option
+    assert "## `repro verify`" in text and "### `repro data prepare`" in text
+
+
+def named_paths(doc: Path) -> list[tuple[str, Path]]:
+    """The repository paths ``doc`` names: written from the repository's root, modules from the package's,
+    or linked from the doc's folder."""
+    text = doc.read_text()
+    out = []
+    for match in PATH.finditer(text):
+        written = match.group(0).rstrip(".,:;")
+        if not _placeholder(text, match.end()) and not written.startswith(MADE_BY_COMMANDS):
+            out.append((written, ROOT / written))
+    out += [(m.group(0), ROOT / "repro" / m.group(0)) for m in MODULE.finditer(text)]
+    for target in LINK.findall(text):
+        if "://" not in target and not target.startswith("mailto:"):
+            out.append((target, (doc.parent / target).resolve()))
+    return out
+
+
+def _placeholder(text: str, end: int) -> bool:
+    """A pattern rather than a path: the name goes on with a placeholder or a glob (`runs/<manifest>/`,
+    `experiments/**/*.yaml`, `bench/<bench>.json`)."""
+    return end < len(text) and text[end] in "<*{"
+
+
+def test_every_path_the_docs_name_exists():
+    missing = [
+        f"{doc.relative_to(ROOT)}: {written}" for doc in DOCS for written, path in named_paths(doc) if not path.exists()
+    ]
+    assert not missing, "\n".join(missing)
