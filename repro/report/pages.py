@@ -250,7 +250,9 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
             results += scale_results
             lines += block
         lines.append("")
-    if manifest.notes:
+    if manifest.notes and (manifest.set or manifest.sweep):  # a derived manifest's notes are its base's
+        lines += [f"## Notes of `{manifest.path.name}`", "", _BASE_NOTES, "", *_quoted(manifest.notes), ""]
+    elif manifest.notes:
         lines += ["## Notes", "", manifest.notes.strip(), ""]
     if manifest.claims:
         lines[4:4] = _claims_defined(manifest)
@@ -342,6 +344,18 @@ def claims_csv(results: list[ClaimResult]) -> str:
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+_BASE_NOTES = (
+    "Written for that file's own settings, not for the overrides above: where they name a value the "
+    "overrides changed (a step count, an R, a scale's recipe), the tables and claims of this report are the "
+    "measured truth."
+)
+
+
+def _quoted(text: str) -> list[str]:
+    """Text as a markdown quote, line by line."""
+    return [f"> {line}".rstrip() for line in text.strip().splitlines()]
 
 
 def derived_note(manifest: Manifest) -> list[str]:

@@ -37,6 +37,7 @@ def test_local_launcher_with_two_processes_equals_a_direct_run(tmp_path, write_m
     out = capsys.readouterr().out
     assert out.count("as local job") == 2 and out.count("done") == 2, out
     expected = direct(path, tmp_path / "direct")
+    capsys.readouterr()  # the direct runs' own lines (their evaluation prints progress)
     name = manifests.load(path).name
     for run_id, summary in expected.items():
         got = RunDir(root, name, run_id).summary()

@@ -59,7 +59,7 @@ def test_st_bench_attention_records():
         assert SCORES <= masked["peak_memory_bytes"] <= 8 * SCORES, masked["peak_memory_bytes"]
         assert blocked["peak_memory_bytes"] < masked["peak_memory_bytes"] / 2
     assert recs[0]["speedup_vs_dense"] == 1.0 and recs[1]["theoretical_speedup"] > 1
-    for r in recs:  # each CPU layout's ceiling beside its measurement, the kernels the worker ran
+    for r in (r for r in recs if r["impl"] in ("sdpa", "blocked")):  # each CPU layout's ceiling (not the n x n masked)
         assert r["computed_keys_per_query"] >= r["allowed_keys_per_query"] > 0 and r["kernels"].split()[0] == "native"
     assert recs[0]["ceiling_vs_dense"] == 1.0 < recs[1]["ceiling_vs_dense"]
 

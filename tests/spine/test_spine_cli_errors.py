@@ -50,7 +50,7 @@ def test_unknown_manifest_suggests_the_closest(capsys, tmp_path):
         ),
         (
             lambda t: t + "grid:\n  model.stride: [8, 16]\nclaims:\n  - {id: x, text: y, check: 'valid_bits[] < 2',"
-            " requires: ['span_max[strides=8] > 1']}\n",
+            " requires: ['valid_bits[strides=8] > 1']}\n",
             "filter strides=8 names no single grid key",
         ),
         (lambda t: t + "requires: ['valid_bits[] <']\nclaims: []\n", "requires[0]"),

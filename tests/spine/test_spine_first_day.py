@@ -79,7 +79,8 @@ def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_m
     from repro.train.runner import with_max_steps
 
     claims_text = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
-    path = write_manifest(grid="grid:\n  model.stride: [16, 8]\n", claims=claims_text)
+    notes = "notes: |\n  Trained 30 steps.\n  Stride 16 is sqrt(256).\n"
+    path = write_manifest(grid="grid:\n  model.stride: [16, 8]\n", claims=claims_text + notes)
     root = tmp_path / "results"
     (m,) = lookup.select(str(path), ["-m", "model.stride=8,16", "train.steps=20"], root)
     for spec in m.expand("tiny"):
@@ -92,6 +93,9 @@ def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_m
     assert f"None of the 2 run(s) of the current resolution is stored: {fill} trains them" in text
     assert [r.verdict.detail for r in results] == [f"no run of the current resolution is stored: {fill}"]
     assert "[{" not in text and "{}" not in text
+    # the base file's notes (its 30 steps, not these 20) are shown as that file's, quoted
+    assert "## Notes of `m.yaml`" in text and "## Notes\n" not in text
+    assert "> Trained 30 steps.\n> Stride 16 is sqrt(256)." in text
 
 
 def test_tables_of_manifests_with_dots_in_their_names_never_collide(tmp_path):

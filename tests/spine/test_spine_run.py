@@ -71,7 +71,7 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
     report = (tmp_path / "results" / "reports" / "t-tiny.md").read_text()
     assert "Scale: tiny" in report and f"dataset: {label}" in report
     assert "- **learns** — **indicative (one seed)** — holds" in report and "**not evaluable**" not in report
-    assert "at-paper" not in report  # judged at the paper scale only
+    assert "**at-paper** —" not in report  # judged at the paper scale only (listed among the claims)
     assert (tmp_path / "results" / "reports" / "t-tiny.csv").exists()
     assert (tmp_path / "results" / "reports" / "figures" / "t-tiny-curves-tiny.png").exists()
 
