@@ -115,19 +115,17 @@ def shown(metric: str, filters: dict[str, str]) -> str:
     return f"{metric}[{', '.join(f'{k}={v}' for k, v in filters.items())}]"
 
 
-def mechanism_requires(check: str, family: str | None) -> list[str]:
-    """The preconditions a check gets by itself: ``moved[...]`` for every selection of an adaptive-span
-    model's span-set metric (its spans, or FLOPs that follow them), so a claim cannot hold only because
-    no span left z = 0 (z + R then measures R)."""
+def mechanism_requires(check: str, family: str | None) -> list[tuple[str, dict[str, str]]]:
+    """The preconditions a check gets by itself, each with the filters it selects by: ``moved[...]`` for
+    every selection of a span-set metric (its spans, or FLOPs that follow them) of a family with learned
+    spans, so a claim cannot hold only because no span left z = 0 (z + R then measures R)."""
     if family not in ("adaptive_span", "frontier"):
         return []
-    out = []
+    out: dict[str, dict[str, str]] = {}
     for metric, filters in parse(check)[1]:
         if metric in SPAN_METRICS:
-            word = f"moved[{', '.join(f'{k}={v}' for k, v in filters.items())}]"
-            if word not in out:
-                out.append(word)
-    return out
+            out.setdefault(f"moved[{', '.join(f'{k}={v}' for k, v in filters.items())}]", filters)
+    return list(out.items())
 
 
 def matching_keys(key: str, cell_keys: list[str]) -> list[str]:
@@ -168,7 +166,7 @@ def by_construction(check: str, cell_keys: list[str]) -> list[str]:
             [selections[int(n.id[2:])] for n in ast.walk(side) if isinstance(n, ast.Name) and n.id.startswith("_s")]
             for side in sides
         ]
-        for metric, counted in metrics.COUNTS.items():
+        for metric, (counted, why) in metrics.COUNTS.items():
             for key in counted:
                 values = {
                     next((v for k, v in f.items() if key in matching_keys(k, cell_keys) or k == key), None)
@@ -178,7 +176,7 @@ def by_construction(check: str, cell_keys: list[str]) -> list[str]:
                 }
                 if len(values) > 1 and None not in values:
                     out.append(
-                        f"{metric} counts {key} ({metrics.COUNTS_WHY[metric]}): comparing it across "
+                        f"{metric} counts {key} ({why}): comparing it across "
                         f"{key} = {', '.join(sorted(values))} can hold by construction"
                     )
     return list(dict.fromkeys(out))

@@ -404,26 +404,26 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
     if "runs" in manifest.reference:
         _check_reference_runs(manifest, manifest.reference["runs"])
     _check_claim_cells(manifest)
-    _drop_fixed_moved(manifest, [runs for runs, _ in expanded])
+    _add_moved(manifest, [spec for runs, _ in expanded for spec in runs])
     return manifest
 
 
-def _drop_fixed_moved(manifest: Manifest, expanded: list[list[RunSpec]]) -> None:
-    """An automatic ``moved[...]`` is for learned spans: dropped where no run it selects, at any scale,
-    learns its span (a fixed span's z is S by construction; dense or factorised attention has none)."""
-    specs = [spec for runs in expanded for spec in runs]
+def _add_moved(manifest: Manifest, specs: list[RunSpec]) -> None:
+    """Each claim's ``moved[...]`` preconditions that its span metrics bring by themselves
+    (:func:`repro.config.claims.mechanism_requires`), after its own: those that select, at some scale, a
+    run whose span is learned (a fixed span's z is S by construction; dense or factorised attention has none)."""
+    family = specs[0].family if specs else None
     for claim in manifest.claims:
-        auto = claims.mechanism_requires(claim.check, specs[0].family if specs else None)
-        claim.requires = [
-            p
-            for p in claim.requires
-            if p not in auto or any(_selects(spec, p) and learns_span(spec.family, spec.model) for spec in specs)
+        auto = [
+            word
+            for word, filters in claims.mechanism_requires(claim.check, family)
+            if any(learns_span(spec.family, spec.model) and _selects(spec, filters) for spec in specs)
         ]
+        claim.requires = list(dict.fromkeys([*claim.requires, *auto]))
 
 
-def _selects(spec: RunSpec, check: str) -> bool:
-    """Whether ``spec``'s grid cell matches every filter of the check's first selection."""
-    _, filters = claims.parse(check)[1][0]
+def _selects(spec: RunSpec, filters: dict[str, str]) -> bool:
+    """Whether ``spec``'s grid cell matches every filter."""
     for key, value in filters.items():
         keys = claims.matching_keys(key, list(spec.cell))
         if not keys or str(spec.cell[keys[0]]) != value:
@@ -535,8 +535,8 @@ def _check_overrides(path: Path, values: dict, axes: dict) -> None:
 
 
 def _claims(path: Path, items: Any, requires: list[str], family: str | None) -> list[Claim]:
-    """The claims, each with the manifest-wide preconditions ``requires``, its own, then those its metrics
-    bring by themselves (:func:`repro.config.claims.mechanism_requires`)."""
+    """The claims, each with the manifest-wide preconditions ``requires`` before its own (those its metrics
+    bring by themselves follow once the runs are known: :func:`_add_moved`)."""
     if not isinstance(items, list):
         raise ManifestError(f"{path}: claims: expected a list")
     for j, check in enumerate(requires):
@@ -553,14 +553,13 @@ def _claims(path: Path, items: Any, requires: list[str], family: str | None) -> 
             _parse(path, f"claims[{i}].requires[{j}]", check, family)
         check = str(item["check"])
         _parse(path, f"claims[{i}]", check, family)
-        auto = claims.mechanism_requires(check, family)
         out.append(
             Claim(
                 id=str(item.get("id", i)),
                 text=str(item.get("text", "")),
                 check=check,
                 scales=scales,
-                requires=list(dict.fromkeys([*requires, *own, *auto])),
+                requires=list(dict.fromkeys([*requires, *own])),
             )
         )
     return out

@@ -53,9 +53,8 @@ FAMILY = {
     ),
 }
 PATTERNS = {"sparse_transformer": (re.compile(r"test_bits_ctx\d+$"),)}  # st-table3: bits at each context
-# metrics that count a spec key's value whatever the model learned, and why
-COUNTS = {"avg_span": ("model.span.ramp",)}
-COUNTS_WHY = {"avg_span": "the effective span min(S, z + R) adds R to z"}
+# metrics that count spec keys' values whatever the model learned: (the keys, why)
+COUNTS = {"avg_span": (("model.span.ramp",), "the effective span min(S, z + R) adds R to z")}
 
 
 def names(family: str | None) -> tuple[str, ...]:

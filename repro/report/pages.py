@@ -93,12 +93,7 @@ class ClaimResult:
         """The verdict's effect, or what stopped it (failed preconditions by their ``labels``)."""
         v = self.verdict
         if v.failed:
-            names = [labels.get(p, f"`{p}`") for p in v.failed]
-            why = (
-                f"precondition {', '.join(names)} fails"
-                if len(names) == 1
-                else f"preconditions {', '.join(names)} fail"
-            )
+            why = verdicts.failed_text([labels.get(p, f"`{p}`") for p in v.failed])
         elif v.status == verdicts.NOT_EVALUABLE:
             why = v.detail
         elif v.status == verdicts.INDICATIVE:
@@ -204,7 +199,8 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
     for scale in [s for s in manifest.scale_names() if not runs.empty and s in set(runs["scale"])]:
         rows, others = split_current(manifest, scale, runs)
         keys = cell_keys(manifest, scale)
-        frame = _table(manifest, rows, keys, spread=True)
+        cells = seed_means(rows, keys)  # one row per grid cell: the table's and the renderers'
+        frame = _table(manifest, cells, keys, spread=True)
         csv_frames.append(_table(manifest, rows, keys).assign(scale=scale))
         fill = f"`repro run {manifest.command} --scale {scale}`"
         lines += [
@@ -234,7 +230,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
                 markdown_table(_table(manifest, others, keys).assign(run_id=list(others["run_id"]))),
                 "",
             ]
-        drawn = Context(manifest, seed_means(rows, keys), scale, root, replicates=rows)
+        drawn = Context(manifest, cells, scale, root, replicates=rows)
         figures = renderers.render_all(drawn) if not rows.empty else []
         for path, caption in figures:
             lines += _embed(path, caption, out_dir)
@@ -276,7 +272,7 @@ def rule_line(confidence: float) -> str:
 
 
 def _claims_defined(manifest: Manifest) -> list[str]:
-    """The claims once, with their checks; the automatic preconditions named as such."""
+    """The claims once, text and check, and where their full numbers are."""
     lines = ["## Claims", ""]
     for claim in manifest.claims:
         lines += [f"- **{claim.id}**: {claim.text}", f"  `{claim.check}`"]
@@ -444,11 +440,11 @@ def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
 
 
 def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool = False) -> pd.DataFrame:
-    """One row per run (the csv, each seed apart) or, with ``spread``, per grid cell: ``mean ± sd`` over its
-    seeds and their number ``n``; the paper's values beside."""
+    """One row per run (the csv, each seed apart) or, with ``spread``, per grid cell from the seed means of
+    :func:`seed_means`: ``mean ± sd`` over its seeds and their number ``n``; the paper's values beside."""
     names = short_names(keys)
     out = []
-    for _, row in (seed_means(rows, keys) if spread else rows).iterrows():
+    for _, row in rows.iterrows():
         cell = {k: row[k] for k in keys if k in row}
         record = {names[k]: value_text(v) if isinstance(v, (dict, list)) else v for k, v in cell.items()}
         if not spread and SEED in row:

@@ -141,9 +141,13 @@ def evaluate(
     # a claim that the models learned is no precondition of itself
     failed = [p for p in requires if p != check and _gate(p, means, frames, cell_keys).status != REPRODUCED]
     if failed:
-        words = ("precondition", "fails") if len(failed) == 1 else ("preconditions", "fail")
-        return Verdict(NOT_EVALUABLE, f"{words[0]} {', '.join(f'`{p}`' for p in failed)} {words[1]}", failed=failed)
+        return Verdict(NOT_EVALUABLE, failed_text([f"`{p}`" for p in failed]), failed=failed)
     return _judge(check, means, frames, cell_keys, confidence)
+
+
+def failed_text(names: list[str]) -> str:
+    """``precondition P1 fails`` / ``preconditions P1, P2 fail``."""
+    return f"precondition {names[0]} fails" if len(names) == 1 else f"preconditions {', '.join(names)} fail"
 
 
 def precondition(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
