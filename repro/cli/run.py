@@ -10,6 +10,7 @@ from repro.cli import eta
 from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root
 from repro.cli.status import run_state
 from repro.config import manifest as manifests
+from repro.config.keys import names
 from repro.errors import UserError
 from repro.files import atomic
 from repro.progress import say
@@ -147,9 +148,7 @@ def cmd_run(args) -> int:
 def _picked(cell: dict, only: list[str]) -> bool:
     """Whether ``--only`` keeps this cell (each KEY=VALUE: a key equal to KEY or ending in .KEY)."""
     pairs = [item.partition("=")[::2] for item in only]
-    return all(
-        any((k == key or k.endswith("." + key)) and str(v) == value for k, v in cell.items()) for key, value in pairs
-    )
+    return all(any(names(key, k) and str(v) == value for k, v in cell.items()) for key, value in pairs)
 
 
 def _ensure_data(specs) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import ast
 import re
 
-from repro.config import metrics
+from repro.config import keys, metrics
 from repro.errors import UserError
 
 LEARNED_FRACTION = 0.8
@@ -128,18 +128,13 @@ def mechanism_requires(check: str, family: str | None) -> list[tuple[str, dict[s
     return list(out.items())
 
 
-def matching_keys(key: str, cell_keys: list[str]) -> list[str]:
-    """The grid keys a filter key names: equal to it, or ending in ``.key``."""
-    return [c for c in cell_keys if c == key or c.endswith("." + key)]
-
-
 def filter_keys(check: str, cell_keys: list[str]) -> list[tuple[str, str, str | None]]:
     """``(key, value, grid key)`` for every filter of ``check``; the grid key is None unless the key names
     exactly one of ``cell_keys`` (what ``repro validate`` refuses)."""
     out = []
     for _, filters in parse(check)[1]:
         for key, value in filters.items():
-            matches = matching_keys(key, cell_keys)
+            matches = keys.matching(key, cell_keys)
             out.append((key, value, matches[0] if len(matches) == 1 else None))
     return out
 
@@ -169,7 +164,7 @@ def by_construction(check: str, cell_keys: list[str]) -> list[str]:
         for metric, (counted, why) in metrics.COUNTS.items():
             for key in counted:
                 values = {
-                    next((v for k, v in f.items() if key in matching_keys(k, cell_keys) or k == key), None)
+                    next((v for k, v in f.items() if key in keys.matching(k, cell_keys) or k == key), None)
                     for side in used
                     for m, f in side
                     if m == metric

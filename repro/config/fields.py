@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from repro.config.keys import show
 from repro.errors import UserError
 
 _LATER = "repro_omitted_at_default"
@@ -144,11 +145,6 @@ def _message(cls: type[Section], error: dict[str, Any]) -> str:
         if kind.startswith(prefix + "_"):
             return f"expected {expected}, got {show(value)}"
     return f"{error['msg']}, got {show(value)}"
-
-
-def show(value: Any) -> str:
-    """A value as an error shows it: its type and (the start of) its repr."""
-    return f"{type(value).__name__} {value!r}"[:80] if not isinstance(value, (dict, list)) else type(value).__name__
 
 
 def _owner(cls: type[Section], loc: tuple[str | int, ...]) -> type[Section]:

@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES, TRUST_CODE
-from repro.config import claims, metrics
+from repro.config import claims, keys, metrics
 from repro.config.cells import cell_text
 from repro.config.families import learns_span
+from repro.config.keys import show
 from repro.config.spec import SECTIONS, RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
@@ -425,8 +426,8 @@ def _add_moved(manifest: Manifest, specs: list[RunSpec]) -> None:
 def _selects(spec: RunSpec, filters: dict[str, str]) -> bool:
     """Whether ``spec``'s grid cell matches every filter."""
     for key, value in filters.items():
-        keys = claims.matching_keys(key, list(spec.cell))
-        if not keys or str(spec.cell[keys[0]]) != value:
+        named = keys.matching(key, spec.cell)
+        if not named or str(spec.cell[named[0]]) != value:
             return False
     return True
 
@@ -437,14 +438,14 @@ def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
     where = f"{manifest.path}: reference.runs"
     if not isinstance(entries, list):
         raise ManifestError(f"{where}: expected a list of {{match, label, prior, <metric>: value}} entries")
-    keys = {k for s in manifest.scale_names() for k in manifest.grid_for(s)}
+    grid_keys = {k for s in manifest.scale_names() for k in manifest.grid_for(s)}
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("match", {}), dict):
             raise ManifestError(f"{where}[{i}]: expected a mapping with a `match` mapping")
         for key in entry.get("match", {}):
-            if not any(k == key or k.endswith("." + key) for k in keys):
+            if not keys.matching(key, grid_keys):
                 raise ManifestError(
-                    f"{where}[{i}].match.{key}: names no grid key; grid keys: {', '.join(sorted(keys)) or 'none'}"
+                    f"{where}[{i}].match.{key}: names no grid key; grid keys: {', '.join(sorted(grid_keys)) or 'none'}"
                 )
         if not isinstance(entry.get("label", ""), str):
             raise ManifestError(f"{where}[{i}].label: expected a string, got {show(entry['label'])}")
@@ -484,11 +485,6 @@ def _check_claim_cells(manifest: Manifest) -> None:
                         )
 
 
-def show(value: Any) -> str:
-    """A value as an error message shows it: its type and (the start of) its repr."""
-    return f"{type(value).__name__} {value!r}"[:80]
-
-
 def _check_grid(path: Path, where: str, grid: Any, base: dict, known: dict) -> None:
     if not isinstance(grid, dict):
         raise ManifestError(f"{path}: {where}: expected a mapping of dotted keys to lists")
@@ -513,8 +509,8 @@ def _check_seeds(path: Path, where: str, value: Any) -> None:
 
 def _check_overrides(path: Path, values: dict, axes: dict) -> None:
     """``set``/``sweep`` keys are dotted spec keys (their values are checked when the runs resolve)."""
-    for where, keys in (("set", values), ("sweep", axes)):
-        for key in keys:
+    for where, given in (("set", values), ("sweep", axes)):
+        for key in given:
             if key in SECTIONS:
                 raise ManifestError(
                     f"{path}: {where}.{key}: sets the whole {key} section (its other keys back to their defaults); "

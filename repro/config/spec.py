@@ -19,7 +19,8 @@ from pydantic import Field
 
 from repro.config.cells import cell_text
 from repro.config.families import FAMILIES
-from repro.config.fields import Float, Int, Section, SpecError, build, later, plain, show
+from repro.config.fields import Float, Int, Section, SpecError, build, later, plain
+from repro.config.keys import show
 from repro.data import catalog
 from repro.data.text import FILE_KINDS
 from repro.data.views import BYTE_VOCABS

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.config.manifest import Manifest, ManifestError, analysis_root, show
+from repro.config.keys import matching, show
+from repro.config.manifest import Manifest, ManifestError, analysis_root
 from repro.files import atomic
 from repro.report import verdicts
 from repro.store.runs import RunDir
@@ -163,7 +164,7 @@ def reference_for(manifest: Any, cell: dict[str, Any]) -> dict[str, Any]:
     satisfies (keys may be dotted suffixes; an empty match fits every run), without ``match``."""
     for entry in manifest.reference.get("runs") or []:
         match = entry.get("match") or {}
-        if all(any(str(v) == str(cell[c]) for c in cell if c == k or c.endswith("." + k)) for k, v in match.items()):
+        if all(any(str(v) == str(cell[c]) for c in matching(k, cell)) for k, v in match.items()):
             return {k: v for k, v in entry.items() if k != "match"}
     return {}
 

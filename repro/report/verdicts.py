@@ -38,7 +38,8 @@ import pandas as pd
 
 from repro.config import claims
 from repro.config.cells import cell_text, value_text
-from repro.config.claims import TIMED, matching_keys, shown
+from repro.config.claims import TIMED, shown
+from repro.config.keys import matching
 
 CONFIDENCE = 0.95
 SEED = "train.seed"  # the column that tells a cell's replicates apart
@@ -413,7 +414,7 @@ def _matching(runs: pd.DataFrame, cell_keys: list[str], filters: dict[str, str])
     """The rows whose cell matches every filter (a key names one grid key, or its dotted suffix)."""
     rows = runs
     for key, value in filters.items():
-        matches = matching_keys(key, cell_keys)
+        matches = matching(key, cell_keys)
         if len(matches) != 1:
             raise NotEvaluable(f"filter key {key!r} matches {len(matches)} grid keys of {cell_keys}")
         rows = rows[rows[matches[0]].astype(str) == value]
@@ -422,7 +423,7 @@ def _matching(runs: pd.DataFrame, cell_keys: list[str], filters: dict[str, str])
 
 def _select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[str, str]) -> Any:
     rows = _matching(runs, cell_keys, filters)
-    used = {c for key in filters for c in matching_keys(key, cell_keys)}
+    used = {c for key in filters for c in matching(key, cell_keys)}
     if rows.empty:
         raise NotEvaluable(f"no run matches {shown(metric, filters)}")
     unfinished = rows[rows["status"] != "finished"]
