@@ -1,15 +1,17 @@
 """The ``model`` section of each model family: its keys, defaults and bounds (no torch: a manifest is
 checked without the model). ``FAMILIES`` maps ``model.family`` to its schema; the model that a schema
-configures is ``repro.models.<family>`` (``repro.models.family``), whose docstring explains the keys."""
+configures is ``repro.models.<family>`` (``repro.models.family``), whose docstring explains the keys.
+The rules between a family's keys (heads divide the widths, the fixed pattern's c fits its stride) are
+its schema's model validators, here, so a model is never built from a configuration that breaks them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, model_validator
 
-from repro.config.fields import Float, Int, Section, later
+from repro.config.fields import Float, Int, Section, later, refuse
 
 
 class SparseTransformerConfig(Section):
@@ -29,6 +31,15 @@ class SparseTransformerConfig(Section):
     init_std: Float = Field(0.02, gt=0)  # base std of weights and embeddings (W2, Wp: init_std / sqrt(2N))
     init: Literal["normal", "paper"] = later("normal")  # see repro.models.sparse_transformer
     dropout_embedding: bool = later(True)  # also drop the summed embeddings (the paper does not)
+
+    @model_validator(mode="after")
+    def _rules(self) -> SparseTransformerConfig:
+        _split_heads(self, {"d_model": self.d_model, "qk_mult": round(self.d_model * self.qk_mult)})
+        if self.pattern == "fixed" and (self.c is None or self.c > self.stride):
+            raise refuse(f"got {self.c!r}; allowed: 1 to model.stride = {self.stride} (the fixed pattern)", "c")
+        if self.pattern != "dense" and self.combine == "multihead" and self.heads < 2:
+            raise refuse(f"got {self.heads}; allowed: >= 2 with combine: multihead", "heads")
+        return self
 
 
 class SpanConfig(Section):
@@ -57,6 +68,11 @@ class AdaptiveSpanConfig(Section):
     window: Window = later("self_and_past", id_names={"self_and_past": "paper", "past": "official"})
     span: SpanConfig = Field(default_factory=SpanConfig)
 
+    @model_validator(mode="after")
+    def _rules(self) -> AdaptiveSpanConfig:
+        _split_heads(self, {"d_model": self.d_model})
+        return self
+
 
 # the frontier's attentions: one file each under repro/models/attentions/ (read here as names, not imported)
 ATTENTIONS = tuple(sorted(p.stem for p in (Path(__file__).parents[1] / "models" / "attentions").glob("[a-z]*.py")))
@@ -80,6 +96,22 @@ class FrontierConfig(Section):
     c: Int = Field(32, ge=1)  # fixed: summary positions per block
     combine: Literal["interleaved", "merged", "multihead"] = "merged"  # strided / fixed
     globals: Int = Field(16, ge=0)  # longformer: the first g positions are keys of every query
+
+    @model_validator(mode="after")
+    def _rules(self) -> FrontierConfig:
+        _split_heads(self, {"d_model": self.d_model})
+        return self
+
+
+def _split_heads(model: Section, widths: dict[str, int]) -> None:
+    """Each width (a key: the width it gives) splits into ``model.heads`` equal heads."""
+    for key, width in widths.items():
+        if width < model.heads or width % model.heads:
+            raise refuse(
+                f"got {getattr(model, key)!r}: a width of {width} does not split into model.heads = "
+                f"{model.heads} equal heads; allowed: a multiple of {model.heads}",
+                key,
+            )
 
 
 def learns_span(family: str, model: Section) -> bool:

@@ -14,7 +14,9 @@ every earlier spec keeps its id; set to anything else it enters the spec and the
 from __future__ import annotations
 
 import copy
+import types
 import typing
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -25,6 +27,7 @@ from repro.config.keys import show
 from repro.errors import UserError
 
 _LATER = "repro_omitted_at_default"
+_KEEP = object()  # expect(): no default for an empty value
 _ID_NAMES = "repro_id_names"
 
 
@@ -100,16 +103,54 @@ def plain(value: Any, identity: bool = False) -> Any:
     return copy.deepcopy(value)
 
 
+def refuse(message: str, key: str = "") -> PydanticCustomError:
+    """A rule's fault, raised in a validator: ``message`` for ``key`` (dotted, from the model validated)."""
+    return PydanticCustomError("repro_rule", "{message}", {"message": message, "key": key})
+
+
+def expect(test: Callable[[Any], bool], message: str | Callable[[Any], str], empty: Any = _KEEP) -> BeforeValidator:
+    """A field checked by ``test`` and refused in its own words (``message``, or a function of the value);
+    with ``empty``, a null or empty value reads as that default (``renders:`` with nothing is no renderer)."""
+
+    def check(value: Any) -> Any:
+        if empty is not _KEEP and not value:
+            return copy.deepcopy(empty)
+        if not test(value):
+            raise refuse(message(value) if callable(message) else message)
+        return value
+
+    return BeforeValidator(check)
+
+
 def build(cls: type[Section], data: Any, path: str = "") -> Any:
-    """Section ``cls`` from ``data``, its keys, types and bounds validated (recursively); the first fault
-    (an unknown key before any other) as a SpecError."""
+    """Model ``cls`` from ``data``, its keys, types, bounds and rules validated (recursively); the first
+    fault as a SpecError (:func:`fault`)."""
     try:
         return cls.model_validate(data)
     except ValidationError as err:
-        errors = err.errors()
-        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-        key = ".".join(p for p in [path, _dotted(first["loc"])] if p)
-        raise SpecError(key, _message(cls, first)) from None
+        raise fault(cls, err, path) from None
+
+
+def fault(cls: type[Section], err: ValidationError, path: str = "") -> SpecError:
+    """The first fault of a validation of ``cls`` in one line: its dotted key (under ``path``), the value and
+    what was expected. An unknown key comes first, then a missing one; a model with a ``shape`` (a claim)
+    is refused as a whole, in its words, for an unknown, missing or mistyped key."""
+    errors = err.errors()
+    first = min(errors, key=lambda e: _ORDER.get(e["type"], len(_ORDER)))
+    loc, message = first["loc"], None
+    if first["type"] in ("extra_forbidden", "missing", "model_type"):
+        at = loc if first["type"] == "model_type" else loc[:-1]
+        shape = getattr(_owner(cls, at), "shape", None)
+        if shape:
+            loc, message = at, shape
+    if first["type"] == "repro_rule":
+        key = first["ctx"]["key"]
+        loc, message = (*loc, key) if key else loc, first["ctx"]["message"]
+    key = ".".join(p for p in [path, _dotted(loc)] if p)
+    return SpecError(key, message or _message(cls, first))
+
+
+_ORDER = {"extra_forbidden": 0, "missing": 1}
 
 
 def _dotted(loc: tuple[str | int, ...]) -> str:
@@ -132,12 +173,14 @@ def _message(cls: type[Section], error: dict[str, Any]) -> str:
     kind, value, loc = error["type"], error["input"], error["loc"]
     if kind == "extra_forbidden":
         return f"unknown key; allowed keys: {', '.join(sorted(_owner(cls, loc[:-1]).model_fields))}"
+    if kind == "missing":
+        return "required key is missing"
     if kind == "int_too_large":
         return error["msg"]
     if kind == "finite_number":
         return f"got {value!r}; allowed: a finite number"
     if kind == "literal_error":
-        return f"expected one of {', '.join(map(str, typing.get_args(_annotation(cls, loc))))}, got {show(value)}"
+        return f"expected one of {', '.join(map(str, typing.get_args(_owner(cls, loc))))}, got {show(value)}"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         bounds = {k: v for m in _metadata(cls, loc) for k in _SIGNS if (v := getattr(m, k, None)) is not None}
         return f"got {value!r}; allowed: {' and '.join(f'{_SIGNS[k]} {v}' for k, v in bounds.items())}"
@@ -147,24 +190,32 @@ def _message(cls: type[Section], error: dict[str, Any]) -> str:
     return f"{error['msg']}, got {show(value)}"
 
 
-def _owner(cls: type[Section], loc: tuple[str | int, ...]) -> type[Section]:
-    """The section that the key path ``loc`` (from ``cls``) ends in."""
+def _bare(tp: Any) -> Any:
+    """A type without Annotated and Optional around it."""
+    while True:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        union = typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1
+        if typing.get_origin(tp) is Annotated or union:
+            tp = args[0]
+        else:
+            return tp
+
+
+def _step(tp: Any, part: str | int) -> Any:
+    """The type one key below ``tp``: a model's field, a list's element or a mapping's value."""
+    tp = _bare(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
+        return tp.model_fields[part].annotation
+    args = typing.get_args(tp)
+    return args[-1] if args else Any
+
+
+def _owner(cls: type[Section], loc: tuple[str | int, ...]) -> Any:
+    """The type at key path ``loc`` from ``cls`` (a section, for a key's parent), Annotated and Optional off."""
+    tp: Any = cls
     for part in loc:
-        if isinstance(part, str):
-            cls = cls.model_fields[part].annotation
-    return cls
-
-
-def _annotation(cls: type[Section], loc: tuple[str | int, ...]) -> Any:
-    """The type at key path ``loc``: a field's, or a list's element type, Optional and Annotated taken off."""
-    names = [p for p in loc if isinstance(p, str)]
-    tp = _owner(cls, tuple(names[:-1])).model_fields[names[-1]].annotation
-    if isinstance(loc[-1], int):
-        tp = typing.get_args(tp)[0]
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) in (typing.Union, type(int | None)) and len(args) == 1:
-        tp = args[0]
-    return typing.get_args(tp)[0] if typing.get_origin(tp) is Annotated else tp
+        tp = _step(tp, part)
+    return _bare(tp)
 
 
 def _metadata(cls: type[Section], loc: tuple[str | int, ...]) -> list[Any]:

@@ -31,40 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES, TRUST_CODE
-from repro.config import claims, keys, metrics
+from repro.config import claims, fields, keys
 from repro.config.cells import cell_text
+from repro.config.document import VARIANT, Document
 from repro.config.families import learns_span
 from repro.config.keys import show
-from repro.config.spec import SECTIONS, RunSpec, SpecError, build_run
+from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
 from repro.store.runs import check_name
 
-TOP_KEYS = {
-    "analysis",
-    "name",
-    "title",
-    "paper",
-    "renders",
-    "description",
-    "base",
-    "grid",
-    "scales",
-    "reference",
-    "requires",
-    "claims",
-    "parts",
-    "notes",
-    "set",
-    "sweep",
-    "seeds",
-    "headline",
-}
-CLAIM_KEYS = {"id", "text", "check", "scales", "requires"}
 SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
 DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
 SHARED = "shared"  # experiments/shared/: fragments for `include:`, not manifests
-VARIANT = "variant"  # the grid key whose values are named override mappings
 SHIPPED = Path(__file__).resolve().parents[2] / "experiments"
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"  # the shipped renderer files
 
@@ -265,11 +244,10 @@ def read(path: Path, _seen: tuple[Path, ...] = (), folders: list[Path] | None = 
             f"{path}: include: more than {MAX_INCLUDES} files read in all; allowed: at most {MAX_INCLUDES}"
         )
     data = _read_yaml(path)
-    unknown = sorted(set(data) - TOP_KEYS - {"include"})
+    allowed = set(Document.model_fields) | {"include"}
+    unknown = sorted(set(data) - allowed)
     if unknown:
-        raise ManifestError(
-            f"{path}: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(TOP_KEYS | {'include'}))}"
-        )
+        raise ManifestError(f"{path}: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(allowed))}")
     if "analysis" in data:
         data["analysis"] = _analysis_files(path, data["analysis"])
     includes = data.pop("include", [])
@@ -347,57 +325,44 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[Path] = ()) -> Manifest:
     """A validated Manifest from a merged document; ``path`` names it in errors and anchors `file` corpora."""
-    for key in ("name", "title", "paper"):
-        if key not in data:
-            raise ManifestError(f"{path}: {key}: required key is missing")
-    for key in ("name", "title", "paper"):
-        if not isinstance(data[key], str):
-            raise ManifestError(f"{path}: {key}: expected a string, got {data[key]!r}")
     try:
-        check_name(data["name"])
+        doc = fields.build(Document, data)
+    except SpecError as err:
+        raise ManifestError(f"{path}: {err}") from None
+    try:
+        check_name(doc.name)
     except UserError as err:
         raise ManifestError(f"{path}: {err}") from None
-    for key in ("base", "grid", "scales", "reference", "set", "sweep"):
-        if not isinstance(data.get(key) or {}, dict):
-            raise ManifestError(f"{path}: {key}: expected a mapping")
-    grid = data.get("grid") or {}
-    scales = data.get("scales") or {}
-    for name, over in scales.items():
-        if not isinstance(over, dict):
-            raise ManifestError(f"{path}: scales.{name}: expected a mapping of overrides")
-        _check_seeds(path, f"scales.{name}.seeds", over.get("seeds", 1))
-        _check_grid(path, f"scales.{name}.grid", over.get("grid") or {}, data.get("base") or {}, grid)
-    _check_seeds(path, "seeds", data.get("seeds", 1))
-    if "base" not in data and (grid or scales or data.get("set") or data.get("sweep")):
-        raise ManifestError(f"{path}: base: required when the manifest has a grid, scales, set or sweep")
-    _check_grid(path, "grid", grid, data.get("base") or {}, {})
-    _check_overrides(path, data.get("set") or {}, data.get("sweep") or {})
     manifest = Manifest(
-        name=data["name"],
-        title=data["title"],
-        paper=data["paper"],
+        name=doc.name,
+        title=doc.title,
+        paper=doc.paper,
         path=path,
-        base=data.get("base"),
-        grid=grid,
-        scales=scales,
-        renders=_str_list(path, "renders", data.get("renders") or []),
-        analysis=[Path(p) for p in _str_list(path, "analysis", data.get("analysis") or [])],
-        reference=data.get("reference") or {},
-        claims=_claims(
-            path,
-            data.get("claims") or [],
-            _str_list(path, "requires", data.get("requires") or []),
-            _family(data.get("base")),
-        ),
-        parts=_str_list(path, "parts", data.get("parts") or []),
-        description=str(data.get("description") or ""),
-        notes=str(data.get("notes") or ""),
-        set=dict(data.get("set") or {}),
-        sweep=dict(data.get("sweep") or {}),
+        base=doc.base,
+        grid=doc.grid,
+        scales=doc.scales,
+        renders=doc.renders,
+        analysis=[Path(p) for p in doc.analysis],
+        reference=doc.reference,
+        claims=[
+            Claim(
+                id=i,
+                text=c.text,
+                check=c.check,
+                scales=c.scales,
+                requires=list(dict.fromkeys([*doc.requires, *c.requires])),
+            )
+            for i, c in zip(doc.claim_ids(), doc.claims)
+        ],
+        parts=doc.parts,
+        description=doc.description,
+        notes=doc.notes,
+        set=doc.set,
+        sweep=doc.sweep,
         args=list(args),
         folders=list(dict.fromkeys([path.resolve().parent, *folders])),
-        seeds=data.get("seeds", 1),
-        headline=_headline(path, data.get("headline"), data.get("claims") or []),
+        seeds=doc.seeds,
+        headline=None if doc.headline is None else str(doc.headline),
     )
     expanded = [manifest._expand(scale) for scale in manifest.scale_names()]  # an invalid cell raises here
     if not any(runs for runs, _ in expanded) and any(left for _, left in expanded):  # overrides that leave no run
@@ -485,113 +450,6 @@ def _check_claim_cells(manifest: Manifest) -> None:
                         )
 
 
-def _check_grid(path: Path, where: str, grid: Any, base: dict, known: dict) -> None:
-    if not isinstance(grid, dict):
-        raise ManifestError(f"{path}: {where}: expected a mapping of dotted keys to lists")
-    for key, values in grid.items():
-        if key == VARIANT:
-            names = [v.get("name") if isinstance(v, dict) else None for v in values or [None]]
-            if not isinstance(values, list) or not all(isinstance(n, str) for n in names):
-                raise ManifestError(f"{path}: {where}.{key}: expected a list of mappings, each with a name")
-            if len(set(names)) != len(names):
-                raise ManifestError(f"{path}: {where}.{key}: variant names must be unique")
-            continue
-        if key not in known and not _has(base, key):
-            raise ManifestError(f"{path}: {where}.{key}: grid key is not set in base")
-        if not isinstance(values, list) or not values:
-            raise ManifestError(f"{path}: {where}.{key}: expected a non-empty list of values")
-
-
-def _check_seeds(path: Path, where: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ManifestError(f"{path}: {where}: expected a positive number of seeds per grid cell, got {show(value)}")
-
-
-def _check_overrides(path: Path, values: dict, axes: dict) -> None:
-    """``set``/``sweep`` keys are dotted spec keys (their values are checked when the runs resolve)."""
-    for where, given in (("set", values), ("sweep", axes)):
-        for key in given:
-            if key in SECTIONS:
-                raise ManifestError(
-                    f"{path}: {where}.{key}: sets the whole {key} section (its other keys back to their defaults); "
-                    f"allowed: one of its keys, {key}.KEY=VALUE"
-                )
-            if (
-                key == VARIANT
-                or not isinstance(key, str)
-                or key.split(".")[0] not in ("data", "model", "train", "eval")
-            ):
-                raise ManifestError(
-                    f"{path}: {where}.{key}: expected a dotted key of data, model, train or eval "
-                    f"(a variant is chosen with --only variant=NAME)"
-                )
-    for key, vals in axes.items():
-        if not isinstance(vals, list) or not vals:
-            raise ManifestError(f"{path}: sweep.{key}: expected a non-empty list of values")
-
-
-def _claims(path: Path, items: Any, requires: list[str], family: str | None) -> list[Claim]:
-    """The claims, each with the manifest-wide preconditions ``requires`` before its own (those its metrics
-    bring by themselves follow once the runs are known: :func:`_add_moved`)."""
-    if not isinstance(items, list):
-        raise ManifestError(f"{path}: claims: expected a list")
-    for j, check in enumerate(requires):
-        _parse(path, f"requires[{j}]", check, family)
-    out = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict) or set(item) - CLAIM_KEYS or "check" not in item:
-            raise ManifestError(f"{path}: claims[{i}]: expected a mapping with id, text, check (and scales, requires)")
-        scales = item.get("scales")
-        if scales is not None and not (isinstance(scales, list) and all(isinstance(x, str) for x in scales)):
-            raise ManifestError(f"{path}: claims[{i}].scales: expected a list of scale names")
-        own = _str_list(path, f"claims[{i}].requires", item.get("requires") or [])
-        for j, check in enumerate(own):
-            _parse(path, f"claims[{i}].requires[{j}]", check, family)
-        check = str(item["check"])
-        _parse(path, f"claims[{i}]", check, family)
-        out.append(
-            Claim(
-                id=str(item.get("id", i)),
-                text=str(item.get("text", "")),
-                check=check,
-                scales=scales,
-                requires=list(dict.fromkeys([*requires, *own])),
-            )
-        )
-    return out
-
-
-def _family(base: Any) -> str | None:
-    """``base.model.family`` where base and model are mappings (the spec's own checks name anything else)."""
-    model = base.get("model") if isinstance(base, dict) else None
-    return model.get("family") if isinstance(model, dict) else None
-
-
-def _headline(path: Path, value: Any, items: list) -> str | None:
-    ids = [str(item.get("id", i)) for i, item in enumerate(items)]
-    if value is not None and str(value) not in ids:
-        raise ManifestError(f"{path}: headline: {value!r} names no claim; claims: {', '.join(ids) or 'none'}")
-    return None if value is None else str(value)
-
-
-def _parse(path: Path, where: str, check: str, family: str | None) -> None:
-    """A check that parses and names only metrics a run of ``family`` stores (or spec keys)."""
-    try:
-        claims.parse(check)
-        unknown = claims.unknown_metrics(check, family)
-    except claims.ClaimError as err:
-        raise ManifestError(f"{path}: {where}: {err}") from None
-    for metric, close in unknown:
-        hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(metrics.names(family))}"
-        raise ManifestError(f"{path}: {where}: metric {metric!r} is not stored by a {family or 'any'} run{hint}")
-
-
-def _str_list(path: Path, key: str, value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ManifestError(f"{path}: {key}: expected a list of strings")
-    return value
-
-
 @functools.lru_cache(maxsize=64)
 def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
@@ -619,15 +477,6 @@ def _merge(base: dict, over: dict) -> dict:
         else:
             base[key] = copy.deepcopy(value)
     return base
-
-
-def _has(tree: dict, dotted: str) -> bool:
-    node: Any = tree
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 def _set(tree: dict, dotted: str, value: Any) -> None:

@@ -21,7 +21,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from repro.bounds import MAX_MANIFEST_BYTES
-from repro.config.manifest import SECTIONS, Manifest, ManifestError, build, merge_documents, read
+from repro.config.manifest import Manifest, ManifestError, build, merge_documents, read
+from repro.config.spec import SECTIONS
 from repro.errors import UserError
 from repro.files import atomic, safeyaml
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from repro.config.cells import cell_text
-from repro.config.families import FAMILIES
-from repro.config.fields import Float, Int, Section, SpecError, build, later, plain
+from repro.config.families import FAMILIES, SparseTransformerConfig
+from repro.config.fields import Float, Int, Section, SpecError, build, later, plain, refuse
 from repro.config.keys import show
 from repro.data import catalog
 from repro.data.text import FILE_KINDS
@@ -85,6 +85,20 @@ class TrainSpec(Section):
     # it: repro.train.environment); the stored runs were trained with 2
     threads: Int = later(2, ge=1)
 
+    @model_validator(mode="after")
+    def _rules(self) -> TrainSpec:
+        if self.clip_mode == "per_tensor" and self.clip > 0 and self.optimizer != "adagrad":
+            raise refuse(
+                "per_tensor clipping is the official adaptive-span Adagrad's (it scales each tensor's learning "
+                f"rate); with optimizer {self.optimizer!r} use global_norm",
+                "clip_mode",
+            )
+        if self.select == "best_valid" and not self.val_every:
+            raise refuse("best_valid picks the best quick validation: set train.val_every > 0", "select")
+        if self.final_phase > self.steps:
+            raise refuse(f"got {self.final_phase}; allowed: <= train.steps = {self.steps}", "final_phase")
+        return self
+
 
 class EvalSpec(Section):
     batch_size: Int = Field(16, ge=1)
@@ -93,6 +107,13 @@ class EvalSpec(Section):
     # stateless models: also score the test split at each of these minimum contexts (one trained
     # model, several evaluations; the Sparse Transformer's Table 3) -> summary `test_bits_ctx<N>`
     context_sweep: list[Annotated[Int, Field(ge=0)]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _rules(self) -> EvalSpec:
+        for i, split in enumerate(self.splits):
+            if split not in ("train", "valid", "test") or split in self.splits[:i]:
+                raise refuse(f"got {split!r}; allowed: train, valid, test, each once", f"splits[{i}]")
+        return self
 
 
 @dataclass
@@ -160,15 +181,6 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
     if name not in FAMILIES:
         raise SpecError("model.family", f"expected one of {', '.join(sorted(FAMILIES))}, got {name!r}")
     train = build(TrainSpec, config.get("train") or {}, "train")
-    if train.clip_mode == "per_tensor" and train.clip > 0 and train.optimizer != "adagrad":
-        raise SpecError(
-            "train.clip_mode",
-            f"per_tensor clipping is the official adaptive-span Adagrad's "
-            f"(it scales each tensor's learning rate); with optimizer {train.optimizer!r} use "
-            f"global_norm",
-        )
-    if train.select == "best_valid" and not train.val_every:
-        raise SpecError("train.select", "best_valid picks the best quick validation: set train.val_every > 0")
     spec = RunSpec(
         manifest=manifest,
         scale=scale,
@@ -184,7 +196,8 @@ def build_run(manifest: str, scale: str, cell: dict[str, Any], config: dict[str,
 
 
 def check_relations(spec: RunSpec) -> None:
-    """Constraints between keys, and the dataset's, that need no data (sizes are checked at run)."""
+    """Constraints between sections, and the dataset's, that need no data (sizes are checked at run; those
+    within a section are its model validators: :mod:`repro.config.families`, TrainSpec, EvalSpec)."""
     d, m, e = spec.data, spec.model, spec.eval
     if d.name not in catalog.names():
         raise SpecError("data.name", f"got {d.name!r}; allowed: one of {', '.join(catalog.names())}")
@@ -199,32 +212,8 @@ def check_relations(spec: RunSpec) -> None:
     for key, value, allowed in (("kind", d.kind, FILE_KINDS), ("vocab", d.vocab, BYTE_VOCABS)):
         if value is not None and value not in allowed:
             raise SpecError(f"data.{key}", f"got {value!r}; allowed: one of {', '.join(allowed)}")
-    heads = getattr(m, "heads", None)
-    for key, width in (
-        ("d_model", getattr(m, "d_model", None)),
-        ("qk_mult", round(m.d_model * m.qk_mult) if hasattr(m, "qk_mult") else None),
-    ):
-        if heads is not None and width is not None and (width < heads or width % heads):
-            value = getattr(m, key)
-            raise SpecError(
-                f"model.{key}",
-                f"got {value!r}: a width of {width} does not split into "
-                f"model.heads = {heads} equal heads; allowed: a multiple of {heads}",
-            )
-    pattern = getattr(m, "pattern", "dense")
-    if pattern == "fixed" and (m.c is None or m.c > m.stride):
-        raise SpecError("model.c", f"got {m.c!r}; allowed: 1 to model.stride = {m.stride} (the fixed pattern)")
-    if pattern != "dense" and getattr(m, "combine", None) == "multihead" and heads < 2:
-        raise SpecError("model.heads", f"got {heads}; allowed: >= 2 with combine: multihead")
-    if getattr(m, "embedding", None) == "data" and catalog.get(d.name).info.shape is None:
+    if isinstance(m, SparseTransformerConfig) and m.embedding == "data" and catalog.get(d.name).info.shape is None:
         raise SpecError("model.embedding", f"got 'data'; allowed: attn (dataset {d.name} is not an image dataset)")
-    if spec.train.final_phase > spec.train.steps:
-        raise SpecError(
-            "train.final_phase", f"got {spec.train.final_phase}; allowed: <= train.steps = {spec.train.steps}"
-        )
-    for i, split in enumerate(e.splits):
-        if split not in ("train", "valid", "test") or split in e.splits[:i]:
-            raise SpecError(f"eval.splits[{i}]", f"got {split!r}; allowed: train, valid, test, each once")
     for key, context in [("eval.min_context", e.min_context)] + [
         (f"eval.context_sweep[{i}]", c) for i, c in enumerate(e.context_sweep)
     ]:

@@ -117,12 +117,6 @@ class ResidualBlock(nn.Module):
 class Model(LanguageModel):
     def __init__(self, cfg: Config, vocab_size: int, block: int, shape: tuple[int, int, int] | None = None):
         super().__init__()
-        if cfg.pattern not in P.PATTERNS:
-            raise ValueError(f"pattern must be one of {P.PATTERNS}, got {cfg.pattern!r}")
-        if cfg.pattern == "fixed" and (cfg.c is None or not 1 <= cfg.c <= cfg.stride):
-            raise ValueError(f"fixed pattern needs 1 <= c <= stride, got c={cfg.c}, stride={cfg.stride}")
-        if cfg.pattern != "dense" and cfg.combine == "multihead" and cfg.heads < 2:
-            raise ValueError("combine='multihead' needs at least 2 heads")
         if cfg.embedding == "data" and shape is None:
             raise ValueError("embedding='data' needs the data's (rows, cols, channels) shape (image data)")
         self.cfg, self.vocab_size, self.block, self.shape = cfg, vocab_size, block, shape
