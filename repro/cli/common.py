@@ -45,13 +45,6 @@ def at_scale(plan: list[manifests.Manifest], scale: str) -> list[manifests.Manif
     return kept
 
 
-def seeds_option(seeds: int | None) -> int | None:
-    """``--seeds N``, checked: replicates of every grid cell (None: the manifest's)."""
-    if seeds is not None and seeds < 1:
-        raise UserError(f"--seeds {seeds}: allowed: a positive number of seeds per grid cell")
-    return seeds
-
-
 def save(args, found: list[manifests.Manifest]) -> None:
     if not args.save:
         return

@@ -58,7 +58,11 @@ class Watched:
 
 def _command(argv: list[str] | None, stdout: Watched) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except UserError as err:  # an option's value refused by its type (repro.cli.options)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if extra:  # overrides after the options (`run NAME --scale tiny key=value`) land here
         if not hasattr(args, "overrides") or not all(overrides.is_override(a) for a in extra):
             parser.error(f"unrecognized arguments: {' '.join(a for a in extra if not overrides.is_override(a))}")

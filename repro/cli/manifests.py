@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root
+from repro.cli.common import at_scale, override_args, save, select, store_root
 from repro.config import manifest as manifests
 from repro.config.cells import value_text
 from repro.console import print_table
@@ -69,7 +69,7 @@ def cmd_show(args) -> int:
     found = select(args)
     out = []
     for m in at_scale(lookup.with_parts(found, override_args(args)), args.scale):
-        specs = m.expand(args.scale, seeds=seeds_option(args.seeds))
+        specs = m.expand(args.scale, seeds=args.seeds)
         keys = list(m.grid_for(args.scale))
         fixed = {key for _, key, _ in FIXED}
         # the grid's and the overrides' keys are columns too, once each (train.steps is the steps column)

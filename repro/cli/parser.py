@@ -11,6 +11,7 @@ import importlib
 
 import shtab
 
+from repro.cli import options
 from repro.cli.bench import BENCHES, cmd_bench
 from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
 from repro.cli.report import cmd_renderers, cmd_report
@@ -35,21 +36,8 @@ first steps:  repro list                           every manifest, with its runs
 """
 
 
-def confidence(text: str) -> float:
-    """``--confidence``: a level strictly between 0.5 and 1 (0.95, not 95)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.5 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a confidence level between 0.5 and 1, e.g. 0.95")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="repro", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = options.Parser(prog="repro", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default=None, help=RESULTS_HELP)
     parser.add_argument("--allow-read", action="append", default=None, metavar="DIR", help=ALLOW_READ_HELP)
     parser.add_argument("--trust-code", action="append", default=None, metavar="DIR", help=TRUST_CODE_HELP)
@@ -60,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         preamble=COMPLETION,
     )
     # every subcommand takes --results too (after it: `repro run smoke --results DIR`)
-    common = argparse.ArgumentParser(add_help=False)
+    common = options.Parser(add_help=False)
     common.add_argument("--results", default=argparse.SUPPRESS, help=RESULTS_HELP)
     common.add_argument("--allow-read", action="append", default=argparse.SUPPRESS, metavar="DIR", help=ALLOW_READ_HELP)
     common.add_argument("--trust-code", action="append", default=argparse.SUPPRESS, metavar="DIR", help=TRUST_CODE_HELP)
@@ -127,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=options.positive("steps"),
         default=None,
         metavar="N",
         help="cap every run at N steps (a different run id: kept out of reports)",
@@ -136,12 +124,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing"
     )
-    p.add_argument("--devices", type=int, default=1, metavar="G", help="processes (accelerators) per node (default 1)")
+    p.add_argument(
+        "--devices",
+        type=options.positive("devices"),
+        default=1,
+        metavar="G",
+        help="processes (accelerators) per node (default 1)",
+    )
     p.add_argument(
         "--num-nodes",
         "--nodes",
         dest="num_nodes",
-        type=int,
+        type=options.positive("nodes"),
         default=1,
         metavar="N",
         help="nodes per run (default 1): started by torchrun or srun, or allocated by --launcher slurm",
@@ -171,15 +165,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cluster.add_argument(
         "--max-parallel",
-        type=int,
+        type=options.positive(),
         default=None,
         metavar="K",
         help="local: processes at a time (default 1); slurm: array tasks at a time",
     )
     cluster.add_argument("--partition", default=None, help="SLURM partition")
-    cluster.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="SLURM GPUs per node")
-    cluster.add_argument("--cpus-per-task", type=int, default=None, metavar="C", help="SLURM CPUs per task")
-    cluster.add_argument("--time", type=int, default=None, metavar="MIN", help="SLURM time limit in minutes")
+    cluster.add_argument(
+        "--gpus-per-node", type=options.positive(), default=None, metavar="G", help="SLURM GPUs per node"
+    )
+    cluster.add_argument(
+        "--cpus-per-task", type=options.positive(), default=None, metavar="C", help="SLURM CPUs per task"
+    )
+    cluster.add_argument(
+        "--time", type=options.positive(), default=None, metavar="MIN", help="SLURM time limit in minutes"
+    )
     cluster.add_argument("--mem", default=None, metavar="M", help="SLURM memory per node (e.g. 32G)")
     cluster.add_argument(
         "--slurm-arg",
@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
     p.add_argument(
         "--confidence",
-        type=confidence,
+        type=options.confidence,
         default=CONFIDENCE,
         help=f"the confidence level of the verdicts' t intervals (default {CONFIDENCE})",
     )
@@ -232,9 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("sample", cmd_sample, "generate from a stored run (text, image grid or audio)")
     p.add_argument("run", help="run id (or unique prefix) or run directory")
-    p.add_argument("--n", type=int, default=4, help="number of samples")
-    p.add_argument("--length", type=int, default=None, help="symbols per sample (default: the block)")
-    p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (default 1.0)")
+    p.add_argument("--n", type=options.samples, default=4, help="number of samples")
+    p.add_argument(
+        "--length", type=options.positive("symbols"), default=None, help="symbols per sample (default: the block)"
+    )
+    p.add_argument("--temperature", type=options.temperature, default=1.0, help="softmax temperature (default 1.0)")
     p.add_argument("--prompt", default=None, help="text to continue (text runs)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
 
@@ -268,7 +270,7 @@ def seeds_arg(p: argparse.ArgumentParser, verb: str) -> None:
     """``--seeds N``: as many replicates of every grid cell as ``repro run --seeds N`` trains."""
     p.add_argument(
         "--seeds",
-        type=int,
+        type=options.positive("seeds per grid cell"),
         default=None,
         metavar="N",
         help=f"{verb} N seeds of every grid cell (replicates: train.seed + 0 .. N-1; default: the manifest's)",

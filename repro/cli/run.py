@@ -7,7 +7,7 @@ from pathlib import Path
 
 from repro import data, progress
 from repro.cli import eta
-from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root
+from repro.cli.common import at_scale, override_args, save, select, store_root
 from repro.cli.status import run_state
 from repro.config import manifest as manifests
 from repro.config.keys import names
@@ -30,18 +30,12 @@ def cmd_run(args) -> int:
 
     signals.install()
     quiet.configure(args.verbose)
-    for option, what in (("devices", "devices"), ("num_nodes", "nodes")):
-        if getattr(args, option) < 1:
-            raise UserError(
-                f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number of {what}"
-            )
     _check_launcher(args)
     if args.retrain_checkpoint and (args.launcher or args.max_steps is not None or args.devices * args.num_nodes > 1):
         raise UserError(
             "--retrain-checkpoint: retrains here, in one process, the runs as stored; allowed without "
             "--launcher, --max-steps, --devices and --num-nodes"
         )
-    seeds_option(args.seeds)
     if args.launcher and distributed.launched_by():
         raise UserError(
             f"--launcher {args.launcher}: this process is one of those {distributed.launched_by()} started; "
@@ -168,7 +162,7 @@ def _check_launcher(args) -> None:
     given = [f"--{o.replace('_', '-')}" for o in SLURM_OPTIONS if getattr(args, o) not in (None, [])]
     if args.launcher != "slurm" and given:
         raise UserError(f"{', '.join(given)}: SLURM options; allowed only with --launcher slurm")
-    if args.max_parallel is not None and (args.launcher is None or args.max_parallel < 1):
+    if args.max_parallel is not None and args.launcher is None:
         raise UserError(f"--max-parallel {args.max_parallel}: allowed: a positive number, with --launcher local|slurm")
     if args.launcher == "local" and args.num_nodes != 1:
         raise UserError(f"--num-nodes {args.num_nodes}: --launcher local runs on this machine; allowed: 1")
@@ -177,9 +171,6 @@ def _check_launcher(args) -> None:
             f"--gpus-per-node {args.gpus_per_node}: each of a node's --devices {args.devices} processes trains on "
             f"one GPU; allowed: {args.devices} (or --devices {args.gpus_per_node})"
         )
-    for option in ("gpus_per_node", "cpus_per_task", "time"):
-        if getattr(args, option) is not None and getattr(args, option) < 1:
-            raise UserError(f"--{option.replace('_', '-')} {getattr(args, option)}: allowed: a positive number")
     launch.slurm_args(args.slurm_arg)
     if args.launcher:
         try:

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from repro.cli.common import store_root
 from repro.errors import UserError
-
-MAX_SAMPLES = 1024
 
 
 def cmd_sample(args) -> int:
@@ -15,18 +11,6 @@ def cmd_sample(args) -> int:
 
     from repro.train import runner, sampling
 
-    for option, value, ok, allowed in (
-        ("--n", args.n, 1 <= args.n <= MAX_SAMPLES, f"1 to {MAX_SAMPLES} samples"),
-        ("--length", args.length, args.length is None or args.length >= 1, "a positive number of symbols"),
-        (
-            "--temperature",
-            args.temperature,
-            math.isfinite(args.temperature) and args.temperature > 0,
-            "a finite number > 0",
-        ),
-    ):
-        if not ok:
-            raise UserError(f"{option} {value}: allowed: {allowed}")
     run = runner.find_run(store_root(args), args.run)
     model, spec, vocab, info = runner.load_trained(run)
     prompt = vocab.encode(args.prompt) if args.prompt else None

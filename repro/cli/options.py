@@ -1,0 +1,68 @@
+"""Option values checked as argparse reads them (``type=`` functions), and the parser that refuses a bad
+one in one line, as every bad input is: ``error: --seeds 0: allowed: a positive number of seeds per grid
+cell``, exit status 2 (the option's name, the value given, what is allowed)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+
+from repro.errors import UserError
+
+MAX_SAMPLES = 1024  # repro sample --n
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose ``type=`` refusals (ArgumentTypeError: the value and what is allowed) are
+    a UserError naming the option; other usage errors as argparse words them."""
+
+    def error(self, message: str):
+        err = sys.exc_info()[1]  # argparse calls this while it handles the ArgumentError it raised
+        if isinstance(err, argparse.ArgumentError) and isinstance(err.__context__, argparse.ArgumentTypeError):
+            raise UserError(f"{err.argument_name.split('/')[0]} {err.__context__}") from None
+        super().error(message)
+
+
+def positive(what: str = "") -> Callable[[str], int]:
+    """An integer >= 1 (``what``: of what, in the refusal)."""
+
+    def parse(text: str) -> int:
+        value = _number(int, text, "an integer")
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{text}: allowed: a positive number{' of ' + what if what else ''}")
+        return value
+
+    return parse
+
+
+def samples(text: str) -> int:
+    """``repro sample --n``: 1 to MAX_SAMPLES."""
+    value = _number(int, text, "an integer")
+    if not 1 <= value <= MAX_SAMPLES:
+        raise argparse.ArgumentTypeError(f"{text}: allowed: 1 to {MAX_SAMPLES} samples")
+    return value
+
+
+def temperature(text: str) -> float:
+    """``repro sample --temperature``: a finite number > 0."""
+    value = _number(float, text, "a number")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text}: allowed: a finite number > 0")
+    return value
+
+
+def confidence(text: str) -> float:
+    """``--confidence``: a level strictly between 0.5 and 1 (0.95, not 95)."""
+    value = _number(float, text, "a number")
+    if not 0.5 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: expected a confidence level between 0.5 and 1, e.g. 0.95")
+    return value
+
+
+def _number(kind: type, text: str, expected: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: expected {expected}") from None
