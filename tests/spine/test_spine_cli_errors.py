@@ -137,3 +137,18 @@ def test_validate_accepts_every_shipped_manifest(capsys):
 def test_seeds_must_be_positive(capsys, tmp_path, write_manifest):
     code, _, err = run_cli(capsys, "run", str(write_manifest()), "--seeds", "0")
     assert_clean_error(code, err, "--seeds 0: allowed: a positive number of seeds per grid cell", tmp_path / "results")
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["--devices", "two"], "error: --devices two: expected an integer"),
+        (["--nodes", "0"], "error: --num-nodes 0: allowed: a positive number of nodes"),
+        (["--max-steps", "0"], "error: --max-steps 0: allowed: a positive number of steps"),
+        (["--launcher", "slurm", "--cpus-per-task", "-2"], "error: --cpus-per-task -2: allowed: a positive number"),
+    ],
+)
+def test_option_values_are_refused_as_they_are_parsed(capsys, tmp_path, write_manifest, argv, line):
+    code, _, err = run_cli(capsys, "--results", str(tmp_path / "results"), "run", str(write_manifest()), *argv)
+    assert_clean_error(code, err, line, tmp_path / "results")
+    assert err.strip() == line

@@ -120,3 +120,32 @@ def test_a_pinned_file_hash_must_match(tmp_path):
         manifests.ManifestError, match="data.sha256: .*corpus.txt has sha256 [0-9a-f]{64}, expected 00ff"
     ):
         manifests.load(path)
+
+
+def test_a_family_rule_holds_wherever_its_config_is_built():
+    """The rules between a family's keys are its schema's validators: a model is never configured past them."""
+    from repro.config.families import SparseTransformerConfig
+
+    with pytest.raises(ValueError, match="1 to model.stride = 8"):
+        SparseTransformerConfig(pattern="fixed", stride=8, c=9)
+    with pytest.raises(ValueError, match=">= 2 with combine: multihead"):
+        SparseTransformerConfig(pattern="strided", combine="multihead", heads=1, d_model=8)
+    assert SparseTransformerConfig(pattern="fixed", stride=8, c=8).c == 8
+    wide = {**BASE, "model": {**BASE["model"], "qk_mult": 0.5, "heads": 32}}  # 16 query/key dims over 32 heads
+    with pytest.raises(
+        SpecError, match=r"^model\.qk_mult: got 0\.5: a width of 16 does not split into model\.heads = 32"
+    ):
+        build_run("m", "tiny", {}, wide)
+    late = {**BASE, "train": {"steps": 10, "final_phase": 11}}
+    with pytest.raises(SpecError, match=r"^train\.final_phase: got 11; allowed: <= train\.steps = 10$"):
+        build_run("m", "tiny", {}, late)
+
+
+def test_a_key_names_itself_or_a_dotted_suffix():
+    from repro.config.keys import matching, show
+
+    grid = ["model.span.limit", "model.limit_x", "data.name"]
+    assert matching("limit", grid) == ["model.span.limit"]
+    assert matching("span.limit", grid) == ["model.span.limit"]
+    assert matching("imit", grid) == [] and matching("name", grid) == ["data.name"]
+    assert (show("x" * 100), show([1]), show({"a": 1})) == ("str '" + "x" * 75, "list", "dict")  # at most 80 characters
