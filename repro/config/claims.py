@@ -124,7 +124,7 @@ def mechanism_requires(check: str, family: str | None) -> list[tuple[str, dict[s
     out: dict[str, dict[str, str]] = {}
     for metric, filters in parse(check)[1]:
         if metric in SPAN_METRICS:
-            out.setdefault(f"moved[{', '.join(f'{k}={v}' for k, v in filters.items())}]", filters)
+            out.setdefault(shown("moved", filters), filters)
     return list(out.items())
 
 

@@ -359,10 +359,7 @@ def derived_note(manifest: Manifest) -> list[str]:
     that ``include:``s another with ``set``/``sweep``): the lines that open its report."""
     if not (manifest.set or manifest.sweep):
         return []
-    changes = " ".join(
-        [f"{k}={value_text(v)}" for k, v in manifest.set.items()]
-        + [f"{k}={','.join(value_text(x) for x in v)}" for k, v in manifest.sweep.items()]
-    )
+    changes = " ".join(f"{k}={value_text(v)}" for k, v in {**manifest.set, **manifest.sweep}.items())
     return [
         f"**Derived** from `{manifest.path.name}` with `{changes}` ({'sweeps: grid axes' if manifest.sweep else 'set in every run'}): "
         f"its runs are stored apart, under `runs/{manifest.name}/`, and only they enter the tables, figures and "
