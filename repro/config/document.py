@@ -9,14 +9,25 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
-from repro.config import claims, metrics
+from repro.config import claims, keys, metrics
 from repro.config.fields import Section, expect, refuse
 from repro.config.keys import show
 from repro.config.spec import SECTIONS
 
 VARIANT = "variant"  # the grid key whose values are named override mappings
+SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
+
+
+def scale_names(scales: dict[str, Any]) -> list[str]:
+    """A manifest's scales in order: the known ones by size (``paper`` always), then its own."""
+    return [s for s in SCALES if s == "paper" or s in scales] + [s for s in scales if s not in SCALES]
+
+
+def scale_grid(grid: dict[str, list[Any]], scales: dict[str, Any], scale: str) -> dict[str, list[Any]]:
+    """The grid at ``scale``: the manifest's, with the lists the scale's own ``grid`` replaces or adds."""
+    return {**grid, **(scales.get(scale, {}).get("grid") or {})}
 
 
 def _strings(value: Any) -> bool:
@@ -54,6 +65,42 @@ class ClaimDocument(Section):
     requires: Strings = Field(default_factory=list)  # preconditions, after the manifest's
 
 
+class ReferenceRun(Section):
+    """One of ``reference.runs``: the paper's values of the grid cells its ``match`` picks."""
+
+    model_config = ConfigDict(extra="allow")  # <metric>: the paper's value
+
+    match: dict = Field(default_factory=dict)  # grid key (or a dotted suffix) -> value
+    label: str = ""
+    prior: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("match", {}), dict):
+            raise refuse("expected a mapping with a `match` mapping")
+        return data
+
+    @model_validator(mode="after")
+    def _values(self) -> ReferenceRun:
+        for key, value in (self.model_extra or {}).items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise refuse(f"expected a number (the paper's value) or null, got {show(value)}", key)
+        return self
+
+
+class Reference(Section):
+    """``reference:``, the paper's numbers: ``runs`` here, the other keys the renderers' (checked with them:
+    :func:`repro.report.renderers.check_manifest`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    runs: Annotated[
+        list[ReferenceRun],
+        expect(lambda v: isinstance(v, list), "expected a list of {match, label, prior, <metric>: value} entries"),
+    ] = Field(default_factory=list)
+
+
 class Document(Section):
     """A manifest file's top-level keys (``include:`` is merged away before: repro.config.manifest.read)."""
 
@@ -65,7 +112,9 @@ class Document(Section):
     scales: Annotated[dict[Any, Scale], expect(lambda v: isinstance(v, dict), "expected a mapping", empty={})] = Field(
         default_factory=dict
     )
-    reference: Mapping = Field(default_factory=dict)
+    reference: Annotated[Reference, expect(lambda v: isinstance(v, dict), "expected a mapping", empty={})] = Field(
+        default_factory=Reference
+    )
     set: Mapping = Field(default_factory=dict)
     sweep: Mapping = Field(default_factory=dict)
     seeds: Seeds = 1
@@ -100,7 +149,44 @@ class Document(Section):
         ids = self.claim_ids()
         if self.headline is not None and str(self.headline) not in ids:
             raise refuse(f"{self.headline!r} names no claim; claims: {', '.join(ids) or 'none'}", "headline")
+        self._check_reference_runs()
+        self._check_claim_cells()
         return self
+
+    def _check_reference_runs(self) -> None:
+        """Every ``match`` key of ``reference.runs`` names a grid key of some scale."""
+        grid_keys = {k for s in scale_names(self.scales) for k in scale_grid(self.grid, self.scales, s)}
+        grid_keys |= set(self.sweep)
+        for i, run in enumerate(self.reference.runs):
+            for key in run.match:
+                if not keys.matching(key, grid_keys):
+                    raise refuse(
+                        f"names no grid key; grid keys: {', '.join(sorted(grid_keys)) or 'none'}",
+                        f"reference.runs[{i}].match.{key}",
+                    )
+
+    def _check_claim_cells(self) -> None:
+        """Every filter of a claim (and of its preconditions) names one grid key, with a value of that key's
+        grid, at every scale the claim is judged at: a typo is refused here, not judged 'not evaluable'."""
+        for i, (claim, id) in enumerate(zip(self.claims, self.claim_ids())):
+            scales = [s for s in scale_names(self.scales) if claim.scales is None or s in claim.scales]
+            for check in [*self.requires, *claim.requires, claim.check]:
+                for scale in scales:
+                    grid = scale_grid(self.grid, self.scales, scale)
+                    for key, value, full in claims.filter_keys(check, list(grid)):
+                        where = f"claims[{i}] ({id}), scale {scale}"
+                        if full is None:
+                            raise refuse(
+                                f"filter {key}={value} names no single grid key; grid keys: {', '.join(grid) or 'none'}",
+                                where,
+                            )
+                        values = [v["name"] if full == VARIANT else v for v in grid[full]]
+                        if value not in {str(v) for v in values}:
+                            raise refuse(
+                                f"{key}={value} is not in the grid; {full} takes: {', '.join(map(str, values))} "
+                                "(limit the claim with `scales:`)",
+                                where,
+                            )
 
     def claim_ids(self) -> list[str]:
         """Each claim's id: its ``id``, or its index where it has none."""

@@ -33,15 +33,13 @@ from typing import Any
 from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES, TRUST_CODE
 from repro.config import claims, fields, keys
 from repro.config.cells import cell_text
-from repro.config.document import VARIANT, Document
+from repro.config.document import VARIANT, Document, scale_grid, scale_names
 from repro.config.families import learns_span
-from repro.config.keys import show
 from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
 from repro.store.runs import check_name
 
-SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
 DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
 SHARED = "shared"  # experiments/shared/: fragments for `include:`, not manifests
 SHIPPED = Path(__file__).resolve().parents[2] / "experiments"
@@ -120,7 +118,7 @@ class Manifest:
     def grid_for(self, scale: str, overrides: bool = True) -> dict[str, list[Any]]:
         """The grid at ``scale``; with ``overrides``, ``sweep`` axes added or replaced and the ``set`` keys
         that are axes narrowed to their one value."""
-        grid = {**self.grid, **(self.scales.get(scale, {}).get("grid") or {})}
+        grid = scale_grid(self.grid, self.scales, scale)
         if not overrides:
             return grid
         grid.update(self.sweep)
@@ -220,7 +218,7 @@ class Manifest:
         return dataclasses.replace(run, data=run.data.model_copy(update={"path": str(path), "sha256": digest}))
 
     def scale_names(self) -> list[str]:
-        return [s for s in SCALES if s == "paper" or s in self.scales] + [s for s in self.scales if s not in SCALES]
+        return scale_names(self.scales)
 
 
 def _reseeded(run: RunSpec, replicate: int) -> RunSpec:
@@ -343,7 +341,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
         scales=doc.scales,
         renders=doc.renders,
         analysis=[Path(p) for p in doc.analysis],
-        reference=doc.reference,
+        reference=data.get("reference") or {},  # as written: the renderers read it
         claims=[
             Claim(
                 id=i,
@@ -367,9 +365,6 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
     expanded = [manifest._expand(scale) for scale in manifest.scale_names()]  # an invalid cell raises here
     if not any(runs for runs, _ in expanded) and any(left for _, left in expanded):  # overrides that leave no run
         raise next(left[0][1] for _, left in expanded if left)
-    if "runs" in manifest.reference:
-        _check_reference_runs(manifest, manifest.reference["runs"])
-    _check_claim_cells(manifest)
     _add_moved(manifest, [spec for runs, _ in expanded for spec in runs])
     return manifest
 
@@ -395,59 +390,6 @@ def _selects(spec: RunSpec, filters: dict[str, str]) -> bool:
         if not named or str(spec.cell[named[0]]) != value:
             return False
     return True
-
-
-def _check_reference_runs(manifest: Manifest, entries: Any) -> None:
-    """``reference.runs``: rows of paper values matched to grid cells (the other reference keys are the
-    renderers' and checked with them: :func:`repro.report.renderers.check_manifest`)."""
-    where = f"{manifest.path}: reference.runs"
-    if not isinstance(entries, list):
-        raise ManifestError(f"{where}: expected a list of {{match, label, prior, <metric>: value}} entries")
-    grid_keys = {k for s in manifest.scale_names() for k in manifest.grid_for(s)}
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not isinstance(entry.get("match", {}), dict):
-            raise ManifestError(f"{where}[{i}]: expected a mapping with a `match` mapping")
-        for key in entry.get("match", {}):
-            if not keys.matching(key, grid_keys):
-                raise ManifestError(
-                    f"{where}[{i}].match.{key}: names no grid key; grid keys: {', '.join(sorted(grid_keys)) or 'none'}"
-                )
-        if not isinstance(entry.get("label", ""), str):
-            raise ManifestError(f"{where}[{i}].label: expected a string, got {show(entry['label'])}")
-        if not isinstance(entry.get("prior", False), bool):
-            raise ManifestError(f"{where}[{i}].prior: expected true or false, got {show(entry['prior'])}")
-        for key, value in entry.items():
-            if (
-                key not in ("match", "label", "prior")
-                and value is not None
-                and (isinstance(value, bool) or not isinstance(value, (int, float)))
-            ):
-                raise ManifestError(
-                    f"{where}[{i}].{key}: expected a number (the paper's value) or null, got {show(value)}"
-                )
-
-
-def _check_claim_cells(manifest: Manifest) -> None:
-    """Every filter of a claim (and of its preconditions) names one grid key, with a value of that key's
-    grid, at every scale the claim is judged at: a typo is refused here, not judged 'not evaluable'."""
-    for i, claim in enumerate(manifest.claims):
-        scales = [s for s in manifest.scale_names() if claim.scales is None or s in claim.scales]
-        for check in [*claim.requires, claim.check]:
-            for scale in scales:
-                grid = manifest.grid_for(scale, overrides=False)
-                for key, value, full in claims.filter_keys(check, list(grid)):
-                    where = f"{manifest.path}: claims[{i}] ({claim.id}), scale {scale}"
-                    if full is None:
-                        raise ManifestError(
-                            f"{where}: filter {key}={value} names no single grid key; grid keys: "
-                            f"{', '.join(grid) or 'none'}"
-                        )
-                    values = [v["name"] if full == VARIANT else v for v in grid[full]]
-                    if value not in {str(v) for v in values}:
-                        raise ManifestError(
-                            f"{where}: {key}={value} is not in the grid; {full} takes: "
-                            f"{', '.join(map(str, values))} (limit the claim with `scales:`)"
-                        )
 
 
 @functools.lru_cache(maxsize=64)

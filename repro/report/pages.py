@@ -28,8 +28,8 @@ import pandas as pd
 
 from repro.config.cells import value_text
 from repro.config.claims import is_sanity, parse
+from repro.config.document import SCALES as SCALE_ORDER
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
-from repro.config.manifest import SCALES as SCALE_ORDER
 from repro.files import atomic
 from repro.files.locks import FileLock
 from repro.report import derived, lookup, renderers, verdicts
