@@ -6,6 +6,7 @@ import math
 
 from repro.cli.common import store_root
 from repro.errors import UserError
+from repro.store.runs import find_run
 
 MAX_SAMPLES = 1024
 
@@ -13,7 +14,8 @@ MAX_SAMPLES = 1024
 def cmd_sample(args) -> int:
     import torch  # torch, Lightning, matplotlib
 
-    from repro.train import runner, sampling
+    from repro.train import sampling
+    from repro.train.trained import load_trained
 
     for option, value, ok, allowed in (
         ("--n", args.n, 1 <= args.n <= MAX_SAMPLES, f"1 to {MAX_SAMPLES} samples"),
@@ -27,8 +29,8 @@ def cmd_sample(args) -> int:
     ):
         if not ok:
             raise UserError(f"{option} {value}: allowed: {allowed}")
-    run = runner.find_run(store_root(args), args.run)
-    model, spec, vocab, info = runner.load_trained(run)
+    run = find_run(store_root(args), args.run)
+    model, spec, vocab, info = load_trained(run)
     prompt = vocab.encode(args.prompt) if args.prompt else None
     if prompt is not None and len(prompt) > spec.data.block:
         raise UserError(f"--prompt: {len(prompt)} symbols; allowed: at most the block, {spec.data.block}")
