@@ -1,9 +1,8 @@
-"""The end of a trained run: its scores, its speed, its finished summary.
+"""The end of a trained run: what its finished summary adds (scores, analyses, speed).
 
 The weights the run scores (:mod:`repro.train.selection`) are loaded, every split is evaluated (and the
 test split at every swept context), the family's figure arrays are stored (``analysis.npz``, from
-:mod:`repro.train.probes`), throughput and MFU are computed (docs/throughput.md), and the summary is
-marked ``finished`` and the manifest folder's index refreshed.
+:mod:`repro.train.probes`), and throughput and MFU are computed (docs/throughput.md).
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ import lightning.pytorch as pl
 import torch
 
 from repro.config.spec import RunSpec
-from repro.store.runs import FINISHED, RunDir, refresh_index
-from repro.track.loggers import finish_wandb
+from repro.store.runs import RunDir
 from repro.train import distributed, throughput
 from repro.train.callbacks import TrainingMeter
 from repro.train.evaluation import evaluate, unigram_bits
@@ -42,15 +40,6 @@ def scores(
     final = {"steps": spec.train.steps, **selected, **scored, "eval_seconds": round(time.perf_counter() - started, 2)}
     final.update(_throughput(spec, final, trainer, run, world))
     return final
-
-
-def record(spec: RunSpec, run: RunDir, wb, final: dict[str, Any]) -> dict[str, Any]:
-    """Mark the run finished with ``final``; its summary."""
-    summary = run.update_summary(status=FINISHED, **final)
-    refresh_index(run.path.parent.parent.parent, spec.manifest)
-    if wb is not None:
-        finish_wandb(wb, run)
-    return summary
 
 
 def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, run: RunDir, data: RunData) -> dict:

@@ -1,10 +1,10 @@
-"""Training a settled run: the module, the Trainer, the fit, and what a stop or a failure leaves.
+"""Training a settled run: the module, the Trainer, the fit, and the status it ends with.
 
-Rank 0 (:func:`train`) writes the spec and a ``running`` summary, then fits from the checkpoint the store named
-and hands the trained model to :mod:`repro.train.finish`; SIGTERM/SIGINT checkpoint at the next step
-boundary and mark it ``interrupted``; a diverging run is marked ``failed`` and keeps its last good
-checkpoint; any other exception after training started marks it ``failed`` with the message. The other
-ranks (:func:`follow`) fit with it from the checkpoint it names and write nothing.
+Rank 0 (:func:`train`) writes the spec and a ``running`` summary, fits from the checkpoint the store
+named, has :mod:`repro.train.finish` score the trained model and marks the run ``finished``; SIGTERM/SIGINT
+checkpoint at the next step boundary and mark it ``interrupted``; a diverging run is marked ``failed`` and
+keeps its last good checkpoint; any other exception after training started marks it ``failed`` with the
+message. The other ranks (:func:`follow`) fit with it from the checkpoint rank 0 names and write nothing.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from repro.errors import RunFailed, StoreError
 from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.provenance import code_version
-from repro.store.runs import FAILED, INTERRUPTED, RUNNING, RunDir
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, refresh_index
 from repro.store.settle import Settled
-from repro.track.loggers import StoreLogger, resend_missing, wandb_logger
+from repro.track.loggers import StoreLogger, finish_wandb, resend_missing, wandb_logger
 from repro.train import distributed, environment, finish, memory, quiet, signals
 from repro.train.callbacks import BoundaryCheckpoint, Divergence, ProgressLines, TrainingMeter
 from repro.train.module import LMModule
@@ -109,7 +109,7 @@ def train(
         _failed(run, store_logger, wb, str(diverged))
         echo(f"  run {spec.run_id} diverged: {diverged}; marked failed, last good checkpoint kept")
         return "failed", run.summary()
-    return "finished", finish.record(spec, run, wb, final)
+    return "finished", _finished(spec, run, wb, final)
 
 
 def follow(
@@ -138,6 +138,16 @@ def _module(spec: RunSpec, data: RunData) -> LMModule:
     return LMModule(
         spec, data.vocab.size, data.info.shape, valid=data.splits["valid"] if spec.train.val_every else None
     )
+
+
+def _finished(spec: RunSpec, run: RunDir, wb, final: dict[str, Any]) -> dict[str, Any]:
+    """Mark the run finished with ``final`` (:func:`repro.train.finish.scores`) and refresh its manifest
+    folder's index; its summary."""
+    summary = run.update_summary(status=FINISHED, **final)
+    refresh_index(run.path.parent.parent.parent, spec.manifest)
+    if wb is not None:
+        finish_wandb(wb, run)
+    return summary
 
 
 def _failed(run: RunDir, store_logger: StoreLogger, wb, message: str) -> None:
