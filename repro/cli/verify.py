@@ -12,10 +12,10 @@ from repro.store.runs import find_run
 
 
 def cmd_verify(args) -> int:
-    root = store_root(args)
-    runs = [find_run(root, ref) for ref in args.runs]  # every name checked before anything trains (as `repro sample`)
     from repro.train import verify  # torch
 
+    root = store_root(args)
+    runs = [find_run(root, ref) for ref in args.runs]  # every name checked before anything trains (as `repro sample`)
     same = True
     with verify.scratch_folder(keep=args.keep) as scratch:
         if args.keep:
