@@ -6,7 +6,7 @@ the validation during training and the evaluation; not the seed, the learning ra
 steps. Stored runs are looked up under the results root being trained into first (this machine's
 timings), then under the default root (``results/``: the shipped runs, timed on the machine that
 trained them). A shape stored in neither is not estimated: its run's own progress lines give its ETA
-after its first steps (:class:`repro.train.module.ProgressLines`). No torch here.
+after its first steps (:class:`repro.train.callbacks.ProgressLines`). No torch here.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from repro import data, progress
-from repro.cli import eta
+from repro.cli import eta, filters
 from repro.cli.common import at_scale, override_args, save, select, store_root
 from repro.cli.status import run_state
 from repro.config import manifest as manifests
@@ -53,9 +53,9 @@ def cmd_run(args) -> int:
             if _picked(cell, args.only):
                 say(f"left out, its overrides make this cell invalid: {why}")
     specs = [
-        (m, runner.with_max_steps(s, args.max_steps))
+        (m, filters.with_max_steps(s, args.max_steps))
         for m in plan
-        for s in runner.select(m.expand(args.scale, seeds=args.seeds), args.only)
+        for s in filters.select(m.expand(args.scale, seeds=args.seeds), args.only)
     ]
     if args.run_id is not None:
         specs = [(m, s) for m, s in specs if s.run_id == args.run_id]

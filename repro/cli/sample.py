@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from repro.cli.common import store_root
 from repro.errors import UserError
+from repro.store.runs import find_run
 
 
 def cmd_sample(args) -> int:
     import torch  # torch, Lightning, matplotlib
 
-    from repro.train import runner, sampling
+    from repro.train import sampling
+    from repro.train.trained import load_trained
 
-    run = runner.find_run(store_root(args), args.run)
-    model, spec, vocab, info = runner.load_trained(run)
+    run = find_run(store_root(args), args.run)
+    model, spec, vocab, info = load_trained(run)
     prompt = vocab.encode(args.prompt) if args.prompt else None
     if prompt is not None and len(prompt) > spec.data.block:
         raise UserError(f"--prompt: {len(prompt)} symbols; allowed: at most the block, {spec.data.block}")

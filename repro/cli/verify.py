@@ -8,13 +8,14 @@ from __future__ import annotations
 import sys
 
 from repro.cli.common import store_root
+from repro.store.runs import find_run
 
 
 def cmd_verify(args) -> int:
-    from repro.train import runner, verify  # torch (the runs are found as `repro sample` finds them)
+    from repro.train import verify  # torch
 
     root = store_root(args)
-    runs = [runner.find_run(root, ref) for ref in args.runs]  # every name checked before anything trains
+    runs = [find_run(root, ref) for ref in args.runs]  # every name checked before anything trains (as `repro sample`)
     same = True
     with verify.scratch_folder(keep=args.keep) as scratch:
         if args.keep:

@@ -26,7 +26,7 @@ from repro.errors import UserError
 from repro.files import atomic, safeyaml
 from repro.files.locks import FileLock
 from repro.store import index
-from repro.store.identity import SECTIONS, identity, spec_id
+from repro.store.identity import SECTIONS, spec_id
 
 FINISHED, RUNNING, FAILED, INTERRUPTED = "finished", "running", "failed", "interrupted"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -92,17 +92,15 @@ def sources(root: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def finished_twin(root: Path, manifest: str, spec: dict[str, Any]) -> RunDir | None:
-    """A finished run of this resolved spec stored under another manifest (same spec, same result): its
-    stored spec must hash to its folder's id and equal ``spec`` section by section, not only by id."""
-    run_id = spec_id(spec)
-    for summary in sorted((root / "runs").glob(f"*/{run_id}/summary.json")):
-        other = RunDir(root, summary.parent.parent.name, run_id)
-        if other.path.parent.name == manifest or not other.finished or "reused_from" in other.summary():
-            continue
-        if identity(other.spec()) == identity(spec):
-            return other
-    return None
+def find_run(root: Path, ref: str) -> RunDir:
+    """A stored run by (a unique prefix of) its id, or by its directory."""
+    path = Path(ref)
+    if (path / "spec.yaml").exists():
+        return RunDir(path.parent.parent.parent, path.parent.name, path.name)
+    matches = sorted(root.glob(f"runs/*/{ref}*/spec.yaml"))
+    if len(matches) != 1:
+        raise UserError(f"run {ref!r} matches {len(matches)} stored runs under {root}/runs; give a longer id or a path")
+    return RunDir(root, matches[0].parent.parent.name, matches[0].parent.name)
 
 
 class RunDir:

@@ -29,7 +29,7 @@ class BestCheckpoint(pl.Callback):
 
     The module validates in its own ``on_train_batch_end``, which Lightning calls after the callbacks',
     so a result is taken up at the next batch's start (the weights have not moved since) or at the end
-    of training; the runner lists this callback before the one that saves ``last.ckpt`` there. A resumed
+    of training; the Trainer (:mod:`repro.train.fit`) lists this callback before the one that saves ``last.ckpt`` there. A resumed
     run starts from the best saved at or before its checkpoint's step (a later one is redone)."""
 
     def __init__(self, directory: Path):

@@ -161,7 +161,7 @@ def child(
     import torch
 
     from repro import cli
-    from repro.train import runner
+    from repro.train import finish, runner
 
     torch.set_num_threads(1)  # tiny models: one thread is far faster
 
@@ -169,13 +169,13 @@ def child(
         plain = runner.run_spec
         runner.run_spec = lambda *a, **k: plain(*a, **{**k, "callbacks": list(callbacks)})
     if kill_in_eval:
-        evaluate = runner.evaluate
+        evaluate = finish.evaluate
 
         def dying(*args, **kwargs):
             os.kill(os.getpid(), kill_in_eval)
             return evaluate(*args, **kwargs)
 
-        runner.evaluate = dying
+        finish.evaluate = dying
     if kill_in_save:
         save, calls = torch.save, [0]
 

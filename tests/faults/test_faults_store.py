@@ -20,7 +20,7 @@ from repro.cli import main
 from repro.config import manifest as manifests
 from repro.files import atomic
 from repro.store.runs import RunDir
-from repro.train import runner
+from repro.train import finish, runner
 
 
 def killed_store(tmp_path, write_manifest, kid, **faults):
@@ -224,7 +224,7 @@ def test_an_error_after_training_started_marks_the_run_failed(tmp_path, write_ma
     def broken(*args, **kwargs):
         raise RuntimeError("evaluation broke")
 
-    monkeypatch.setattr(runner, "evaluate", broken)
+    monkeypatch.setattr(finish, "evaluate", broken)
     with pytest.raises(RuntimeError):
         runner.run_spec(spec, m, tmp_path / "results", echo=lambda s: None)
     summary = RunDir(tmp_path / "results", m.name, spec.run_id).summary()

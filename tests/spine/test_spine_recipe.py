@@ -22,6 +22,7 @@ from repro.store.runs import RunDir
 from repro.train import runner
 from repro.train.evaluation import evaluate
 from repro.train.selection import BEST
+from repro.train.trained import load_trained
 
 # A child process that trains the manifest ARGV[1]'s first tiny run into results root ARGV[2] and
 # SIGKILLs itself after step ARGV[3] (the interrupted run; tests/faults holds the fault matrix, this checks
@@ -108,7 +109,7 @@ def test_passes_reset_the_cache_best_weights_are_scored_and_a_resume_is_exact(tm
     summary = straight.summary
     assert summary["selected"] == "best_valid" and summary["selected_step"] == int(best["step"]) + 1
     assert summary["selected_valid_bits_quick"] == pytest.approx(best["valid/bits_quick"])
-    model, _, vocab, _ = runner.load_trained(run)
+    model, _, vocab, _ = load_trained(run)
     valid, _ = open_split(**{"name": "file", "split": "valid", **spec.data.options()})
     assert evaluate(model, valid, spec, torch.device("cpu"), vocab.size)["bits"] == pytest.approx(summary["valid_bits"])
     last = torch.load(run.last_checkpoint, weights_only=False)["state_dict"]

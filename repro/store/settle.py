@@ -1,0 +1,108 @@
+"""Settling a run folder before it trains: one operation that puts in order what the store holds and says
+what to do with the run.
+
+In order: a run whose summary says ``finished`` is skipped; a finished run of the same resolved spec under
+another manifest (a *twin*) is looked for; unless there is one, ``prepare`` runs (the trainer opens and
+checks its data there: bad input fails before anything is written); the run's lock is taken (a run another
+process trains is *busy*, saying who); links where the run's files belong are refused; what killed writers
+left is removed; a summary or spec that does not read is set aside (the summary starts afresh, the spec is
+rewritten); a run finished by another process meanwhile is skipped; a twin is adopted; otherwise the
+run starts, or resumes from its newest good checkpoint, its metrics cut to that checkpoint's step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from repro.store import checkpoints
+from repro.store.identity import identity, spec_id
+from repro.store.runs import CorruptFile, RunDir
+
+T = TypeVar("T")
+
+SKIPPED, REUSED, BUSY, START, RESUME = "skipped", "reused", "busy", "start", "resume"
+
+
+@dataclass(frozen=True)
+class Settled(Generic[T]):
+    """What to do with a run: ``skipped`` (finished: ``summary`` is its), ``reused`` (a twin adopted:
+    ``summary`` is the adopted one), ``busy`` (``holder`` trains it), or ``start``/``resume`` (the lock is
+    held; ``checkpoint`` and ``step`` say where a resume starts; ``prepared`` is what ``prepare`` gave)."""
+
+    action: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    holder: str | None = None
+    prepared: T | None = None
+    checkpoint: Path | None = None
+    step: int = 0
+
+    @property
+    def trains(self) -> bool:
+        return self.action in (START, RESUME)
+
+
+@contextlib.contextmanager
+def settle(
+    run: RunDir, resolved: dict[str, Any], cell: dict[str, Any], prepare: Callable[[], T], echo: Callable[[str], None]
+) -> Iterator[Settled[T]]:
+    """``with settle(run, spec.resolved(), spec.cell, prepare, echo) as got:`` the :class:`Settled` of
+    ``run``, its lock held inside the block when it trains (or was adopted). ``resolved``: the run's
+    resolved spec (its id's source); ``cell``: its grid cell, recorded by an adoption."""
+    if run.finished:
+        yield Settled(SKIPPED, run.summary())
+        return
+    manifest = run.path.parent.name
+    twin = finished_twin(run.path.parent.parent.parent, manifest, resolved)
+    prepared = prepare() if twin is None else None  # before any write
+    with run.lock() as lock:
+        if not lock.held:
+            echo(f"  skipped: run {run.run_id} is being trained by {lock.holder}")
+            yield Settled(BUSY, holder=lock.holder)
+            return
+        _repair(run, echo)
+        if run.finished:  # finished by another process since we looked
+            yield Settled(SKIPPED, run.summary())
+            return
+        if twin is not None:
+            echo(f"  same spec already finished under {twin.path.parent.name}: reused, not retrained")
+            yield Settled(REUSED, run.adopt(twin, manifest, cell))
+            return
+        found = checkpoints.latest(run.checkpoints, echo, run_id=run.run_id)
+        run.cut_metrics(found[1] if found else 0, echo)  # what a killed run logged beyond its checkpoint goes
+        if found is None:
+            yield Settled(START, prepared=prepared)
+        else:
+            yield Settled(RESUME, prepared=prepared, checkpoint=found[0], step=found[1])
+
+
+def _repair(run: RunDir, echo: Callable[[str], None]) -> None:
+    """Under the lock: refuse links, remove temp files, set aside a summary or spec that does not read."""
+    run.refuse_links()
+    removed = run.clean_temps()
+    if removed:
+        echo(f"  removed {len(removed)} temporary file(s) a killed run left")
+    for read, name in ((run.summary, "summary.json"), (run.spec, "spec.yaml")):
+        try:
+            if (run.path / name).exists():
+                read()
+        except CorruptFile as err:  # the summary starts afresh, the spec is rewritten
+            echo(f"  {err}: the run is redone")
+            if name == "summary.json":
+                run.write_summary({})
+
+
+def finished_twin(root: Path, manifest: str, spec: dict[str, Any]) -> RunDir | None:
+    """A finished run of this resolved spec stored under another manifest (same spec, same result): its
+    stored spec must hash to its folder's id and equal ``spec`` section by section, not only by id."""
+    run_id = spec_id(spec)
+    for summary in sorted((root / "runs").glob(f"*/{run_id}/summary.json")):
+        other = RunDir(root, summary.parent.parent.name, run_id)
+        if other.path.parent.name == manifest or not other.finished or "reused_from" in other.summary():
+            continue
+        if identity(other.spec()) == identity(spec):
+            return other
+    return None
