@@ -80,6 +80,8 @@ class FrontierConfig(Section):
     c: Int = Field(32, ge=1)  # fixed: summary positions per block
     combine: Literal["interleaved", "merged", "multihead"] = "merged"  # strided / fixed
     globals: Int = Field(16, ge=0)  # longformer: the first g positions are keys of every query
+    # absolute: one learned embedding per position; factorized: the Sparse Transformer's row and column ones
+    positions: Literal["absolute", "factorized"] = later("absolute")
 
 
 def learns_span(family: str, model: Section) -> bool:
