@@ -20,9 +20,10 @@ FLAT = 0.02
 FLOPS_AXIS, TIME_AXIS = "attention FLOPs per token (forward)", "seconds per training step (runs alone)"
 
 
-def attention_flops(row: pd.Series) -> float:
-    """Forward attention FLOPs per token: q.k and a.v over the keys each query attends, every layer (2 per MAC)."""
-    return 2.0 * row["model.layers"] * row["attn_keys_per_query"] * 2 * row["model.d_model"]
+def flops_per_key(row: pd.Series) -> float:
+    """Forward attention FLOPs per key a query attends: q.k and a.v, every layer (2 per MAC); times the keys
+    per query, the attention FLOPs per token."""
+    return 2.0 * row["model.layers"] * 2 * row["model.d_model"]
 
 
 def front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -51,7 +52,7 @@ def _timing(seeds: pd.DataFrame) -> dict[str, float]:
 def _row(r: pd.Series, seeds: pd.DataFrame) -> dict:
     """The table's row of one attention: seed means and sds (``r``, a row of the seed means), its timing
     and its gain over the last fifth from its seeds' runs (``seeds``)."""
-    per_key = 2.0 * r["model.layers"] * 2 * r["model.d_model"]  # attention FLOPs per key attended
+    per_key = flops_per_key(r)
     gain = float(seeds["valid_gain_last_fifth"].mean()) if len(seeds) else np.nan
     return {
         "attention": r["variant"],
@@ -59,7 +60,7 @@ def _row(r: pd.Series, seeds: pd.DataFrame) -> dict:
         "test bits": r["test_bits"],
         "test bits sd": spread(r, "test_bits"),
         "keys per query": r["attn_keys_per_query"],
-        "attention FLOPs per token": attention_flops(r),
+        "attention FLOPs per token": per_key * r["attn_keys_per_query"],
         "attention FLOPs per token sd": per_key * spread(r, "attn_keys_per_query"),
         "FLOPs per token": r.get("flops_per_token", np.nan),
         "FLOPs per token sd": spread(r, "flops_per_token"),
