@@ -73,15 +73,15 @@ def _row(r: pd.Series, seeds: pd.DataFrame) -> dict:
 def _time_note(frame: pd.DataFrame) -> str:
     """Which attentions' runs the time panel leaves out (those that shared the machine)."""
     if not frame["timed seeds"].any():
-        return "no run ran alone: the time panel is empty"
+        return "no run did: the time panel is empty"
     short = frame[frame["timed seeds"] < frame["seeds"]]
     if short.empty:
-        return "every run ran alone"
+        return "every run did"
     left = [
         f"{a} ({t} of {n}{' seeds ran alone' if i == 0 else ''})"
         for i, (a, t, n) in enumerate(zip(short["attention"], short["timed seeds"], short["seeds"]))
     ]
-    return "runs that shared the machine are left out of the time panel: " + ", ".join(left)
+    return "left out, having shared the machine: " + ", ".join(left)
 
 
 @renderer(
@@ -143,7 +143,7 @@ def frontier(ctx: Context) -> list[tuple[Path, str]]:
     caption = (
         f"Frontier ({ctx.label}): test bits against attention FLOPs per token and seconds per step (seed means, "
         "bars: ± sd over seeds); dashed: the Pareto front; arrows: the papers' own comparisons. "
-        f"Seconds per step only from runs that ran alone: {_time_note(frame)}. On the bits/FLOPs front: "
+        f"Seconds per step only from runs that ran alone ({_time_note(frame)}). On the bits/FLOPs front: "
         + ", ".join(frame.loc[frame["on bits/FLOPs front"], "attention"])
         + ". Still improving (the last fifth's gain at least "
         + f"{FLAT} bits): {', '.join(improving) if len(improving) else 'none'}. Test bits: "
@@ -156,6 +156,8 @@ def _panel(ax, frame: pd.DataFrame, x: pd.Series, xerr: pd.Series) -> None:
     """One panel: each attention's point (seed means, bars: their sds), the Pareto front as a staircase and
     the papers' comparisons as arrows from baseline to proposal, over the attentions with an ``x``."""
     shown = x.notna()
+    if not shown.any():
+        ax.text(0.5, 0.5, "no run trained alone", transform=ax.transAxes, ha="center", color="0.4")
     for i, row in frame[shown].iterrows():
         ax.plot(x[i], row["test bits"], "o", color=f"C{i % 10}", label=row["attention"])
     error_bars(ax, x[shown], frame.loc[shown, "test bits"], frame.loc[shown, "test bits sd"], xerr=xerr[shown])

@@ -154,7 +154,7 @@ def test_runs_that_shared_the_machine_are_left_out_of_the_time_panel_and_the_cap
     sd = np.std(timed, ddof=1)
     x, y = points["fixed"]
     assert _bar_at(_bars(time_ax, False), y, x - sd, x + sd)
-    assert "dense (0 of 3 seeds ran alone)" in caption and "fixed (2 of 3)" in caption
+    assert "left out, having shared the machine: dense (0 of 3 seeds ran alone), fixed (2 of 3))" in caption
     frame = pd.read_csv(table.with_suffix(".csv")).set_index("attention")
     assert np.isnan(frame.loc["dense", "s/step (alone)"]) and frame.loc["fixed", "timed seeds"] == 2
     assert not frame.loc["dense", "on bits/time front"]
@@ -163,19 +163,21 @@ def test_runs_that_shared_the_machine_are_left_out_of_the_time_panel_and_the_cap
 def test_with_no_run_alone_the_time_panel_is_empty_and_the_legend_still_names_every_attention(
     tmp_path, drawn, monkeypatch
 ):
-    legends = []
+    legends, texts = [], []
     save = Context.save_figure
 
     def capture(self, fig, stem):
         legends.extend(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+        texts.extend(t.get_text() for t in fig.axes[1].texts)
         return save(self, fig, stem)
 
     monkeypatch.setattr(Context, "save_figure", capture)
     shared = {n: (b, k, s, [False] * 3) for n, (b, k, s, _) in SEEDS.items()}
     _, caption, _, time_ax = _render(tmp_path, drawn, shared)
     assert _points(time_ax) == {}
-    assert "no run ran alone" in caption
+    assert "only from runs that ran alone (no run did: the time panel is empty)" in caption
     assert set(SEEDS) <= set(legends)
+    assert texts == ["no run trained alone"]  # the empty panel says why
 
 
 def test_the_papers_comparisons_are_arrows_from_baseline_to_proposal(tmp_path, drawn, monkeypatch):
