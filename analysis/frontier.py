@@ -9,15 +9,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.report.renderers import Context, error_bars, finished_runs, format_value, legend, pyplot, renderer, spread
+from repro.report import derived
+from repro.report.renderers import Context, error_bars, finished_runs, format_value, pyplot, renderer, spread
 
 # the papers' comparisons, drawn as arrows from their baseline to their proposal
 PAPERS = (("window", "adaptive", "Fig. 3: fixed span -> adaptive"), ("dense", "fixed", "Table 2: dense -> fixed"))
+# bits: an attention whose quick validation still gained this much over the last fifth of its steps had not
+# learned what it can (the frontier manifest's precondition of dense-matches-fixed, docs/frontier.md)
+FLAT = 0.02
+FLOPS_AXIS, TIME_AXIS = "attention FLOPs per token (forward)", "seconds per training step (runs alone)"
 
 
-def attention_flops(row: pd.Series) -> float:
-    """Forward attention FLOPs per token: q.k and a.v over the keys each query attends, every layer (2 per MAC)."""
-    return 2.0 * row["model.layers"] * row["attn_keys_per_query"] * 2 * row["model.d_model"]
+def flops_per_key(row: pd.Series) -> float:
+    """Forward attention FLOPs per key a query attends: q.k and a.v, every layer (2 per MAC); times the keys
+    per query, the attention FLOPs per token."""
+    return 2.0 * row["model.layers"] * 2 * row["model.d_model"]
 
 
 def front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -25,40 +31,77 @@ def front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array([not np.any((x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))) for i in range(len(x))])
 
 
-def _seconds(ctx: Context, variant: str) -> tuple[float, float, int]:
-    """Mean and sd of seconds per step over the seeds of ``variant`` that ran alone, and how many."""
-    seeds = ctx.replicates if ctx.replicates is not None else ctx.runs
-    rows = finished_runs(seeds)
-    rows = rows[(rows["variant"] == variant) & (rows.get("ran_alone", pd.Series(False, index=rows.index)) == True)]  # noqa: E712
-    values = pd.to_numeric(rows.get("seconds_per_step", pd.Series(dtype=float)), errors="coerce").dropna()
-    return (
-        float(values.mean()) if len(values) else np.nan,
-        float(values.std(ddof=1)) if len(values) > 1 else np.nan,
-        len(values),
-    )
+def _per_seed(ctx: Context) -> pd.DataFrame:
+    """Every finished seed's run (the context's replicates, or its one run per cell), with the quick
+    validation's gain over the last fifth of the steps read from its curve (repro.report.derived)."""
+    rows = finished_runs(ctx.replicates if ctx.replicates is not None else ctx.runs)
+    return derived.add(rows, ctx.root, ctx.manifest.name, {"valid_gain_last_fifth"})
 
 
-@renderer("frontier", reads=("test_bits", "attn_keys_per_query", "seconds_per_step", "ran_alone"))
+def _timing(seeds: pd.DataFrame) -> dict[str, float]:
+    """Seconds per step of the seeds that ran alone (mean, sd, how many), and of how many seeds."""
+    alone = seeds["ran_alone"].astype(object).eq(True) if "ran_alone" in seeds else pd.Series(False, seeds.index)
+    values = pd.to_numeric(seeds.loc[alone, "seconds_per_step"], errors="coerce").dropna()
+    return {
+        "s/step (alone)": float(values.mean()) if len(values) else np.nan,
+        "s/step sd": float(values.std(ddof=1)) if len(values) > 1 else np.nan,
+        "timed seeds": len(values),
+    }
+
+
+def _row(r: pd.Series, seeds: pd.DataFrame) -> dict:
+    """The table's row of one attention: seed means and sds (``r``, a row of the seed means), its timing
+    and its gain over the last fifth from its seeds' runs (``seeds``)."""
+    per_key = flops_per_key(r)
+    gain = float(seeds["valid_gain_last_fifth"].mean()) if len(seeds) else np.nan
+    return {
+        "attention": r["variant"],
+        "seeds": int(r.get("seeds", 1)),
+        "test bits": r["test_bits"],
+        "test bits sd": spread(r, "test_bits"),
+        "keys per query": r["attn_keys_per_query"],
+        "attention FLOPs per token": per_key * r["attn_keys_per_query"],
+        "attention FLOPs per token sd": per_key * spread(r, "attn_keys_per_query"),
+        "FLOPs per token": r.get("flops_per_token", np.nan),
+        "FLOPs per token sd": spread(r, "flops_per_token"),
+        **_timing(seeds),
+        "valid gain last fifth": gain,
+        "still improving": bool(gain >= FLAT) if np.isfinite(gain) else None,
+    }
+
+
+def _time_note(frame: pd.DataFrame) -> str:
+    """Which attentions' runs the time panel leaves out (those that shared the machine)."""
+    if not frame["timed seeds"].any():
+        return "no run did: the time panel is empty"
+    short = frame[frame["timed seeds"] < frame["seeds"]]
+    if short.empty:
+        return "every run did"
+    left = [
+        f"{a} ({t} of {n}{' seeds ran alone' if i == 0 else ''})"
+        for i, (a, t, n) in enumerate(zip(short["attention"], short["timed seeds"], short["seeds"]))
+    ]
+    return "left out, having shared the machine: " + ", ".join(left)
+
+
+@renderer(
+    "frontier",
+    reads=(
+        "test_bits",
+        "attn_keys_per_query",
+        "flops_per_token",
+        "seconds_per_step",
+        "ran_alone",
+        "metrics.csv:valid/bits_quick",
+    ),
+)
 def frontier(ctx: Context) -> list[tuple[Path, str]]:
     """The frontier: bits against attention FLOPs and against time, with the front and the papers' arrows."""
     runs = finished_runs(ctx.runs)
     if runs.empty or "test_bits" not in runs:
         return []
-    frame = pd.DataFrame(
-        [
-            {
-                "attention": r["variant"],
-                "test bits": r["test_bits"],
-                "test bits sd": spread(r, "test_bits"),
-                "keys per query": r["attn_keys_per_query"],
-                "attention FLOPs per token": attention_flops(r),
-                "FLOPs per token": r["flops_per_token"],
-                **dict(zip(("s/step (alone)", "s/step sd", "timed seeds"), _seconds(ctx, r["variant"]))),
-                "seeds": int(r.get("seeds", 1)),
-            }
-            for _, r in runs.iterrows()
-        ]
-    )
+    seeds = _per_seed(ctx)
+    frame = pd.DataFrame([_row(r, seeds[seeds["variant"] == r["variant"]]) for _, r in runs.iterrows()])
     frame["on bits/FLOPs front"] = front(frame["attention FLOPs per token"].to_numpy(), frame["test bits"].to_numpy())
     timed = frame["s/step (alone)"].notna()
     frame["on bits/time front"] = False
@@ -66,66 +109,66 @@ def frontier(ctx: Context) -> list[tuple[Path, str]]:
         frame.loc[timed, "on bits/time front"] = front(
             frame.loc[timed, "s/step (alone)"].to_numpy(), frame.loc[timed, "test bits"].to_numpy()
         )
+    improving = frame.loc[frame["still improving"].eq(True), "attention"]
     md = ctx.write_table(
         "frontier",
         frame,
         ctx.manifest.title,
         [
+            "each value the mean over the attention's seeds, `sd` their standard deviation (blank: one seed)",
             "attention FLOPs per token = 2 x layers x keys per query x 2 d (q.k and a.v); FLOPs per token adds the "
             "backbone's, the same for every attention",
-            "s/step: the mean over the seeds that trained alone (blank: none did)",
+            "s/step: the mean over the seeds that trained alone (timed seeds; blank: none did)",
             "front: no other attention has both fewer FLOPs (less time) and lower test bits",
+            f"valid gain last fifth: the quick validation's improvement over the last fifth of the steps (seed "
+            f"mean); still improving: at least {FLAT} bits, so its comparisons say as much about the budget as "
+            "about the attention",
         ],
     )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     for ax, x, xerr, name in (
-        (axes[0], frame["attention FLOPs per token"], None, "attention FLOPs per token (forward)"),
-        (axes[1], frame["s/step (alone)"], frame["s/step sd"], "seconds per training step (runs alone)"),
+        (axes[0], frame["attention FLOPs per token"], frame["attention FLOPs per token sd"], FLOPS_AXIS),
+        (axes[1], frame["s/step (alone)"], frame["s/step sd"], TIME_AXIS),
     ):
-        shown = x.notna()
-        for i, row in frame[shown].iterrows():
-            ax.plot(x[i], row["test bits"], "o", color=f"C{i % 10}", label=row["attention"])
-        error_bars(
-            ax,
-            x[shown],
-            frame.loc[shown, "test bits"],
-            frame.loc[shown, "test bits sd"],
-            xerr=None if xerr is None else xerr[shown],
-        )
-        on = frame[shown & front(x.fillna(np.inf).to_numpy(), frame["test bits"].to_numpy())]
-        order = x[on.index].sort_values().index
-        ax.step(x[order], frame.loc[order, "test bits"], where="post", color="0.4", ls="--", lw=1, label="Pareto front")
-        for base, proposal, label in PAPERS:
-            ends = frame.index[frame["attention"].isin([base, proposal])]
-            if len(ends) == 2 and x[ends].notna().all():
-                (b,), (p,) = (frame.index[frame["attention"] == n] for n in (base, proposal))
-                ax.annotate(
-                    "",
-                    (x[p], frame.loc[p, "test bits"]),
-                    (x[b], frame.loc[b, "test bits"]),
-                    arrowprops={"arrowstyle": "->", "color": "0.3", "lw": 0.8},
-                )
-                ax.annotate(
-                    label,
-                    ((x[p] + x[b]) / 2, (frame.loc[p, "test bits"] + frame.loc[b, "test bits"]) / 2),
-                    fontsize=7,
-                    color="0.3",
-                )
-        ax.set_xscale("log")
+        _panel(ax, frame, x, xerr)
         ax.set_xlabel(name)
     axes[0].set_ylabel("test bits per byte")
-    legend(axes[1], fontsize=7, loc="upper right")
+    axes[1].legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="upper right")
     fig.suptitle(
         f"Frontier: seven attentions, one backbone (bars: ± sd over seeds)\n{ctx.label} — neither paper's numbers",
         fontsize=9,
     )
     path = ctx.save_figure(fig, "frontier")
     caption = (
-        f"Frontier ({ctx.label}): test bits against attention FLOPs per token and seconds per step; dashed: the "
-        "Pareto front; arrows: the papers' own comparisons. On the bits/FLOPs front: "
+        f"Frontier ({ctx.label}): test bits against attention FLOPs per token and seconds per step (seed means, "
+        "bars: ± sd over seeds); dashed: the Pareto front; arrows: the papers' own comparisons. "
+        f"Seconds per step only from runs that ran alone ({_time_note(frame)}). On the bits/FLOPs front: "
         + ", ".join(frame.loc[frame["on bits/FLOPs front"], "attention"])
-        + ". Test bits: "
+        + ". Still improving (the last fifth's gain at least "
+        + f"{FLAT} bits): {', '.join(improving) if len(improving) else 'none'}. Test bits: "
         + ", ".join(f"{a} {format_value(b)}" for a, b in zip(frame["attention"], frame["test bits"]))
     )
     return [(md, "table"), (path, caption)]
+
+
+def _panel(ax, frame: pd.DataFrame, x: pd.Series, xerr: pd.Series) -> None:
+    """One panel: each attention's point (seed means, bars: their sds), the Pareto front as a staircase and
+    the papers' comparisons as arrows from baseline to proposal, over the attentions with an ``x``."""
+    shown = x.notna()
+    if not shown.any():
+        ax.text(0.5, 0.5, "no run trained alone", transform=ax.transAxes, ha="center", color="0.4")
+    for i, row in frame[shown].iterrows():
+        ax.plot(x[i], row["test bits"], "o", color=f"C{i % 10}", label=row["attention"])
+    error_bars(ax, x[shown], frame.loc[shown, "test bits"], frame.loc[shown, "test bits sd"], xerr=xerr[shown])
+    on = frame[shown & front(x.fillna(np.inf).to_numpy(), frame["test bits"].to_numpy())]
+    order = x[on.index].sort_values().index
+    ax.step(x[order], frame.loc[order, "test bits"], where="post", color="0.4", ls="--", lw=1, label="Pareto front")
+    for base, proposal, label in PAPERS:
+        ends = [frame.index[frame["attention"] == n] for n in (base, proposal)]
+        if all(len(e) == 1 for e in ends) and x[[e[0] for e in ends]].notna().all():
+            (b,), (p,) = ends
+            y = frame["test bits"]
+            ax.annotate("", (x[p], y[p]), (x[b], y[b]), arrowprops={"arrowstyle": "->", "color": "0.3", "lw": 0.8})
+            ax.annotate(label, (np.sqrt(x[p] * x[b]), (y[p] + y[b]) / 2), fontsize=7, color="0.3")  # log x: mid
+    ax.set_xscale("log")

@@ -96,6 +96,8 @@ class FrontierConfig(Section):
     c: Int = Field(32, ge=1)  # fixed: summary positions per block
     combine: Literal["interleaved", "merged", "multihead"] = "merged"  # strided / fixed
     globals: Int = Field(16, ge=0)  # longformer: the first g positions are keys of every query
+    # absolute: one learned embedding per position; factorized: the Sparse Transformer's row and column ones
+    positions: Literal["absolute", "factorized"] = later("absolute")
 
     @model_validator(mode="after")
     def _rules(self) -> FrontierConfig:

@@ -2,7 +2,9 @@
 
 Everything but the attention is shared: token and learned absolute position embeddings (absolute, because
 every attention can use them: the adaptive span's relative embeddings need a band, the Sparse
-Transformer's factorised row/column embeddings a stride), pre-norm residual blocks
+Transformer's factorised row/column embeddings a stride; ``positions: factorized`` puts the latter in
+their place, to show on the fixed pattern that the choice moves no result beyond seed noise), pre-norm
+residual blocks
 
     H' = H + dropout(attention(norm(H)))
     H'' = H' + dropout(W2 f(W1 norm(H') + b1) + b2),  f(x) = x sigmoid(1.702 x)
@@ -16,6 +18,7 @@ Stateless across blocks, evaluated in overlapping windows like the Sparse Transf
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,7 +28,7 @@ import torch.nn as nn
 from repro.config.families import FrontierConfig as Config
 from repro.models import attentions
 from repro.models.base import LanguageModel, ModelOutput, normal_init
-from repro.models.sparse_transformer import gelu_sigmoid
+from repro.models.sparse_transformer import gelu_sigmoid, row_column
 
 
 class Block(nn.Module):
@@ -57,7 +60,10 @@ class Model(LanguageModel):
         self.cfg, self.vocab_size, self.block = cfg, vocab_size, block
         d = cfg.d_model
         self.tok = nn.Embedding(vocab_size + 1, d)  # + start token
-        self.pos = nn.Embedding(block, d)
+        if cfg.positions == "absolute":
+            self.pos = nn.Embedding(block, d)
+        else:  # the Sparse Transformer's: row i // stride, column i mod stride
+            self.rows, self.cols = nn.Embedding(math.ceil(block / cfg.stride), d), nn.Embedding(cfg.stride, d)
         self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.layers)])
         self.norm = nn.LayerNorm(d)
         self.out = nn.Linear(d, vocab_size)
@@ -68,13 +74,18 @@ class Model(LanguageModel):
                 b.attn.span.add_parameters(b.attn, d)
 
     def forward(self, x: torch.Tensor, state: Any = None) -> ModelOutput:
-        T = x.shape[1]
-        h = self.drop(self.tok(x) + self.pos(torch.arange(T, device=x.device)))
+        h = self.drop(self.tok(x) + self.embed_positions(torch.arange(x.shape[1], device=x.device)))
         for blk in self.blocks:
             h = blk(h)
         penalties = [b.attn.loss for b in self.blocks if b.attn.loss is not None]
         aux = self.cfg.span.loss_coef * torch.stack(penalties).sum() if penalties else None
         return ModelOutput(logits=self.out(self.norm(h)), state=None, aux_loss=aux)
+
+    def embed_positions(self, i: torch.Tensor) -> torch.Tensor:
+        if self.cfg.positions == "absolute":
+            return self.pos(i)
+        row, col = row_column(i, self.cfg.stride, self.rows.num_embeddings)
+        return self.rows(row) + self.cols(col)
 
     def after_optimizer_step(self) -> None:
         for b in self.blocks:

@@ -45,6 +45,12 @@ def gelu_sigmoid(x: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(1.702 * x)
 
 
+def row_column(positions: torch.Tensor, stride: int, rows: int) -> list[torch.Tensor]:
+    """The ``attn`` position embedding's indices of positions i: row i // l (at most ``rows`` - 1) and column
+    i mod l, l = ``stride``: one embedding per row and one per column of the factorised pattern."""
+    return [(positions // stride).clamp_max(rows - 1), positions % stride]
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: Config, pattern: str):
         super().__init__()
@@ -158,8 +164,7 @@ class Model(LanguageModel):
 
     def position_indices(self, positions: torch.Tensor) -> list[torch.Tensor]:
         if self.cfg.embedding == "attn":
-            l = self.cfg.stride
-            return [(positions // l).clamp_max(self.pos[0].num_embeddings - 1), positions % l]
+            return row_column(positions, self.cfg.stride, self.pos[0].num_embeddings)
         rows, cols, ch = self.shape
         p = positions % (rows * cols * ch)
         return [p // (cols * ch), (p // ch) % cols, p % ch]

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro.config.families import ATTENTIONS, FrontierConfig, SpanConfig
+from repro.config.families import ATTENTIONS, FrontierConfig, SpanConfig, SparseTransformerConfig
 from repro.models import attentions
 from repro.models import patterns as P
 from repro.models.frontier import Model
 from repro.models.span import soft_mask
+from repro.models.sparse_transformer import Model as SparseModel
 
 B, H, T, DH = 2, 2, 37, 8
 t = torch.arange(T)[:, None]
@@ -97,3 +98,29 @@ def test_an_attention_is_a_file():
     folder = Path(attentions.__file__).parent
     assert tuple(sorted(p.stem for p in folder.glob("[a-z]*.py"))) == ATTENTIONS
     assert set(ATTENTIONS) == {"dense", "window", "adaptive", "dynamic", "strided", "fixed", "longformer"}
+
+
+def test_factorized_positions_make_the_fixed_cell_the_sparse_transformer():
+    """With ``positions: factorized`` the frontier's fixed attention is the Sparse Transformer family's fixed
+    model: the same function of the same weights (q, k, v fused), so the positions cell of
+    experiments/suite/frontier-positions.yaml compares the two schemes and nothing else."""
+    torch.manual_seed(0)
+    dims = {"layers": 2, "d_model": 16, "heads": 2, "stride": 8, "c": 2, "combine": "merged"}
+    frontier = Model(FrontierConfig(attention="fixed", positions="factorized", **dims), vocab_size=11, block=44)
+    st = SparseModel(SparseTransformerConfig(pattern="fixed", **dims), vocab_size=11, block=44)
+    theirs = st.state_dict()
+    ours = {"rows.weight": theirs.pop("pos.0.weight"), "cols.weight": theirs.pop("pos.1.weight")}
+    for i in range(dims["layers"]):
+        a = f"blocks.{i}.attn."
+        for p in ("weight", "bias"):
+            ours[f"blocks.{i}.qkv.{p}"] = torch.cat([theirs.pop(f"{a}{n}.{p}") for n in "qkv"])
+            ours[f"blocks.{i}.proj.{p}"] = theirs.pop(f"{a}proj.{p}")
+    frontier.load_state_dict({**theirs, **ours})
+    x = torch.randint(0, 11, (2, 44))
+    assert torch.allclose(frontier.double()(x).logits, st.double()(x).logits, atol=1e-12)
+    absolute = Model(FrontierConfig(attention="fixed", **dims), vocab_size=11, block=44)
+    assert {n for n, _ in absolute.named_parameters()} ^ set(frontier.state_dict()) == {
+        "pos.weight",
+        "rows.weight",
+        "cols.weight",
+    }
