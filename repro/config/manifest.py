@@ -37,7 +37,7 @@ from repro.config.families import learns_span
 from repro.config.spec import SECTIONS, RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
-from repro.store.runs import check_name
+from repro.identity import check_name
 
 TOP_KEYS = {
     "analysis",

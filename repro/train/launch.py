@@ -23,7 +23,8 @@ from pathlib import Path
 
 from repro.errors import UserError
 from repro.files import atomic
-from repro.store.runs import FAILED, FINISHED, INTERRUPTED, check_name
+from repro.identity import check_name
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED
 
 LAUNCHERS = ("local", "slurm")
 JOBS = "jobs"
