@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from repro.cli.common import allow, trust_code
+from repro.cli.common import access
 from repro.cli.parser import build_parser
 from repro.config import overrides
 from repro.errors import RunFailed, StoreError, UserError
@@ -68,8 +68,7 @@ def _command(argv: list[str] | None, stdout: Watched) -> int:
         return 2
     args.entry = main  # what a launcher's job calls again (`repro run` hands it to submitit)
     try:
-        allow(getattr(args, "allow_read", None) or [])
-        trust_code(getattr(args, "trust_code", None) or [])
+        args.access = access(args)
         results_root(getattr(args, "results", None))  # one that is not a folder: refused by every command
         status = args.func(args) or 0
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit

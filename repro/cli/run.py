@@ -9,11 +9,11 @@ from repro import data, progress
 from repro.cli import eta
 from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root
 from repro.cli.status import run_state
+from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.errors import UserError
 from repro.files import atomic
 from repro.progress import say
-from repro.report import lookup
 from repro.store import runs as store
 from repro.store.runs import RunDir
 from repro.train import launch, quiet, signals
