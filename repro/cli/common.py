@@ -24,14 +24,13 @@ def override_args(args) -> list[str]:
     return overrides.args_of(getattr(args, "overrides", []) or [], getattr(args, "multirun", False))
 
 
-def stored(args) -> lookup.Stored:
+def stored(root: Path) -> lookup.Stored:
     """What the results root knows of manifests outside experiments/ (by the names they were run with)."""
-    root = store_root(args)
     return lookup.Stored(sources(root), f"{root}/sources")
 
 
 def select(args) -> list[manifests.Manifest]:
-    found = lookup.select(args.name, override_args(args), stored(args), args.access)
+    found = lookup.select(args.name, override_args(args), stored(store_root(args)), args.access)
     if len(found) > 1:
         print(f"{args.name}: {len(found)} manifests: {', '.join(m.name for m in found)}", flush=True)
     return found
