@@ -44,12 +44,12 @@ def cmd_run(args) -> int:
             "submit from a plain shell"
         )
     world = None if args.launcher else distributed.world(args.devices, args.num_nodes)
-    root = store_root(args)
     found = select(args)
     plan = at_scale(lookup.with_parts(found, override_args(args)), args.scale)
     for m in [m for m in plan if m.base is None]:
         print(f"{m.name} trains nothing; `repro report {m.command}` draws it")
     plan = [m for m in plan if m.base is not None]
+    root = store_root(args)
     for m in plan:
         for cell, why in m.left_out(args.scale) if args.scale in m.scale_names() else []:
             if _picked(cell, args.only):

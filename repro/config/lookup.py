@@ -77,13 +77,14 @@ def with_parts(found: list[Manifest], args: list[str]) -> list[Manifest]:
     out: dict[str, Manifest] = {}
     for m in found:
         gathering = m.base is None and m.parts
-        for one_part in (
-            [renders.check_declared(overrides.derive(part(m, p).path, args, m.access)) for p in m.parts]
-            if gathering
-            else [m]
-        ):
+        for one_part in [_with_args(part(m, p), args) for p in m.parts] if gathering else [m]:
             out.setdefault(one_part.name, one_part)
     return list(out.values())
+
+
+def _with_args(m: Manifest, args: list[str]) -> Manifest:
+    """``m`` with the override ``args`` (``m`` itself when there are none: it is not read again)."""
+    return renders.check_declared(overrides.derive(m.path, args, m.access)) if args else m
 
 
 def part(m: Manifest, name: str) -> Manifest:
