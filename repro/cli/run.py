@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from repro import data, progress
-from repro.cli import eta
+from repro.cli import eta, exits
 from repro.cli.common import at_scale, override_args, save, seeds_option, select, store_root, stored
 from repro.cli.status import run_state
 from repro.config import lookup
@@ -252,9 +252,12 @@ def _job(args, root: Path, run_id: str) -> launch.Job:
     )
 
 
-def _launch(args, root: Path, runs: list[tuple[str, launch.Job]], total: int) -> int:
-    from repro.cli.main import run_job  # execute() with the exit statuses of `repro` (main imports this module)
+def run_job(job: launch.Job) -> int:
+    """What a ``--launcher`` job runs: :func:`execute` as a ``repro`` process, with its exit statuses."""
+    return exits.command(lambda: execute(job))
 
+
+def _launch(args, root: Path, runs: list[tuple[str, launch.Job]], total: int) -> int:
     if len(runs) < total:
         say(f"{total - len(runs)} of {total} run(s) already finished: not submitted")
     if not runs:

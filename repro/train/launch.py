@@ -3,7 +3,7 @@
 Each job is handed a :class:`Job`, the description of one run: the same resolution (name or path,
 overrides, scale, seeds, ``--max-steps``, the folders the user allowed) narrowed to one run id, into the
 same results root (under SLURM a shared file system); the job executes it with the work function the CLI
-hands down (``repro.cli.main.run_job``: ``repro run``'s training and exit statuses, no command line
+hands down (``repro.cli.run.run_job``: ``repro run``'s training and exit statuses, no command line
 parsed again). A SLURM job has ``--nodes`` x ``--devices`` tasks (one per process; Lightning's SLURM
 environment makes them one DDP run), each executing that description with its ``devices`` and ``num_nodes``.
 The job itself skips a finished run and one another job trains (the run's lock), and resumes an
