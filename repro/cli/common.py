@@ -1,4 +1,5 @@
-"""What the commands share: the results root, the overrides, manifest selection, value formatting."""
+"""What the commands share: the results root, the folders the user allowed, the overrides, manifest
+selection, value formatting."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import os
 from pathlib import Path
 
 from repro.bounds import ALLOW_READ, TRUST_CODE
+from repro.config import lookup, overrides
 from repro.config import manifest as manifests
-from repro.config import overrides
+from repro.config.access import Access
 from repro.errors import UserError
 from repro.progress import say
-from repro.report import lookup
-from repro.store.runs import results_root
+from repro.store.runs import results_root, sources
 
 
 def store_root(args) -> Path:
@@ -23,8 +24,13 @@ def override_args(args) -> list[str]:
     return overrides.args_of(getattr(args, "overrides", []) or [], getattr(args, "multirun", False))
 
 
+def stored(root: Path) -> lookup.Stored:
+    """What the results root knows of manifests outside experiments/ (by the names they were run with)."""
+    return lookup.Stored(sources(root), f"{root}/sources")
+
+
 def select(args) -> list[manifests.Manifest]:
-    found = lookup.select(args.name, override_args(args), store_root(args))
+    found = lookup.select(args.name, override_args(args), stored(store_root(args)), args.access)
     if len(found) > 1:
         print(f"{args.name}: {len(found)} manifests: {', '.join(m.name for m in found)}", flush=True)
     return found
@@ -67,16 +73,19 @@ def fmt(value) -> str:
     return "" if value is None else str(value)
 
 
-def allow(folders: list[str], option: str = "--allow-read", variable: str = ALLOW_READ) -> None:
-    """``--allow-read`` (or ``--trust-code``) folders into the environment, where processes started from
-    here find them too."""
-    for folder in folders:
+def access(args) -> Access:
+    """The folders the user allowed manifests beyond their own, read once, here: ``$REPRO_ALLOW_READ``
+    and ``$REPRO_TRUST_CODE`` (``:``-separated), then each ``--allow-read`` and ``--trust-code`` folder
+    (which must be one). Passed on as a value: to the manifests loaded, and to the jobs started."""
+    return Access(
+        read=_folders(ALLOW_READ, "--allow-read", getattr(args, "allow_read", None) or []),
+        code=_folders(TRUST_CODE, "--trust-code", getattr(args, "trust_code", None) or []),
+    )
+
+
+def _folders(variable: str, option: str, given: list[str]) -> tuple[Path, ...]:
+    for folder in given:
         if not Path(folder).expanduser().is_dir():
             raise UserError(f"{option} {folder}: not a folder")
-    if folders:
-        known = [p for p in os.environ.get(variable, "").split(os.pathsep) if p]
-        os.environ[variable] = os.pathsep.join([*known, *(str(Path(f).expanduser().resolve()) for f in folders)])
-
-
-def trust_code(folders: list[str]) -> None:
-    allow(folders, "--trust-code", TRUST_CODE)
+    named = [p for p in os.environ.get(variable, "").split(os.pathsep) if p]
+    return tuple(dict.fromkeys(Path(p).expanduser().resolve() for p in [*named, *given]))

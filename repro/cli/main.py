@@ -8,55 +8,21 @@ checkpointing at a step boundary).
 
 from __future__ import annotations
 
-import os
 import sys
 
-from repro.cli.common import allow, trust_code
+from repro.cli import exits
+from repro.cli.common import access
 from repro.cli.parser import build_parser
 from repro.config import overrides
-from repro.errors import RunFailed, StoreError, UserError
+from repro.errors import UserError
 from repro.store.runs import results_root
-from repro.train import signals
 
 
 def main(argv: list[str] | None = None) -> int:
-    if _closed_outputs():
-        print("error: standard output is closed (>&-); send it to a file or /dev/null instead", file=sys.stderr)
-        return 1
-    stdout = sys.stdout = Watched(sys.stdout)
-    try:
-        return _command(argv, stdout)
-    finally:
-        sys.stdout = stdout.stream
-        signals.closing()  # a signal repeated while the process exits is ignored, not raised in an exit handler
+    return exits.process(lambda stdout: _command(argv, stdout))
 
 
-class Watched:
-    """Standard output, remembering the error of a write or flush that failed (``> /dev/full``), so that
-    it is told apart from any other OSError."""
-
-    def __init__(self, stream):
-        self.stream, self.failed = stream, None
-
-    def write(self, text: str) -> int:
-        try:
-            return self.stream.write(text)
-        except OSError as err:
-            self.failed = err
-            raise
-
-    def flush(self) -> None:
-        try:
-            self.stream.flush()
-        except OSError as err:
-            self.failed = err
-            raise
-
-    def __getattr__(self, name: str):
-        return getattr(self.stream, name)
-
-
-def _command(argv: list[str] | None, stdout: Watched) -> int:
+def _command(argv: list[str] | None, stdout: exits.Watched) -> int:
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)
@@ -70,63 +36,13 @@ def _command(argv: list[str] | None, stdout: Watched) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    args.entry = main  # what a launcher's job calls again (`repro run` hands it to submitit)
-    try:
-        allow(getattr(args, "allow_read", None) or [])
-        trust_code(getattr(args, "trust_code", None) or [])
+
+    def call() -> int:
+        args.access = access(args)
         results_root(getattr(args, "results", None))  # one that is not a folder: refused by every command
-        status = args.func(args) or 0
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
-        return status
-    except BrokenPipeError:  # the reader left (`repro status | head -1`): what it read was all it wanted
-        _quiet_stdout()
-        return 0
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (StoreError, RunFailed) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except signals.Interrupted as err:
-        signals.closing()
-        print(f"interrupted by {err.name}: {err.detail or 'no run was training'}", file=sys.stderr)
-        return err.exit_status
-    except KeyboardInterrupt:
-        signals.closing()
-        print(
-            "interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint", file=sys.stderr
-        )
-        return 130
-    except OSError as err:
-        if err is not stdout.failed:
-            raise
-        _quiet_stdout()
-        print(f"error: cannot write to standard output: {err.strerror or err}", file=sys.stderr)
-        return 1
+        return args.func(args) or 0
 
-
-def _closed_outputs() -> bool:
-    """Whether the process started with standard output closed (``>&-``). A closed standard output or
-    error is pointed at /dev/null first, so that no file this process opens takes its descriptor."""
-    closed = False
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        try:
-            os.fstat(fd)
-        except OSError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            if devnull != fd:
-                os.dup2(devnull, fd)
-                os.close(devnull)
-            setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 (the process's own stream)
-            closed = closed or fd == 1
-    return closed
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's flush at exit does not fail on the closed pipe."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    return exits.statuses(call, stdout)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 from repro.cli.common import at_scale, override_args, save, select, store_root
+from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.cells import value_text
 from repro.console import print_table
 from repro.errors import UserError
-from repro.report import lookup
+from repro.report import renderers
 from repro.store.runs import RunDir
 
 
@@ -24,7 +25,7 @@ def cmd_list(args) -> int:
     records = []
     for name, path in found:
         try:
-            m = lookup.load(path)
+            m = lookup.load(path, args.access)
             specs = m.expand(args.scale) if args.scale in m.scale_names() else []
             done = sum(RunDir(root, m.name, s.run_id).finished for s in specs)
             records.append(
@@ -113,7 +114,12 @@ def cmd_validate(args) -> int:
     failed = 0
     for path in paths:
         try:
-            m = lookup.load(path, run_code=args.renderers)
+            # --renderers: its renderer files run, checked against what they register; else their source is read
+            m = (
+                renderers.check_loaded(manifests.load(path, args.access))
+                if args.renderers
+                else lookup.load(path, args.access)
+            )
         except UserError as err:
             failed += 1
             print(f"error: {err}", file=sys.stderr, flush=True)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from repro.cli.common import override_args, select, store_root
+from repro.config import lookup
 from repro.errors import UserError
-from repro.report import lookup, prune, renderers
 from repro.report import pages as report
+from repro.report import prune, renderers
 
 
 def cmd_report(args) -> int:
     root = store_root(args)
     if args.all:
-        print(f"wrote {report.render_all(root, args.confidence)}")
+        print(f"wrote {report.render_all(root, args.confidence, args.access)}")
         removed = prune.remove_unreferenced(root)
         if removed:
             print(f"removed {len(removed)} file(s) of reports/figures and reports/tables that no report references")
@@ -19,7 +20,8 @@ def cmd_report(args) -> int:
     if not args.name:
         raise UserError("report: name a manifest or pass --all")
     found = select(args)
-    for manifest in lookup.with_parts(found, override_args(args)) if override_args(args) else found:
+    chosen = lookup.with_parts(found, override_args(args)) if override_args(args) else found
+    for manifest in [renderers.check_loaded(m) for m in chosen]:  # every one checked before any is written
         path, results = report.render(manifest, root, args.confidence)
         print(path.read_text())
         print(f"wrote {path}")

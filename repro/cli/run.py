@@ -1,32 +1,29 @@
-"""``repro run``: train a selection's runs here, one after another, or hand them to a launcher."""
+"""``repro run``: train a selection's runs here, one after another, or hand them to a launcher as job
+descriptions (:class:`repro.train.launch.Job`), which each job executes here (:func:`execute`)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from repro import data, progress
-from repro.cli import eta, filters
-from repro.cli.common import at_scale, override_args, save, select, store_root
+from repro.cli import eta, exits, filters
+from repro.cli.common import at_scale, override_args, save, select, store_root, stored
 from repro.cli.status import run_state
+from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.keys import names
 from repro.errors import UserError
 from repro.files import atomic
 from repro.progress import say
-from repro.report import lookup
 from repro.store import runs as store
 from repro.store.runs import RunDir
 from repro.train import launch, quiet, signals
 
 
 def cmd_run(args) -> int:
-    from repro.track.loggers import resolve_mode, wandb_dir
-    from repro.train import (  # torch and Lightning (see the module docstring), as every lazy import here
-        distributed,
-        retrain,
-        runner,
-    )
+    from repro.train import distributed  # torch and Lightning, as every lazy import here
 
     signals.install()
     quiet.configure(args.verbose)
@@ -67,14 +64,7 @@ def cmd_run(args) -> int:
         if not args.dry_run:
             _ensure_data(specs)
 
-    if world is None:
-        prepare()
-    else:
-        for m, s in specs:
-            runner.check_processes(s, m, world)
-        distributed.start(world)
-        distributed.first(world, prepare)
-    echo = say if world is None or world.leads else _quiet
+    echo = _start(world, specs, prepare)
     if args.max_steps is not None:
         echo(
             f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
@@ -92,7 +82,7 @@ def cmd_run(args) -> int:
         return _launch(
             args,
             root,
-            [(m.name, s.run_id) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
+            [(m.name, _job(args, root, s.run_id)) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
             len(specs),
         )
     if not args.retrain_checkpoint and specs and all(RunDir(root, m.name, s.run_id).finished for m, s in specs):
@@ -101,8 +91,63 @@ def cmd_run(args) -> int:
             f"{args.name}` reports them; `--results DIR` trains them afresh into DIR)"
         )
         return 0
+    return _train(
+        specs, root, world, echo, timings, args.devices, args.num_nodes, args.no_wandb, args.retrain_checkpoint
+    )
+
+
+def execute(job: launch.Job) -> int:
+    """What a launched job runs: the one run its description names, resolved as ``repro run`` resolved it
+    and trained here (each task of a SLURM job executes it: the ranks of one run)."""
+    from repro.train import distributed, runner  # torch and Lightning
+
+    signals.install()
+    quiet.configure(job.verbose)
+    world = distributed.world(job.devices, job.num_nodes)
+    overrides = list(job.overrides)
+    found = lookup.with_parts(lookup.select(job.ref, overrides, stored(job.results), job.access), overrides)
+    specs = [
+        (m, runner.with_max_steps(s, job.max_steps))
+        for m in found
+        if m.base is not None and job.scale in m.scale_names()
+        for s in m.expand(job.scale, seeds=job.seeds)
+        if s.run_id == job.run_id
+    ]
+    if not specs:
+        raise UserError(
+            f"job of run {job.run_id}: no run of {job.ref} at scale {job.scale} has this id any more (its "
+            "manifest changed after it was submitted); submit it again"
+        )
+    echo = _start(world, specs, lambda: _ensure_data(specs))
+    timings = eta.Timings(eta.default_roots(job.results))
+    return _train(specs, job.results, world, echo, timings, job.devices, job.num_nodes, job.no_wandb, False)
+
+
+def _start(world, specs, prepare) -> Callable[[str], None]:
+    """``prepare`` done (rank 0's alone, the other ranks wait for it) and the ranks joined; what prints a line
+    (a follower rank prints nothing)."""
+    from repro.train import distributed, runner
+
+    if world is None:
+        prepare()
+    else:
+        for m, s in specs:
+            runner.check_processes(s, m, world)
+        distributed.start(world)
+        distributed.first(world, prepare)
+    return say if world is None or world.leads else _quiet
+
+
+def _train(
+    specs, root: Path, world, echo, timings, devices: int, num_nodes: int, no_wandb: bool, retrain_checkpoint: bool
+) -> int:
+    """Train ``specs`` (manifest, spec) one after another into ``root`` (``retrain_checkpoint``: each stored
+    run's checkpoint trained again): the exit status of ``repro run``."""
+    from repro.track.loggers import resolve_mode, wandb_dir
+    from repro.train import retrain, runner
+
     known = manifests.discover()
-    mode = resolve_mode(args.no_wandb)
+    mode = resolve_mode(no_wandb)
     if mode != "disabled" and (world is None or world.leads):  # before any run is written: W&B's folder
         atomic.make_dirs(wandb_dir(root))
     runner.settle_isa(root, [s for _, s in specs])  # a resumed run's instruction set first (docs/reproducibility.md)
@@ -117,11 +162,11 @@ def cmd_run(args) -> int:
             f"data {spec.data.label})"
         )
         try:
-            if args.retrain_checkpoint:
+            if retrain_checkpoint:
                 outcome = retrain.checkpoint(spec, m, root, echo=echo)
             else:
                 outcome = runner.run_spec(
-                    spec, m, root, devices=args.devices, num_nodes=args.num_nodes, wandb_mode=mode, echo=echo
+                    spec, m, root, devices=devices, num_nodes=num_nodes, wandb_mode=mode, echo=echo
                 )
         finally:  # bad data writes nothing; once a run is stored, the store knows its manifest's name
             if world.leads and RunDir(root, m.name, spec.run_id).path.exists():
@@ -179,13 +224,36 @@ def _check_launcher(args) -> None:
             raise UserError(f"--launcher {args.launcher} needs submitit: pip install -e '.[cluster]'") from None
 
 
-def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
+def _job(args, root: Path, run_id: str) -> launch.Job:
+    """The description of the job that trains ``run_id`` of this command's selection."""
+    return launch.Job(
+        ref=str(Path(args.name).resolve()) if Path(args.name).is_file() else args.name,
+        overrides=tuple(override_args(args)),
+        scale=args.scale,
+        seeds=args.seeds,
+        run_id=run_id,
+        results=root.resolve(),
+        access=args.access,
+        devices=args.devices,
+        num_nodes=args.num_nodes,
+        max_steps=args.max_steps,
+        no_wandb=args.no_wandb,
+        verbose=args.verbose,
+    )
+
+
+def run_job(job: launch.Job) -> int:
+    """What a ``--launcher`` job runs: :func:`execute` as a ``repro`` process, with its exit statuses."""
+    return exits.command(lambda: execute(job))
+
+
+def _launch(args, root: Path, runs: list[tuple[str, launch.Job]], total: int) -> int:
     if len(runs) < total:
         say(f"{total - len(runs)} of {total} run(s) already finished: not submitted")
     if not runs:
         return 0
     if args.launcher == "local":
-        return launch.run_local(args, root, runs, args.max_parallel or 1, say, args.entry)
+        return launch.run_local(root, runs, args.max_parallel or 1, say, run_job)
     options = launch.Slurm(
         args.partition,
         args.num_nodes,
@@ -196,7 +264,7 @@ def _launch(args, root: Path, runs: list[tuple[str, str]], total: int) -> int:
         args.mem,
         launch.slurm_args(args.slurm_arg),
     )
-    return launch.submit_slurm(args, root, runs, options, args.max_parallel, say, args.entry)
+    return launch.submit_slurm(args.name, root, runs, options, args.max_parallel, say, run_job)
 
 
 def _remember(root: Path, m, known: dict[str, Path]) -> None:

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from repro.cli.common import fmt, json_value, override_args, select, store_root
+from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.console import print_table
-from repro.report import lookup
 from repro.store.runs import CorruptFile, RunDir, listing
 from repro.train import launch
 

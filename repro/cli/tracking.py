@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from repro.cli.common import store_root
+from repro.cli.common import store_root, stored
+from repro.config import lookup
 from repro.errors import UserError
-from repro.report import lookup
 
 
 def cmd_sync(args) -> int:
@@ -18,7 +18,7 @@ def cmd_sync(args) -> int:
 def cmd_pull(args) -> int:
     from repro.track.pull import describe, public_api, pull  # wandb, Lightning
 
-    manifest = lookup.one(args.name, [], store_root(args))
+    manifest = lookup.one(args.name, [], stored(store_root(args)), args.access)
     done = pull(manifest, store_root(args), public_api(args.entity, args.project), args.entity, args.project)
     print(describe(done))
     return 0
@@ -28,8 +28,8 @@ def cmd_dashboard(args) -> int:
     from repro.track import dashboard  # Lightning (through repro.track.loggers)
 
     root = store_root(args)
-    name = lookup.one(args.name, [], root).name if args.name else None
-    done = dashboard.import_runs(root, name)
+    name = lookup.one(args.name, [], stored(root), args.access).name if args.name else None
+    done = dashboard.import_runs(root, name, args.access)
     print(
         f"trackio in {dashboard.trackio_dir(root)}: imported {len(done.imported)} run(s), "
         f"{len(done.present)} already there, {len(done.unfinished)} unfinished (imported once finished)",

@@ -21,7 +21,9 @@ def cmd_verify(args) -> int:
         if args.keep:
             print(f"scratch folder (kept): {scratch}", file=sys.stderr)
         for run in runs:
-            verdict = verify.verify(run, scratch, echo=lambda line: print(line, file=sys.stderr, flush=True))
+            verdict = verify.verify(
+                run, scratch, echo=lambda line: print(line, file=sys.stderr, flush=True), access=args.access
+            )
             print(verdict, flush=True)
             same = same and verdict.same is True
     return 0 if same else 1

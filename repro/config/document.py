@@ -91,7 +91,7 @@ class ReferenceRun(Section):
 
 class Reference(Section):
     """``reference:``, the paper's numbers: ``runs`` here, the other keys the renderers' (checked with them:
-    :func:`repro.report.renderers.check_manifest`)."""
+    :func:`repro.config.renders.check`)."""
 
     model_config = ConfigDict(extra="allow")
 

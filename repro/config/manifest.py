@@ -30,15 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.bounds import ALLOW_READ, MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES, TRUST_CODE
+from repro.bounds import MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
 from repro.config import claims, fields, keys
+from repro.config.access import NONE, Access
 from repro.config.cells import cell_text
 from repro.config.document import VARIANT, Document, scale_grid, scale_names
 from repro.config.families import learns_span
 from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
-from repro.store.runs import check_name
+from repro.identity import check_name
 
 DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
 SHARED = "shared"  # experiments/shared/: fragments for `include:`, not manifests
@@ -56,11 +57,12 @@ def analysis_root() -> Path:
     return Path(os.environ.get("REPRO_ANALYSIS") or ANALYSIS)
 
 
-def code_roots() -> list[Path]:
+def code_roots(trusted: tuple[Path, ...] = ()) -> list[Path]:
     """The folders whose renderer files any manifest may name (``docs/faults.md``, the trust model): the
-    project's analysis/, ``$REPRO_ANALYSIS``, and each folder named by ``--trust-code`` or ``$REPRO_TRUST_CODE``."""
-    named = [p for p in os.environ.get(TRUST_CODE, "").split(os.pathsep) if p]
-    return [Path(p).expanduser().resolve() for p in dict.fromkeys([str(ANALYSIS), str(analysis_root()), *named])]
+    project's analysis/, ``$REPRO_ANALYSIS``, and the ``trusted`` ones (``--trust-code``, :class:`Access`)."""
+    return [
+        Path(p).expanduser().resolve() for p in dict.fromkeys([str(ANALYSIS), str(analysis_root()), *map(str, trusted)])
+    ]
 
 
 class ManifestError(UserError):
@@ -98,13 +100,14 @@ class Manifest:
     seeds: int = 1  # replicates of every grid cell (a scale's `seeds` replaces it at that scale)
     folders: list[Path] = field(default_factory=list)  # of the files merged into it: where it may read
     headline: str | None = None  # the claim id REPORT.md's first table shows (default: the first finding)
+    access: Access = NONE  # the folders the user allowed beyond its own (--allow-read, --trust-code)
+    # scale -> its runs and left-out cells: a manifest expands once per scale (build checks every scale)
+    _expanded: dict[str, tuple] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def read_roots(self) -> list[Path]:
         """The folders whose files a `file` corpus may be (``docs/faults.md``): the folder of every file
-        merged into this manifest (itself and its includes), and each root named by ``--allow-read`` or
-        ``$REPRO_ALLOW_READ`` (``:``-separated)."""
-        named = [Path(p).expanduser().resolve() for p in os.environ.get(ALLOW_READ, "").split(os.pathsep) if p]
-        return list(dict.fromkeys([*self.folders, *named]))
+        merged into this manifest (itself and its includes), and each folder of ``access.read``."""
+        return list(dict.fromkeys([*self.folders, *self.access.read]))
 
     @property
     def command(self) -> str:
@@ -153,10 +156,17 @@ class Manifest:
         """The grid cells at ``scale`` that this derived manifest's overrides make invalid (``train.steps=80``
         below one variant's ``final_phase``), each with why: left out, so that ``--only`` can pick the valid
         ones; a manifest without overrides has none (an invalid cell is its error)."""
-        return self._expand(scale)[1]
+        return list(self._expand(scale)[1])
 
     def _expand(self, scale: str) -> tuple[list[RunSpec], list[tuple[dict[str, Any], ManifestError]]]:
-        """One run per grid cell at ``scale``, in grid order (the first replicate), and the cells left out."""
+        """One run per grid cell at ``scale``, in grid order (the first replicate), and the cells left out:
+        built once per scale, so that a command expands each manifest once (a RunSpec is never changed
+        in place: a changed run is a new one, ``dataclasses.replace``)."""
+        if scale not in self._expanded:
+            self._expanded[scale] = self._build_runs(scale)
+        return self._expanded[scale]
+
+    def _build_runs(self, scale: str) -> tuple[list[RunSpec], list[tuple[dict[str, Any], ManifestError]]]:
         if scale not in self.scale_names():
             default = " (the default)" if scale == DEFAULT_SCALE else ""
             raise ManifestError(
@@ -226,15 +236,19 @@ def _reseeded(run: RunSpec, replicate: int) -> RunSpec:
     return dataclasses.replace(run, train=run.train.model_copy(update={"seed": run.train.seed + replicate}))
 
 
-def load(path: str | Path) -> Manifest:
-    """Read and validate one manifest file, its includes merged (every scale is expanded once to check it)."""
+def load(path: str | Path, access: Access = NONE) -> Manifest:
+    """Read and validate one manifest file, its includes merged (every scale is expanded once to check
+    it); ``access``: the folders the user allowed beyond its own."""
     path, folders = Path(path), []
-    return build(read(path, folders=folders), path, folders=folders)
+    return build(read(path, folders=folders, access=access), path, folders=folders, access=access)
 
 
-def read(path: Path, _seen: tuple[Path, ...] = (), folders: list[Path] | None = None) -> dict[str, Any]:
+def read(
+    path: Path, _seen: tuple[Path, ...] = (), folders: list[Path] | None = None, access: Access = NONE
+) -> dict[str, Any]:
     """A manifest file's document with its ``include:`` files merged under it (recursively); the folder
-    of every file read is appended to ``folders``. At most MAX_INCLUDES files are read in all."""
+    of every file read is appended to ``folders``. At most MAX_INCLUDES files are read in all; renderer
+    files (``analysis:``) may lie in its folder, analysis/ and the folders of ``access.code``."""
     folders = [] if folders is None else folders
     folders.append(path.resolve().parent)
     if len(folders) > MAX_INCLUDES:
@@ -247,7 +261,7 @@ def read(path: Path, _seen: tuple[Path, ...] = (), folders: list[Path] | None = 
     if unknown:
         raise ManifestError(f"{path}: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(allowed))}")
     if "analysis" in data:
-        data["analysis"] = _analysis_files(path, data["analysis"])
+        data["analysis"] = _analysis_files(path, data["analysis"], access.code)
     includes = data.pop("include", [])
     includes = [includes] if isinstance(includes, str) else includes
     if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
@@ -263,12 +277,12 @@ def read(path: Path, _seen: tuple[Path, ...] = (), folders: list[Path] | None = 
         if not target.is_file():
             raise ManifestError(f"{path}: include: {ref}: no such file ({target})")
         merged = merge_documents(
-            merged, _absolute_paths(read(target, (*_seen, path.resolve()), folders), target.parent)
+            merged, _absolute_paths(read(target, (*_seen, path.resolve()), folders, access), target.parent)
         )
     return merge_documents(merged, data)
 
 
-def _analysis_files(path: Path, value: Any) -> list[str]:
+def _analysis_files(path: Path, value: Any, trusted: tuple[Path, ...]) -> list[str]:
     """``analysis:`` (a path or a list, relative to the file): renderer files, as absolute paths."""
     files = [value] if isinstance(value, str) else value
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
@@ -279,7 +293,7 @@ def _analysis_files(path: Path, value: Any) -> list[str]:
         target = (path.parent / Path(ref).expanduser()).resolve()
         if target.suffix != ".py" or not target.is_file():
             raise ManifestError(f"{path}: analysis: {ref}: no such renderer file ({target}; expected a .py file)")
-        if not any(target.is_relative_to(root) for root in [folder, *code_roots()]):
+        if not any(target.is_relative_to(root) for root in [folder, *code_roots(trusted)]):
             raise ManifestError(
                 f"{path}: analysis: {ref}: {target} lies outside the manifest's folder ({folder}); a renderer "
                 "file is code, run only from there, the project's analysis/, $REPRO_ANALYSIS or a folder named "
@@ -321,8 +335,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[Path] = ()) -> Manifest:
-    """A validated Manifest from a merged document; ``path`` names it in errors and anchors `file` corpora."""
+def build(
+    data: dict[str, Any], path: Path, args: list[str] = (), folders: list[Path] = (), access: Access = NONE
+) -> Manifest:
+    """A validated Manifest from a merged document; ``path`` names it in errors and anchors `file` corpora
+    (which may lie in ``folders``, those of the files merged, and in ``access.read``)."""
     try:
         doc = fields.build(Document, data)
     except SpecError as err:
@@ -361,6 +378,7 @@ def build(data: dict[str, Any], path: Path, args: list[str] = (), folders: list[
         folders=list(dict.fromkeys([path.resolve().parent, *folders])),
         seeds=doc.seeds,
         headline=None if doc.headline is None else str(doc.headline),
+        access=access,
     )
     expanded = [manifest._expand(scale) for scale in manifest.scale_names()]  # an invalid cell raises here
     if not any(runs for runs, _ in expanded) and any(left for _, left in expanded):  # overrides that leave no run
@@ -463,16 +481,16 @@ def unknown(ref: str, known: dict[str, Any]) -> ManifestError:
     return ManifestError(f"unknown manifest {ref!r}{hint}")
 
 
-def resolve(ref: str, root: Path | None = None) -> Manifest:
+def resolve(ref: str, root: Path | None = None, access: Access = NONE) -> Manifest:
     """One manifest by name, path, or unique suffix of its name (``ablate-ramp`` -> ``as-ablate-ramp``)."""
     if is_path(ref):
         if not Path(ref).exists():
             raise ManifestError(f"{ref}: no such manifest file")
-        return load(ref)
+        return load(ref, access)
     known = discover(root)
     matches = matching(ref, known)
     if len(matches) == 1:
-        return load(known[matches[0]])
+        return load(known[matches[0]], access)
     if len(matches) > 1:
         raise ManifestError(f"{ref!r} is ambiguous: {', '.join(matches)}; name one of them")
     raise unknown(ref, known)

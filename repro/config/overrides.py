@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from repro.bounds import MAX_MANIFEST_BYTES
+from repro.config.access import NONE, Access
 from repro.config.manifest import Manifest, ManifestError, build, merge_documents, read
 from repro.config.spec import SECTIONS
 from repro.errors import UserError
@@ -76,14 +77,15 @@ def args_of(items: list[str], multirun: bool) -> list[str]:
     return ([MULTIRUN] if multirun and items else []) + list(items)
 
 
-def derive(path: Path, args: list[str]) -> Manifest:
-    """The manifest file at ``path`` with the override arguments ``args`` (``-m`` and ``key=value``s)."""
+def derive(path: Path, args: list[str], access: Access = NONE) -> Manifest:
+    """The manifest file at ``path`` with the override arguments ``args`` (``-m`` and ``key=value``s);
+    ``access``: the folders the user allowed beyond its own."""
     items = [a for a in args if a != MULTIRUN]
     values, axes = parse(items, MULTIRUN in args)
     folders: list[Path] = []  # of the files read: where its `file` corpus may lie
-    doc = read(path, folders=folders)
+    doc = read(path, folders=folders, access=access)
     if not (values or axes):
-        return build(doc, path, folders=folders)
+        return build(doc, path, folders=folders, access=access)
     if doc.get("base") is None:
         raise ManifestError(f"{path}: {doc.get('name')} trains nothing: it takes no overrides")
     layer = {
@@ -92,7 +94,7 @@ def derive(path: Path, args: list[str]) -> Manifest:
         "set": values,
         "sweep": axes,
     }
-    return build(merge_documents(doc, layer), path, args_of(items, MULTIRUN in args), folders)
+    return build(merge_documents(doc, layer), path, args_of(items, MULTIRUN in args), folders, access)
 
 
 def suffix(values: dict[str, Any], axes: dict[str, list[Any]]) -> str:

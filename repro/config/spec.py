@@ -24,7 +24,7 @@ from repro.config.keys import show
 from repro.data import catalog
 from repro.data.text import FILE_KINDS
 from repro.data.views import BYTE_VOCABS
-from repro.store.identity import SECTIONS, spec_id
+from repro.identity import SECTIONS, spec_id
 
 
 class DataSpec(Section):

@@ -26,13 +26,15 @@ from typing import Any
 
 import pandas as pd
 
+from repro.config import lookup
+from repro.config.access import NONE, Access
 from repro.config.cells import value_text
 from repro.config.claims import is_sanity, parse
 from repro.config.document import SCALES as SCALE_ORDER
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
 from repro.files import atomic
 from repro.files.locks import FileLock
-from repro.report import derived, lookup, renderers, verdicts
+from repro.report import derived, relatives, renderers, verdicts
 from repro.report.renderers import Context, format_value, markdown_table, reference_for, table_csv
 from repro.report.verdicts import CONFIDENCE, SEED, seed_means
 from repro.store.runs import scan, short_names, table
@@ -194,7 +196,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
     elif runs.empty:
         first = DEFAULT_SCALE if DEFAULT_SCALE in manifest.scale_names() else manifest.scale_names()[0]
         lines += [f"No stored runs yet: `repro run {manifest.command} --scale {first}`.", ""]
-        lines += lookup.elsewhere(manifest, root)
+        lines += relatives.elsewhere(manifest, root)
     csv_frames = []
     for scale in [s for s in manifest.scale_names() if not runs.empty and s in set(runs["scale"])]:
         rows, others = split_current(manifest, scale, runs)
@@ -478,11 +480,12 @@ def stored_line(manifest: Manifest, root: Path) -> str:
     return f"{where}: {', '.join(scales) or 'no runs'}"
 
 
-def render_all(root: Path, confidence: float = CONFIDENCE) -> Path:
+def render_all(root: Path, confidence: float = CONFIDENCE, access: Access = NONE) -> Path:
     """Every manifest's report plus ``REPORT.md``: the papers' artefacts in their order, each row's headline
-    claim with its effect, the verdict counts, then each artefact's claims a line each."""
+    claim with its effect, the verdict counts, then each artefact's claims a line each (``access``: the
+    folders the user allowed the manifests beyond their own)."""
     with writing(root):
-        return _render_all(root, confidence)
+        return _render_all(root, confidence, access)
 
 
 def paper_order(manifest: Manifest) -> tuple:
@@ -501,8 +504,8 @@ def headline(manifest: Manifest, results: list[ClaimResult]) -> ClaimResult | No
     return (named or [r for r in results if not r.sanity] or results or [None])[0]
 
 
-def _render_all(root: Path, confidence: float) -> Path:
-    manifests = sorted((lookup.load(p) for p in discover().values()), key=paper_order)
+def _render_all(root: Path, confidence: float, access: Access) -> Path:
+    manifests = sorted((renderers.check_loaded(lookup.load(p, access)) for p in discover().values()), key=paper_order)
     sections: dict[str, list[str]] = {}
     summary: list[tuple[str, str | None, list[ClaimResult]]] = []
     heads = [

@@ -15,8 +15,6 @@ trained model that figures need are computed once after training by ``repro.trai
 
 from __future__ import annotations
 
-import ast
-import builtins
 import contextlib
 import hashlib
 import importlib.util
@@ -33,7 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.config.keys import matching, show
+from repro.config import renders
+from repro.config.keys import matching
 from repro.config.manifest import Manifest, ManifestError, analysis_root
 from repro.files import atomic
 from repro.report import verdicts
@@ -321,8 +320,7 @@ def _no_exit() -> Iterator[None]:
 
 def registry(files: Iterable[Path] = ()) -> dict[str, Renderer]:
     """The shipped renderers and those of ``files`` (a manifest's own), by name."""
-    shipped = sorted(p for p in analysis_root().glob("*.py") if not p.name.startswith("_"))
-    wanted = {p.resolve() for p in [*shipped, *files]}
+    wanted = {p.resolve() for p in [*renders.shipped(), *files]}
     for path in sorted(wanted):
         load(path)
     return {name: fn for name, fn in _REGISTRY.items() if _FILES[name] in wanted}
@@ -336,78 +334,17 @@ def describe() -> list[dict[str, Any]]:
             "name": name,
             "draws": " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split()),
             "reads": list(_READS[name]),
-            "reference": {k: _type_name(tp) for k, tp in _REFERENCE[name].items()},
+            "reference": {k: renders.type_name(tp) for k, tp in _REFERENCE[name].items()},
         }
         for name, fn in sorted(registry().items())
     ]
 
 
-def check_manifest(manifest: Manifest, run_code: bool = False) -> Manifest:
-    """``manifest`` if its ``renders`` name known renderers and its ``reference`` holds, besides ``runs``
-    (checked with the manifest), only keys they read, each of the type they declare; else ManifestError.
-    The manifest's own renderer files are read, not run (:func:`declared`), unless ``run_code``
-    (``repro validate --renderers``; ``repro report`` runs them to draw)."""
-    if run_code:
-        known = {name: _REFERENCE[name] for name in registry(manifest.analysis)}
-    else:
-        known = {name: _REFERENCE[name] for name in registry()}
-        for path in manifest.analysis:
-            for name, reference in declared(Path(path)).items():
-                if name in known:
-                    raise ManifestError(f"{path}: renderer {name!r} is already defined in {_FILES[name]}")
-                known[name] = reference
-    unknown = sorted(set(manifest.renders) - set(known))
-    if unknown:
-        raise ManifestError(
-            f"{manifest.path}: renders: unknown renderer {unknown[0]!r}; known: {', '.join(sorted(known))}"
-        )
-    where = f"{manifest.path}: reference"
-    declared_keys = {key: tp for name in manifest.renders for key, tp in known[name].items()}
-    for key, value in manifest.reference.items():
-        if key == "runs":
-            continue
-        if key not in declared_keys:
-            allowed = ", ".join(sorted({"runs", *declared_keys}))
-            raise ManifestError(f"{where}.{key}: unknown key; the renderers {manifest.renders} read: {allowed}")
-        if not isinstance(value, declared_keys[key]):
-            raise ManifestError(f"{where}.{key}: expected {_type_name(declared_keys[key])}, got {show(value)}")
-    return manifest
-
-
-def declared(path: Path) -> dict[str, dict[str, type | tuple[type, ...]]]:
-    """The renderers a file declares (``@renderer("name", reference={...})``) and the reference keys each
-    reads, read from its source without running it; a reference type that is not a builtin type's name
-    accepts any value. ManifestError for a file that is not Python."""
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError) as err:
-        raise ManifestError(f"{path}: the renderer file does not parse: {type(err).__name__}: {err}") from None
-    out = {}
-    for node in ast.walk(tree):
-        for call in getattr(node, "decorator_list", []):
-            func = getattr(call, "func", None)
-            if getattr(func, "id", getattr(func, "attr", None)) != "renderer" or not call.args:
-                continue
-            if isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
-                keywords = {k.arg: k.value for k in call.keywords}
-                out[call.args[0].value] = _reference_types(keywords.get("reference"))
-    return out
-
-
-def _reference_types(node: ast.AST | None) -> dict[str, type | tuple[type, ...]]:
-    if not isinstance(node, ast.Dict):
-        return {}
-    out = {}
-    for key, value in zip(node.keys, node.values):
-        if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            names = value.elts if isinstance(value, ast.Tuple) else [value]
-            types = tuple(getattr(builtins, getattr(n, "id", ""), None) for n in names)
-            out[key.value] = types if all(isinstance(t, type) for t in types) else object
-    return out
-
-
-def _type_name(tp: type | tuple[type, ...]) -> str:
-    return " or ".join(t.__name__ for t in (tp if isinstance(tp, tuple) else (tp,)))
+def check_loaded(manifest: Manifest) -> Manifest:
+    """``manifest`` checked (:func:`repro.config.renders.check`) against the renderers its files register
+    when loaded, the shipped ones and its own: ``repro report`` (which runs them to draw) and ``repro
+    validate --renderers``; every other command reads their source only (:func:`repro.config.renders.check_declared`)."""
+    return renders.check(manifest, {name: _REFERENCE[name] for name in registry(manifest.analysis)})
 
 
 def render_all(ctx: Context) -> list[tuple[Path, str]]:

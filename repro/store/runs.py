@@ -13,7 +13,6 @@ import csv
 import io
 import json
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,28 +24,15 @@ import yaml
 from repro.errors import UserError
 from repro.files import atomic, safeyaml
 from repro.files.locks import FileLock
+from repro.identity import SECTIONS, check_name, is_plain, spec_id
 from repro.store import index
-from repro.store.identity import SECTIONS, spec_id
 
 FINISHED, RUNNING, FAILED, INTERRUPTED = "finished", "running", "failed", "interrupted"
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-MAX_NAME = 200  # a path component (NAME_MAX is 255 bytes; the store adds suffixes such as .json)
 LIGHTNING_TEMP = ".temp.ckpt"  # Lightning's weight hand-over file under ddp_spawn
 
 
 class CorruptFile(UserError):
     """A store file that does not parse; the message names the file and the reason."""
-
-
-def check_name(name: str, what: str = "name") -> str:
-    """A manifest name is one plain path component (letters, digits, ``-``, ``_``, ``.``), so that
-    everything the store writes stays under the results root."""
-    if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > MAX_NAME:
-        raise UserError(
-            f"{what}: {str(name)[:80]!r}{'...' if len(str(name)) > 80 else ''} is not a plain name; allowed: letters, "
-            f"digits, '-', '_', '.', starting with a letter or digit, at most {MAX_NAME} characters"
-        )
-    return name
 
 
 def results_root(path: str | Path | None = None) -> Path:
@@ -362,7 +348,7 @@ def listing(root: Path, manifest: str | None = None) -> tuple[list[tuple[dict[st
     folders = [base / manifest] if manifest else _folders(base)
     found, corrupt = [], []
     for folder in folders:
-        named = bool(NAME.fullmatch(folder.name)) and len(folder.name) <= MAX_NAME  # else: no index
+        named = is_plain(folder.name)  # else: no index
         known = index.load(root, folder.name) if named else {}
         kept, changed = {}, False
         for path in _folders(folder):

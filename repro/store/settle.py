@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from repro.identity import identity, spec_id
 from repro.store import checkpoints
-from repro.store.identity import identity, spec_id
 from repro.store.runs import CorruptFile, RunDir
 
 T = TypeVar("T")

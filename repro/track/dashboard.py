@@ -42,9 +42,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from repro.config import lookup
+from repro.config.access import NONE, Access
 from repro.config.cells import cell_text, value_text
 from repro.errors import UserError
-from repro.store.runs import RunDir, table
+from repro.store.runs import RunDir, sources, table
 from repro.track.loggers import PROJECT, grid_columns, per_head_view, split_constants
 
 SECTIONS = ("data", "model", "train", "eval")
@@ -196,24 +198,24 @@ class _References:
     """The paper's reference entry of a run's cell (``reference.runs``), its manifest read once; {} for a
     manifest that no longer resolves."""
 
-    def __init__(self, root: Path):
-        self.root = root
+    def __init__(self, root: Path, access: Access):
+        self.stored = lookup.Stored(sources(root), f"{root}/sources")
+        self.access = access
         self._manifests: dict[str, Any] = {}
 
     def __call__(self, manifest: str, cell: dict[str, Any]) -> dict[str, Any]:
-        from repro.report import lookup  # the report side: manifests and their references
-        from repro.report.renderers import reference_for
+        from repro.report.renderers import reference_for  # pandas
 
         if manifest not in self._manifests:
             try:
-                self._manifests[manifest] = lookup.one(manifest, [], self.root)
+                self._manifests[manifest] = lookup.one(manifest, [], self.stored, self.access)
             except UserError:  # ManifestError is one
                 self._manifests[manifest] = None
         found = self._manifests[manifest]
         return reference_for(found, cell) if found is not None else {}
 
 
-def import_runs(root: Path, manifest: str | None = None) -> Imported:
+def import_runs(root: Path, manifest: str | None = None, access: Access = NONE) -> Imported:
     """Import the store's finished runs (of one manifest, or all) into their scales' projects."""
     store = storage(root)
     done = Imported()
@@ -221,7 +223,7 @@ def import_runs(root: Path, manifest: str | None = None) -> Imported:
     if runs.empty:
         return done
     formats: dict[str, dict[str, Any]] = {}  # project -> trackio run id -> the format it was imported in
-    references = _References(root)
+    references = _References(root, access)
     specs = {
         (row["manifest"], row["run_id"]): RunDir(root, row["manifest"], row["run_id"]).spec()
         for _, row in runs.iterrows()

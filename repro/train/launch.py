@@ -1,9 +1,11 @@
 """Run a selection as jobs through submitit: on SLURM (one job array) or as K local processes.
 
-Each job is ``repro run`` of the same resolution (name or path, overrides, scale, ``--max-steps``)
-narrowed to one run id (``--run-id``), into the same results root (under SLURM a shared file system).
-A SLURM job has ``--nodes`` x ``--devices`` tasks (one per process; Lightning's SLURM environment makes
-them one DDP run), each running that command with ``--devices`` and ``--num-nodes``.
+Each job is handed a :class:`Job`, the description of one run: the same resolution (name or path,
+overrides, scale, seeds, ``--max-steps``, the folders the user allowed) narrowed to one run id, into the
+same results root (under SLURM a shared file system); the job executes it with the work function the CLI
+hands down (``repro.cli.run.run_job``: ``repro run``'s training and exit statuses, no command line
+parsed again). A SLURM job has ``--nodes`` x ``--devices`` tasks (one per process; Lightning's SLURM
+environment makes them one DDP run), each executing that description with its ``devices`` and ``num_nodes``.
 The job itself skips a finished run and one another job trains (the run's lock), and resumes an
 interrupted one, so resubmitting, or SLURM requeueing a pre-empted job, continues from the checkpoint.
 Each submitted run's job is recorded in ``<results>/jobs/<manifest>/<run_id>.json``; :func:`state`
@@ -21,9 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.config.access import NONE, Access
 from repro.errors import UserError
 from repro.files import atomic
-from repro.store.runs import FAILED, FINISHED, INTERRUPTED, check_name
+from repro.identity import check_name
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED
 
 LAUNCHERS = ("local", "slurm")
 JOBS = "jobs"
@@ -48,15 +52,34 @@ SLURM_STATES = {
 
 
 class JobFailed(RuntimeError):
-    """A job's ``repro run`` ended with a failing exit status."""
+    """A job's run ended with a failing exit status."""
 
 
-def job(main: Callable[[list[str]], int], argv: list[str]) -> int:
-    """What a job runs: ``repro ARGV`` through the CLI's ``main`` (the CLI hands it down: it imports this
-    module). Exit 0 (done) and 3 (another job trains the run) are success."""
-    code = main(argv)
+@dataclass(frozen=True)
+class Job:
+    """One launched run, as the job executes it: the selection ``repro run`` resolved (``ref``: a
+    manifest's name, or its file's absolute path; the override arguments), narrowed to ``run_id``."""
+
+    ref: str
+    overrides: tuple[str, ...]  # as the command line writes them: -m first when they sweep
+    scale: str
+    seeds: int | None  # --seeds (None: the manifest's)
+    run_id: str
+    results: Path  # the results root, absolute
+    access: Access = NONE  # the folders the user allowed the manifest beyond its own
+    devices: int = 1  # processes per node
+    num_nodes: int = 1
+    max_steps: int | None = None
+    no_wandb: bool = False
+    verbose: bool = False
+
+
+def job(work: Callable[[Job], int], description: Job) -> int:
+    """What a job runs: ``work`` (the CLI hands it down: it imports this module) on its description.
+    Exit 0 (done) and 3 (another job trains the run) are success."""
+    code = work(description)
     if code not in (0, 3):
-        raise JobFailed(f"repro {' '.join(argv)} exited with status {code}")
+        raise JobFailed(f"run {description.run_id} of {description.ref} ended with exit status {code}")
     return code
 
 
@@ -104,33 +127,6 @@ def slurm_args(items: list[str]) -> dict[str, str]:
             )
         out[key.replace("-", "_")] = value
     return out
-
-
-def job_argv(args, root: Path, run_id: str) -> list[str]:
-    """``repro`` arguments that resolve the same selection as ``args`` and train only ``run_id``."""
-    name = str(Path(args.name).resolve()) if Path(args.name).is_file() else args.name
-    argv = [
-        "--results",
-        str(root.resolve()),
-        "run",
-        name,
-        *args.overrides,
-        "--scale",
-        args.scale,
-        "--run-id",
-        run_id,
-        "--devices",
-        str(args.devices),
-        "--num-nodes",
-        str(args.num_nodes),
-    ]
-    if args.multirun:
-        argv.append("-m")
-    if args.max_steps is not None:
-        argv += ["--max-steps", str(args.max_steps)]
-    if args.no_wandb:
-        argv.append("--no-wandb")
-    return argv
 
 
 def record(root: Path, manifest: str, run_id: str, launcher: str, job_id: str, log: Path) -> None:
@@ -204,29 +200,31 @@ def _alive(pid: int) -> bool:
 
 
 def submit_slurm(
-    args,
+    name: str,
     root: Path,
-    runs: list[tuple[str, str]],
+    runs: list[tuple[str, Job]],
     options: Slurm,
     parallel: int | None,
     echo: Callable[[str], None],
-    main: Callable[[list[str]], int],
+    work: Callable[[Job], int],
 ) -> int:
-    """Submit ``runs`` ((manifest, run id) pairs) as one SLURM job array; print and record the job ids."""
+    """Submit ``runs`` ((manifest, job) pairs) as one SLURM job array named after ``name`` (what the
+    command line selected); print and record the job ids."""
     import submitit  # the optional `cluster` extra
 
     folder = root / JOBS / "slurm" / "%j"
     executor = submitit.SlurmExecutor(folder=folder)
     executor.update_parameters(
-        job_name=f"repro-{args.name}"[:60].replace("/", "_"),
+        job_name=f"repro-{name}"[:60].replace("/", "_"),
         **options.parameters(),
         **({"array_parallelism": parallel} if parallel else {}),
     )
     try:
-        jobs = executor.map_array(job, [main] * len(runs), [job_argv(args, root, run_id) for _, run_id in runs])
+        jobs = executor.map_array(job, [work] * len(runs), [description for _, description in runs])
     except (submitit.core.utils.FailedJobError, OSError) as err:
         raise UserError(f"sbatch refused the job array: {str(err).strip().splitlines()[-1]}") from None
-    for (manifest, run_id), submitted in zip(runs, jobs):
+    for (manifest, description), submitted in zip(runs, jobs):
+        run_id = description.run_id
         record(root, manifest, run_id, "slurm", submitted.job_id, submitted.paths.stdout)
         echo(f"submitted {manifest} {run_id} as SLURM job {submitted.job_id} (log {submitted.paths.stdout})")
     echo(f"{len(jobs)} job(s) submitted; `repro status` shows their state")
@@ -234,12 +232,11 @@ def submit_slurm(
 
 
 def run_local(
-    args,
     root: Path,
-    runs: list[tuple[str, str]],
+    runs: list[tuple[str, Job]],
     parallel: int,
     echo: Callable[[str], None],
-    main: Callable[[list[str]], int],
+    work: Callable[[Job], int],
 ) -> int:
     """Run ``runs`` as at most ``parallel`` local processes at a time (submitit's local executor); wait
     for all. Exit status as ``repro run``'s: 1 if one failed, else 3 if one was trained elsewhere."""
@@ -250,8 +247,9 @@ def run_local(
     waiting, running, codes = list(runs), [], []
     while waiting or running:
         while waiting and len(running) < parallel:
-            manifest, run_id = waiting.pop(0)
-            started = executor.submit(job, main, job_argv(args, root, run_id))
+            manifest, description = waiting.pop(0)
+            run_id = description.run_id
+            started = executor.submit(job, work, description)
             record(root, manifest, run_id, "local", started.job_id, started.paths.stdout)
             echo(f"started {manifest} {run_id} as local job {started.job_id} (log {started.paths.stdout})")
             running.append((manifest, run_id, started))

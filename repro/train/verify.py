@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import cpu_isa
+from repro.bounds import ALLOW_READ, TRUST_CODE
+from repro.config.access import NONE, Access
 from repro.store.runs import RunDir, sources
 from repro.train.compare import first_difference
 
@@ -53,8 +55,11 @@ class CannotVerify(Exception):
     """Why a run cannot be re-executed as it was made (the line says it after ``cannot verify:``)."""
 
 
-def verify(run: RunDir, scratch: Path, echo: Callable[[str], None] = lambda line: None) -> Verdict:
-    """Re-execute the stored ``run`` under ``scratch`` and compare; never writes the store."""
+def verify(
+    run: RunDir, scratch: Path, echo: Callable[[str], None] = lambda line: None, access: Access = NONE
+) -> Verdict:
+    """Re-execute the stored ``run`` under ``scratch`` and compare; never writes the store. ``access``: the
+    folders the user allowed its manifest beyond its own (its corpus may lie elsewhere)."""
     manifest = run.path.parent.name
     try:
         spec, summary = run.spec(), run.summary()
@@ -66,7 +71,7 @@ def verify(run: RunDir, scratch: Path, echo: Callable[[str], None] = lambda line
         tried = []
         for isa in isas:
             echo(f"verifying {run.run_id} ({manifest}) at {commit}, {threads} threads, {isa} kernels")
-            here = _execute(run, spec, code, scratch / "results" / f"{run.run_id}-{isa}", threads, isa)
+            here = _execute(run, spec, code, scratch / "results" / f"{run.run_id}-{isa}", threads, isa, access)
             difference = first_difference(run, here)
             if difference is None:
                 return Verdict(run.run_id, manifest, True, f"same bits ({_kernels(isa, summary)})")
@@ -153,7 +158,7 @@ def scratch_folder(keep: bool = False) -> Iterator[Path]:
                 subprocess.run(["git", "--git-dir", common, "worktree", "prune"], capture_output=True)
 
 
-def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, isa: str) -> RunDir:
+def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, isa: str, access: Access) -> RunDir:
     """Train the run with the code in ``code`` into ``results``; the re-executed run's folder."""
     manifest = run.path.parent.name
     source = sources(run.path.parent.parent.parent).get(manifest)
@@ -171,7 +176,9 @@ def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, i
     command += ["--scale", str(spec.get("scale", "tiny")), "--no-wandb", *selection]
     results.mkdir(parents=True, exist_ok=True)
     with (results / "verify.log").open("w") as log:
-        done = subprocess.run(command, cwd=code, env=child_environment(code, threads, isa), stdout=log, stderr=log)
+        done = subprocess.run(
+            command, cwd=code, env=child_environment(code, threads, isa, access), stdout=log, stderr=log
+        )
     here = RunDir(results, manifest, run.run_id)
     if done.returncode != 0 or not (here.path / "summary.json").exists():
         said = _last_line((results / "verify.log").read_text(errors="replace"))
@@ -179,16 +186,19 @@ def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, i
     return here
 
 
-def child_environment(code: Path, threads: int, isa: str) -> dict[str, str]:
+def child_environment(code: Path, threads: int, isa: str, access: Access = NONE) -> dict[str, str]:
     """The re-executing process's environment: this one's, with the code of ``code`` first on the path,
     the thread count, the instruction set (``avx2``: the libraries held to AVX2 by their own variables,
-    which code older than the pin obeys too; ``native``: those variables unset), W&B off, and nothing that
-    would point it at this checkout's manifests or results."""
+    which code older than the pin obeys too; ``native``: those variables unset), the folders of ``access``
+    in the variables every commit's code reads, W&B off, and nothing that would point it at this
+    checkout's manifests or results."""
     env = {k: v for k, v in os.environ.items() if k not in ("REPRO_EXPERIMENTS", "REPRO_RESULTS", *ISA_VARIABLES)}
     env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["OMP_NUM_THREADS"] = str(threads)
     env["WANDB_MODE"] = "disabled"
     env["REPRO_CPU_ISA"] = isa
+    env[ALLOW_READ] = os.pathsep.join(map(str, access.read))
+    env[TRUST_CODE] = os.pathsep.join(map(str, access.code))
     if isa == "avx2":
         env.update(cpu_isa.AVX2)
     return env

@@ -9,6 +9,7 @@ import pytest
 
 from repro.cli import main
 from repro.config import manifest as manifests
+from repro.config.access import Access
 from repro.store.runs import RunDir
 from repro.train import launch, runner
 
@@ -76,11 +77,28 @@ def test_bad_launcher_options_are_one_line_errors_writing_nothing(tmp_path, writ
 
 
 def test_a_slurm_job_has_a_task_per_device_on_each_node_each_running_the_whole_ddp_command(tmp_path, write_manifest):
+    from repro.cli.common import access
     from repro.cli.parser import build_parser
+    from repro.cli.run import _job
 
     path = two_run_manifest(write_manifest)
     args = build_parser().parse_args(["run", str(path), "--launcher", "slurm", "--nodes", "2", "--devices", "4"])
+    args.access = access(args)
     options = launch.Slurm(nodes=args.num_nodes, tasks_per_node=args.devices).parameters()
     assert (options["nodes"], options["ntasks_per_node"]) == (2, 4)
-    argv = launch.job_argv(args, tmp_path / "results", "0123")
-    assert argv[argv.index("--devices") + 1] == "4" and argv[argv.index("--num-nodes") + 1] == "2"
+    job = _job(args, tmp_path / "results", "0123")
+    assert (job.devices, job.num_nodes) == (4, 2)
+
+
+def test_a_job_reads_where_the_command_line_allowed_it(tmp_path, write_manifest, one_thread_jobs, capsys):
+    """The corpus lies outside the manifest's folder: ``--allow-read`` lets the command read it, and the
+    job (another process) gets the folder in its description, not from the environment."""
+    (tmp_path / "sub").mkdir()
+    path = write_manifest(file="sub/m.yaml", steps=12)
+    root = tmp_path / "results"
+    assert main(["--results", str(root), "run", str(path), "--launcher", "local", "--dry-run"]) == 2
+    assert "lies outside the folders this manifest may read" in capsys.readouterr().err
+    assert main(["--allow-read", str(tmp_path), "--results", str(root), "run", str(path), "--launcher", "local"]) == 0
+    assert "done" in capsys.readouterr().out
+    (spec,) = manifests.load(path, Access(read=(tmp_path,))).expand("tiny")
+    assert RunDir(root, spec.manifest, spec.run_id).summary()["status"] == "finished"

@@ -125,3 +125,30 @@ def test_the_cpu_scale_study_writes_its_tables_from_the_store(tmp_path):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2:4] == [renderers.format_value(run["valid_bits"]), renderers.format_value(run["test_bits"])]
     assert cells[6] == f"{run['flops_per_token'] / 1e6:.2f}M"
+
+
+@pytest.mark.parametrize(
+    "argv, runs_renderers",
+    [
+        (["run", "smoke", "--dry-run"], False),
+        (["show", "table1"], False),
+        (["status", "smoke"], False),
+        (["list"], False),
+        (["validate"], False),
+        (["report", "smoke"], True),
+    ],
+)
+def test_only_report_runs_the_shipped_renderer_files(tmp_path, argv, runs_renderers):
+    """Every command checks a manifest's renderers from their files' source; only `report` (and `validate
+    --renderers`) runs the files: a fresh process, then sys.modules."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from repro.cli import main
+        rc = main(["--results", {str(tmp_path / "results")!r}, *{argv!r}])
+        print(rc, any(m.startswith("analysis.") for m in sys.modules))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == f"0 {runs_renderers}"

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import pytest
 
 from repro import data
 from repro.cli import main
 from repro.cli.parser import build_parser
+from repro.config import lookup
 from repro.data import api
-from repro.report import lookup
 from repro.report.renderers import registry
 
 
@@ -24,9 +23,7 @@ def test_table1_runs_both_tables(capsys):
     listed = [tuple(line.split()[:2]) for line in out[1:-1]]  # then the ETA
     parts = ["as-table1", "st-table1-cifar10", "st-table1-enwik8", "st-table1-imagenet64", "st-table1-audio"]
     # every run of both tables once, each manifest's in its expansion order (every seed of every cell)
-    assert listed == [
-        (s.run_id, name) for name in parts for s in lookup.select(name, [], Path("results"))[0].expand("tiny")
-    ]
+    assert listed == [(s.run_id, name) for name in parts for s in lookup.select(name, [])[0].expand("tiny")]
 
 
 def test_dry_run_marks_missing_datasets(capsys):

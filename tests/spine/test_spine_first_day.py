@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 from spine_manifests import stored_run
 
+from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.cells import cell_text, value_text
-from repro.report import lookup, prune, verdicts
+from repro.report import prune, verdicts
 
 ROW = {"name": "moh-audio", "seq_len": 1024, "block": 1024}
 
@@ -82,7 +83,7 @@ def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_m
     notes = "notes: |\n  Trained 30 steps.\n  Stride 16 is sqrt(256).\n"
     path = write_manifest(grid="grid:\n  model.stride: [16, 8]\n", claims=claims_text + notes)
     root = tmp_path / "results"
-    (m,) = lookup.select(str(path), ["-m", "model.stride=8,16", "train.steps=20"], root)
+    (m,) = lookup.select(str(path), ["-m", "model.stride=8,16", "train.steps=20"])
     for spec in m.expand("tiny"):
         stored_run(root, with_max_steps(spec, 5), test_bits=3.0)
     page, results = pages.render(m, root)

@@ -83,29 +83,31 @@ def test_a_report_without_runs_names_the_derived_manifests_that_have_some(tmp_pa
     sibling's) names it, with its finished runs and the command that reports it."""
     from spine_manifests import stored_run
 
-    from repro.report import lookup
-    from repro.store.runs import record_source
+    from repro.config import lookup
+    from repro.report.relatives import elsewhere, relatives_with_runs
+    from repro.store.runs import record_source, sources
 
     path = write_manifest()
     root = tmp_path / "results"
-    base = lookup.select(str(path), [], root)[0]
-    assert lookup.elsewhere(base, root) == []  # nothing stored anywhere
-    (short,) = lookup.select(str(path), ["train.steps=20"], root)
+    base = lookup.select(str(path), [])[0]
+    assert elsewhere(base, root) == []  # nothing stored anywhere
+    (short,) = lookup.select(str(path), ["train.steps=20"])
     assert short.name == "t-tiny.train.steps_20" and lookup.base_name(short) == "t-tiny"
     for spec in short.expand("tiny"):
         stored_run(root, spec, valid_bits=3.0)
     record_source(root, short.name, path, short.args)
-    assert lookup.elsewhere(base, root) == [
+    assert elsewhere(base, root) == [
         "Stored runs of the same manifest with other overrides (each its own report):",
         "",
         "- `t-tiny.train.steps_20`: 1 finished run(s); `repro report t-tiny.train.steps_20`",
         "",
     ]
-    (sibling,) = lookup.select(str(path), ["train.steps=25"], root)
-    assert [name for name, _ in lookup.relatives_with_runs(sibling, root)] == ["t-tiny.train.steps_20"]
-    assert lookup.elsewhere(short, root) == []  # its own runs are no relative's
+    (sibling,) = lookup.select(str(path), ["train.steps=25"])
+    assert [name for name, _ in relatives_with_runs(sibling, root)] == ["t-tiny.train.steps_20"]
+    assert elsewhere(short, root) == []  # its own runs are no relative's
     # the command printed reports them: the store knows the derived manifest by its name
-    assert [m.name for m in lookup.select("t-tiny.train.steps_20", [], root)] == [short.name]
+    stored = lookup.Stored(sources(root))
+    assert [m.name for m in lookup.select("t-tiny.train.steps_20", [], stored)] == [short.name]
 
 
 def test_the_plan_eta_comes_from_stored_runs_of_the_same_shape(tmp_path, write_manifest):
@@ -115,11 +117,11 @@ def test_the_plan_eta_comes_from_stored_runs_of_the_same_shape(tmp_path, write_m
     from spine_manifests import stored_run
 
     from repro.cli import eta
-    from repro.report import lookup
+    from repro.config import lookup
 
     path = write_manifest(grid="grid:\n  train.lr: [0.003, 0.001]\n  model.d_model: [32, 64]\n")
     root, shipped = tmp_path / "results", tmp_path / "shipped"
-    specs = lookup.select(str(path), [], root)[0].expand("tiny")
+    specs = lookup.select(str(path), [])[0].expand("tiny")
     by_cell = {(s.cell["train.lr"], s.cell["model.d_model"]): s for s in specs}
     # d_model 32 timed under the root trained into (lr 0.003 only: lr 0.001 has its shape)
     stored_run(root, by_cell[0.003, 32], seconds_per_step=0.5, eval_seconds=20.0, valid_targets=640, test_targets=640)
@@ -131,7 +133,7 @@ def test_the_plan_eta_comes_from_stored_runs_of_the_same_shape(tmp_path, write_m
     stored_run(shipped, by_cell[0.003, 64], seconds_per_step=1.0, valid_targets=640, test_targets=640)
     timings = eta.Timings([root, shipped])
     assert timings.of(by_cell[0.001, 64].resolved()) == eta.Timing(1.0, 40.0, True, 1, shipped)
-    new_shape = lookup.select(str(path), ["train.batch_size=8"], root)[0].expand("tiny")[0]
+    new_shape = lookup.select(str(path), ["train.batch_size=8"])[0].expand("tiny")[0]
     text = eta.plan([by_cell[0.001, 32], by_cell[0.001, 64], new_shape], timings)
     assert text == (
         f"ETA 1m45s for 2 run(s), from stored runs of the same shape under {root}/ (1), {shipped}/ (1) "

@@ -9,6 +9,7 @@ import pytest
 
 from repro.cli import main
 from repro.config import manifest as manifests
+from repro.config.access import Access
 
 
 def one_line_error(capsys, *argv) -> str:
@@ -98,8 +99,7 @@ def _write(path, text: str):
     return path
 
 
-def test_include_merges_files_and_accumulates_notes(tmp_path, corpus, monkeypatch):
-    monkeypatch.setenv("REPRO_ALLOW_READ", str(tmp_path))  # the corpus lies above both files' folders
+def test_include_merges_files_and_accumulates_notes(tmp_path, corpus):
     _write(
         tmp_path / "shared" / "recipe.yaml",
         f"""\
@@ -126,7 +126,8 @@ def test_include_merges_files_and_accumulates_notes(tmp_path, corpus, monkeypatc
         notes: |
           From the manifest.
         """,
-        )
+        ),
+        Access(read=(tmp_path,)),  # the corpus lies above both files' folders
     )
     (a, b) = m.expand("tiny")
     assert (a.model.layers, a.train.steps, a.train.lr, a.model.d_model, b.model.d_model) == (2, 10, 0.01, 32, 64)

@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from repro.config import manifest as manifests
-from repro.store.identity import spec_id
+from repro.identity import spec_id
 from repro.store.runs import RunDir
 
 # Found, not imported: trackio binds its folder on import, and repro.track.dashboard binds it to the store's.

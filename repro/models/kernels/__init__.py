@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 
 from repro.models import patterns as P
-from repro.models.kernels import flex
 from repro.models.kernels.blocked import blocked_attention
 from repro.models.kernels.plan import plan
 from repro.models.kernels.reference import masked_attention, pattern_mask
@@ -47,7 +46,9 @@ def _is_causal(pattern: str, stride, c, ranks) -> bool:
 def _group(q, k, v, pattern, stride, c, ranks, impl, scale):
     if _is_causal(pattern, stride, c, ranks):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    if impl == "flex":
+    if impl == "flex":  # imported here: FlexAttention pulls in torch._dynamo, seconds a process on a CPU
+        from repro.models.kernels import flex
+
         return flex.flex_attention_pattern(q, k, v, pattern, stride, c, ranks, scale)
     return blocked_attention(q, k, v, pattern, stride, c, ranks, scale)
 
