@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
 def execute(job: launch.Job) -> int:
     """What a launched job runs: the one run its description names, resolved as ``repro run`` resolved it
     and trained here (each task of a SLURM job executes it: the ranks of one run)."""
-    from repro.train import distributed, runner  # torch and Lightning
+    from repro.train import distributed  # torch and Lightning
 
     signals.install()
     quiet.configure(job.verbose)
@@ -107,7 +107,7 @@ def execute(job: launch.Job) -> int:
     overrides = list(job.overrides)
     found = lookup.with_parts(lookup.select(job.ref, overrides, stored(job.results), job.access), overrides)
     specs = [
-        (m, runner.with_max_steps(s, job.max_steps))
+        (m, filters.with_max_steps(s, job.max_steps))
         for m in found
         if m.base is not None and job.scale in m.scale_names()
         for s in m.expand(job.scale, seeds=job.seeds)

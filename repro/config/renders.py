@@ -13,7 +13,8 @@ import builtins
 import functools
 from pathlib import Path
 
-from repro.config.manifest import Manifest, ManifestError, analysis_root, show
+from repro.config.keys import show
+from repro.config.manifest import Manifest, ManifestError, analysis_root
 
 Reference = dict[str, type | tuple[type, ...]]  # a renderer's reference keys and the type of each
 
