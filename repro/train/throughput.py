@@ -10,7 +10,8 @@ forward plus a backward of twice its FLOPs (gradients for inputs and for weights
 
 Peaks: a known GPU from :data:`GPU_PEAKS` (vendor dense peaks, no structured sparsity); any other device
 measured once with a square GEMM in the run's compute dtype (:func:`measure_peak`, the best of a few
-repeats) and cached under the results root in ``machine/peak-flops.json``, keyed by the CPU model and its
+repeats) and cached under the results root in ``machine/peak-flops.json`` (or the file ``$REPRO_PEAK_CACHE``
+names, which several results roots can share), keyed by the CPU model and its
 vector units (``cpu_isa.features()``: one model name covers CPUs with and without AVX-512), torch's
 thread count and torch's version. On a CPU the peak is always the libraries' native kernels', measured
 in a fresh process (``REPRO_CPU_ISA=native``, the libraries' own variables cleared), whatever the run
@@ -54,6 +55,7 @@ GPU_PEAKS: list[tuple[str, dict[str, float]]] = [
     ("V100", {"fp16": 125e12, "fp32": 15.7e12}),  # no bf16 or tf32 units
 ]
 CACHE = Path("machine") / "peak-flops.json"
+PEAK_CACHE = "REPRO_PEAK_CACHE"  # a peak cache file shared by results roots (default: each root's CACHE)
 
 
 def compute_dtype(precision: str, device_type: str) -> str:
@@ -154,7 +156,7 @@ def peak(root: Path, device_type: str, precision: str, threads: int | None = Non
                 "compute_dtype": dtype,
             }
     key = f"{device_key(device_type, threads)} | {dtype}"
-    path = Path(root) / CACHE
+    path = Path(os.environ.get(PEAK_CACHE) or Path(root) / CACHE)
     try:
         cache = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -14,6 +14,12 @@ from repro.config import manifest as manifests
 from repro.train import runner, throughput
 
 
+@pytest.fixture(autouse=True)
+def own_peak_cache(monkeypatch):
+    """These tests measure and cache the peak under their results root, as a user's run does."""
+    monkeypatch.delenv(throughput.PEAK_CACHE)
+
+
 def test_a_run_records_its_model_flops_rate_mfu_and_load(tmp_path, write_manifest, capsys):
     m = manifests.load(write_manifest())
     (spec,) = m.expand("tiny")
@@ -48,6 +54,17 @@ def test_a_measured_peak_is_cached_per_machine(tmp_path, monkeypatch):
     throughput.peak(tmp_path, "cpu", "32-true", threads=2)  # another thread count too
     assert len(calls) == 3
     assert throughput.peak(tmp_path, "cpu", "32-true", threads=1, remeasure=True) and len(calls) == 4
+
+
+def test_results_roots_share_a_peak_through_repro_peak_cache(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        throughput, "measure_peak", lambda *a: calls.append(a) or {"flops_per_second": 1e11, "kernels": "native X"}
+    )
+    monkeypatch.setenv(throughput.PEAK_CACHE, str(tmp_path / "shared.json"))
+    first = throughput.peak(tmp_path / "a", "cpu", "32-true", threads=1)
+    assert throughput.peak(tmp_path / "b", "cpu", "32-true", threads=1) == first and len(calls) == 1
+    assert (tmp_path / "shared.json").exists() and not (tmp_path / "a").exists()
 
 
 def test_the_gemm_peak_is_the_native_kernels_whatever_the_caller_pinned(monkeypatch):
