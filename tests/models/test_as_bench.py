@@ -1,13 +1,36 @@
-"""``repro bench adaptive`` on a tiny configuration: the records' shape and the analytic ratios."""
+"""``repro bench adaptive`` on a tiny configuration: the records' shape, the analytic ratios, and times that
+agree with the same step timed directly."""
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 
 import pytest
+import torch
 
 from repro.bench import adaptive
 from repro.models.flops import flops_per_token
+
+
+def _direct_seconds_per_step(case: dict, steps: int = 5) -> float:
+    """The median wall time of ``steps`` training steps of ``case`` timed here, after two warm-ups, on the
+    threads the bench's worker used."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(case["threads"])
+    try:
+        _, step, _ = adaptive._setup(case)
+        for _ in range(2):
+            step()
+        times = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_bench_adaptive_records():
@@ -58,8 +81,9 @@ def test_bench_adaptive_records():
     full, ramp = flops_per_token(**kw, spans=[[512.0, 512.0]]), flops_per_token(**kw, spans=[[32.0, 32.0]])
     assert (fixed["flops_per_token"], adapt["flops_per_token"]) == (pytest.approx(full), pytest.approx(ramp))
     assert adapt["flops_ratio_vs_fixed"] == pytest.approx(full / ramp) and full / ramp > 2
-    assert adapt["speedup_vs_fixed"] == pytest.approx(fixed["seconds_per_step"] / adapt["seconds_per_step"])
-    assert adapt["memory_ratio_vs_fixed"] == pytest.approx(fixed["peak_memory_bytes"] / adapt["peak_memory_bytes"])
+    # the times are seconds per training step of the case: each within 4x of this process timing the same step
+    for rec in (fixed, adapt):
+        assert 0.25 < rec["seconds_per_step"] / _direct_seconds_per_step(rec) < 4, rec
     # the dynamic row: its time beside the static case's, over the ratio of their FLOPs
     assert "error" not in dynamic, dynamic
     share = (dynamic["seconds_per_step"] / adapt["seconds_per_step"]) / (
