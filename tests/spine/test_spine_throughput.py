@@ -42,6 +42,7 @@ def test_a_run_records_its_model_flops_rate_mfu_and_load(tmp_path, write_manifes
 
 
 def test_a_measured_peak_is_cached_per_machine(tmp_path, monkeypatch):
+    monkeypatch.setattr(throughput.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     calls = []
     monkeypatch.setattr(
         throughput, "measure_peak", lambda *a: calls.append(a) or {"flops_per_second": 1e11, "kernels": "native X"}
@@ -54,6 +55,19 @@ def test_a_measured_peak_is_cached_per_machine(tmp_path, monkeypatch):
     throughput.peak(tmp_path, "cpu", "32-true", threads=2)  # another thread count too
     assert len(calls) == 3
     assert throughput.peak(tmp_path, "cpu", "32-true", threads=1, remeasure=True) and len(calls) == 4
+
+
+def test_a_peak_measured_under_more_load_than_now_is_measured_again(tmp_path, monkeypatch):
+    load = [6.0]
+    monkeypatch.setattr(throughput.os, "getloadavg", lambda: (load[0], load[0], load[0]))
+    rates = iter([3e10, 1e11])  # low while others loaded the machine, then the machine's own
+    monkeypatch.setattr(throughput, "measure_peak", lambda *a: {"flops_per_second": next(rates), "kernels": "n"})
+    assert throughput.peak(tmp_path, "cpu", "32-true", threads=1)["peak_flops_per_second"] == 3e10
+    load[0] = 5.5  # within the slack: the cached one stands
+    assert throughput.peak(tmp_path, "cpu", "32-true", threads=1)["peak_flops_per_second"] == 3e10
+    load[0] = 0.5
+    found = throughput.peak(tmp_path, "cpu", "32-true", threads=1)
+    assert found["peak_flops_per_second"] == 1e11 and "load 0.5" in found["peak_source"]
 
 
 def test_results_roots_share_a_peak_through_repro_peak_cache(tmp_path, monkeypatch):
