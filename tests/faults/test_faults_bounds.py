@@ -124,11 +124,14 @@ def test_sample_options_out_of_range_are_one_line(capsys):
 
 
 def stored(tmp_path, straight) -> RunDir:
-    """A copy of the straight run's store in this test's results root."""
-    straight()
+    """A copy of the straight dense run's store in this test's results root (the session's fixture may also
+    hold other models' runs, trained by tests that ran before: they are left out)."""
+    summary, _ = straight()
     shutil.copytree(straight.base / "results", tmp_path / "results")
-    (run,) = (tmp_path / "results" / "runs" / "f-run").iterdir()
-    return RunDir(tmp_path / "results", "f-run", run.name)
+    for other in (tmp_path / "results" / "runs" / "f-run").iterdir():
+        if other.name != summary["run_id"]:
+            shutil.rmtree(other)
+    return RunDir(tmp_path / "results", "f-run", summary["run_id"])
 
 
 def test_summaries_and_metrics_that_broke_the_store_are_one_line(tmp_path, straight, corpus, capsys):
