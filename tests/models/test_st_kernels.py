@@ -78,6 +78,22 @@ def test_st_kernel_equals_the_papers_pattern(impl, chunk, pattern, combine, n, l
     assert_matches_paper(attend(q, k, v, pattern, l, c, combine=combine, impl=impl), q, k, v, pattern, l, c, combine)
 
 
+@pytest.mark.parametrize("rows,staircase", [(8, 1), (16, 1), (2**20, 1), (2**20, 16)])
+@pytest.mark.parametrize("pattern,combine,n,l,c,H", [case for case in CASES if P.uses_summary(case[0])])
+def test_st_summary_calls_of_any_size_equal_the_papers_pattern(
+    rows, staircase, pattern, combine, n, l, c, H, monkeypatch
+):
+    """The ``earlier`` part in calls of several query blocks (the staircase masked), of one block, and all
+    of one merge: one call per block by default at these few blocks, several calls merged at once."""
+    torch.manual_seed(0)
+    monkeypatch.setattr(BK, "ROWS_PER_CALL", rows)
+    monkeypatch.setattr(BK, "STAIRCASE", staircase)
+    q, k, v = rand(2, H, n, 6)
+    assert_matches_paper(
+        attend(q, k, v, pattern, l, c, combine=combine, impl="blocked"), q, k, v, pattern, l, c, combine
+    )
+
+
 def test_st_paper_patterns_are_the_papers_sets():
     """The test's own definition, on the paper's examples: strided l = 3 at query 7, the local half the last
     l keys (the project's choice; the paper's A1 also holds i - l, which the stride half holds anyway), fixed

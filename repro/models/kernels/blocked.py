@@ -18,7 +18,9 @@ which returns the log-sum-exp, and its backward). The kernel lays its outputs an
 * ``residue``: position a*l + r viewed as (r, a), the residues as the kernel's heads: causal attention
   over each residue class of nb positions, queries shifted by the plan's k (keys at least k strides back);
 * ``earlier``: each head's summary columns gathered into nb*c' keys; query block a attends to the
-  first a*c' of them; a few query blocks share one call, with a mask on the staircase between them.
+  first a*c' of them; a few query blocks share one call where the sequence has many blocks (at most
+  nb / :data:`STAIRCASE`, with a mask on the staircase between them), else each block has its own call,
+  exactly its a*c' keys; the calls' outputs are merged a chunk of rows at a time.
 
 A part that covers every row (the own block causal or full, a residue class unshifted) runs first, once
 over all sequences: its output, log-sum-exp and gradients are the buffers the other parts fold into (no
@@ -49,6 +51,11 @@ CHUNK_ELEMENTS = 2**20
 # 384 rows 0.96, 256 rows 0.97-1.02, 128 rows 1.04; the backward's peak above the other buffers 27 MiB at
 # 1024 rows, 21 MiB at 512
 ROWS_PER_CALL = 512
+# ... and at most nb / STAIRCASE blocks per call: a call of g blocks computes (g - 1) c'/2 scores per row
+# beyond the a c' a row of block a allows, against nb c'/2 allowed on average over the rows: the mask drops
+# at most 1/STAIRCASE of what is allowed (n = 8192, l = 128: 4 blocks, as ROWS_PER_CALL; n = 512, l = 32:
+# one block per call, where 16 blocks in one call computed 112.5 summary scores per query for 60 allowed)
+STAIRCASE = 16
 NEG_INF = float("-inf")
 # query tiles of the ``own`` + ``previous`` window: l / WINDOW_SPLIT rows, each against l + l/WINDOW_SPLIT
 # keys (more rows per tile: larger matrix products, more scores computed beyond the l the band allows)
@@ -72,6 +79,11 @@ def _merge(o, lse, op, lp) -> None:
     share = torch.exp(lp - new.masked_fill(new.isneginf(), 0.0))
     o.lerp_(op, share.unsqueeze(-1))
     lse.copy_(new)
+
+
+def _cat(ts: list[torch.Tensor]) -> torch.Tensor:
+    """Outputs of consecutive calls (batch, 1, rows, .) joined along the rows (one call's: itself)."""
+    return ts[0] if len(ts) == 1 else torch.cat(ts, 2)
 
 
 def _accumulate(dst, grads) -> None:
@@ -377,7 +389,7 @@ class _Earlier(_Run):
         ``earlier`` layout there (the staircase), None for a single block (all its keys count)."""
         S, n, d = q.shape
         l, nb = self.l, n // self.l
-        g = max(1, min(ROWS_PER_CALL // l, CHUNK_ELEMENTS // (S * l * d)))
+        g = max(1, min(ROWS_PER_CALL // l, nb // STAIRCASE, CHUNK_ELEMENTS // (S * l * d)))
         for a0 in range(1, nb, g):
             a1 = min(nb, a0 + g)
             kend, mask = (a1 - 1) * cc, None
@@ -388,12 +400,28 @@ class _Earlier(_Run):
                 mask = mask.masked_fill_(~inside[:, None], NEG_INF).view(1, 1, -1, kend)
             yield slice(a0 * l, a1 * l), slice(0, kend), mask
 
+    def _batches(self, q, idx, cc):
+        """The calls of :meth:`_groups` in runs of consecutive rows, at most CHUNK_ELEMENTS elements of
+        output over all sequences (or one call): each run is merged, its query gradients added, at once
+        (per call, the merges' small operations cost as much as a one-block call itself)."""
+        S, _, d = q.shape
+        run: list = []
+        for call in self._groups(q, idx, cc):
+            if run and (call[0].stop - run[0][0].start) * S * d > CHUNK_ELEMENTS:
+                yield slice(run[0][0].start, run[-1][0].stop), run
+                run = []
+            run.append(call)
+        if run:
+            yield slice(run[0][0].start, run[-1][0].stop), run
+
     def forward(self, q, k, v, o, lse, scale):
         ks, vs, idx, cc = self._gather(k, v)
-        for rows, keys, mask in self._groups(q, idx, cc):
-            qc, kc, vc = q[:, None, rows], ks[:, None, keys], vs[:, None, keys]
-            op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=mask, scale=scale)
-            _merge(o[:, None, rows], lse[:, None, rows], op, lp)
+        for rows, calls in self._batches(q, idx, cc):
+            parts = [
+                _FWD(q[:, None, r], ks[:, None, kk], vs[:, None, kk], 0.0, False, attn_mask=m, scale=scale)
+                for r, kk, m in calls
+            ]
+            _merge(o[:, None, rows], lse[:, None, rows], *(_cat([p[i] for p in parts]) for i in (0, 1)))
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv):
         """Each call's key gradients go straight to their positions (``index_add_`` of rows of dk, dv
@@ -403,13 +431,16 @@ class _Earlier(_Run):
         S, n, _ = k.shape
         rows_of = idx + torch.arange(S, device=idx.device)[:, None] * n  # positions in (S*n, .)
         flat = [t.view(S * n, t.shape[-1]) for t in (dk, dv)]
-        for rows, keys, mask in self._groups(q, idx, cc):
-            ts = (do[:, None, rows], q[:, None, rows], ks[:, None, keys], vs[:, None, keys], o[:, None, rows])
-            gq, gk, gv = _BWD(*ts, lse[:, None, rows], 0.0, False, attn_mask=mask, scale=scale)
-            dq[:, None, rows] += gq
-            at = rows_of[:, keys].reshape(-1)
-            for dst, g in zip(flat, (gk, gv)):
-                dst.index_add_(0, at, g.reshape(-1, g.shape[-1]))
+        for rows, calls in self._batches(q, idx, cc):
+            gqs = []
+            for r, keys, mask in calls:
+                ts = (do[:, None, r], q[:, None, r], ks[:, None, keys], vs[:, None, keys], o[:, None, r])
+                gq, gk, gv = _BWD(*ts, lse[:, None, r], 0.0, False, attn_mask=mask, scale=scale)
+                gqs.append(gq)
+                at = rows_of[:, keys].reshape(-1)
+                for dst, g in zip(flat, (gk, gv)):
+                    dst.index_add_(0, at, g.reshape(-1, g.shape[-1]))
+            dq[:, None, rows] += _cat(gqs)
 
 
 def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
