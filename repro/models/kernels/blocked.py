@@ -467,6 +467,12 @@ def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
     return out
 
 
+def _labelled(run: _Run, way: str):
+    """A profiler range named after the run's layout (``blocked.window.backward``): a profile of the
+    kernel then says which part its time went to (``repro bench attention --profile``)."""
+    return torch.profiler.record_function(f"blocked.{run.plan.layout}.{way}")
+
+
 class PartsAttention(torch.autograd.Function):
     """The union of ``runs`` on q, k, v (S, n, .): the first run that covers every row creates the
     buffers, the others fold into them."""
@@ -477,10 +483,12 @@ class PartsAttention(torch.autograd.Function):
         if lead is None:
             o, lse = q.new_zeros(*q.shape[:2], v.shape[-1]), q.new_full(q.shape[:2], NEG_INF)
         else:
-            o, lse = lead.first(q, k, v, scale)
+            with _labelled(lead, "forward"):
+                o, lse = lead.first(q, k, v, scale)
         for run in runs:
             if run is not lead:
-                run.forward(q, k, v, o, lse, scale)
+                with _labelled(run, "forward"):
+                    run.forward(q, k, v, o, lse, scale)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.runs, ctx.lead, ctx.scale = runs, lead, scale
         return o
@@ -493,10 +501,12 @@ class PartsAttention(torch.autograd.Function):
         if ctx.lead is None:
             dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         else:
-            dq, dk, dv = ctx.lead.first_backward(do, q, k, v, o, lse, ctx.scale)
+            with _labelled(ctx.lead, "backward"):
+                dq, dk, dv = ctx.lead.first_backward(do, q, k, v, o, lse, ctx.scale)
         for run in ctx.runs:
             if run is not ctx.lead:
-                run.backward(do, q, k, v, o, lse, ctx.scale, dq, dk, dv)
+                with _labelled(run, "backward"):
+                    run.backward(do, q, k, v, o, lse, ctx.scale, dq, dk, dv)
         return dq, dk, dv, None, None
 
 
