@@ -18,9 +18,10 @@ which returns the log-sum-exp, and its backward). The kernel lays its outputs an
 * ``residue``: position a*l + r viewed as (r, a), the residues as the kernel's heads: causal attention
   over each residue class of nb positions, queries shifted by the plan's k (keys at least k strides back);
 * ``earlier``: each head's summary columns gathered into nb*c' keys; query block a attends to the
-  first a*c' of them; a few query blocks share one call where the sequence has many blocks (at most
-  nb / :data:`STAIRCASE`, with a mask on the staircase between them), else each block has its own call,
-  exactly its a*c' keys; the calls' outputs are merged a chunk of rows at a time.
+  first a*c' of them; a few query blocks share one call, with a mask on the staircase between them;
+* ``own`` and ``earlier`` together where a sequence has few blocks (at most :data:`SMALL_SUMMARY`):
+  query block a against its a*c' summary keys followed by its own block, one call per block over all
+  sequences, exactly the keys of the two layouts and no merge (:class:`_Prefixes`).
 
 A part that covers every row (the own block causal or full, a residue class unshifted) runs first, once
 over all sequences: its output, log-sum-exp and gradients are the buffers the other parts fold into (no
@@ -51,11 +52,6 @@ CHUNK_ELEMENTS = 2**20
 # 384 rows 0.96, 256 rows 0.97-1.02, 128 rows 1.04; the backward's peak above the other buffers 27 MiB at
 # 1024 rows, 21 MiB at 512
 ROWS_PER_CALL = 512
-# ... and at most nb / STAIRCASE blocks per call: a call of g blocks computes (g - 1) c'/2 scores per row
-# beyond the a c' a row of block a allows, against nb c'/2 allowed on average over the rows: the mask drops
-# at most 1/STAIRCASE of what is allowed (n = 8192, l = 128: 4 blocks, as ROWS_PER_CALL; n = 512, l = 32:
-# one block per call, where 16 blocks in one call computed 112.5 summary scores per query for 60 allowed)
-STAIRCASE = 16
 NEG_INF = float("-inf")
 # query tiles of the ``own`` + ``previous`` window: l / WINDOW_SPLIT rows, each against l + l/WINDOW_SPLIT
 # keys (more rows per tile: larger matrix products, more scores computed beyond the l the band allows)
@@ -64,6 +60,12 @@ WINDOW_SPLIT = 2
 # offsets (:meth:`_Residues._few_first`): the fused kernel's cost per attention problem dominates there
 # (n = 512, l = 128: S x 128 problems of 4 x 4 scores)
 SMALL_RESIDUE = 16
+# blocks per sequence up to which fixed's own blocks and summaries run as one call per query block
+# (:class:`_Prefixes`): n = 512, l = 32, c = 8 computes 92 keys per query for 76.5 allowed, where own
+# blocks and summary calls of 16 blocks computed 144.5 (the staircase masked); the fused calls measured
+# 1.4x faster at 1 and 2 threads (fwd+bwd, 32 sequences, d = 32, loaded machine). At n = 8192, l = 128
+# the one call per block was slower (docs/kernels.md): 128-row calls, 64 of them
+SMALL_SUMMARY = 16
 
 
 def _chunks(total: int, per_item: int, start: int = 0):
@@ -81,11 +83,6 @@ def _merge(o, lse, op, lp) -> None:
     lse.copy_(new)
 
 
-def _cat(ts: list[torch.Tensor]) -> torch.Tensor:
-    """Outputs of consecutive calls (batch, 1, rows, .) joined along the rows (one call's: itself)."""
-    return ts[0] if len(ts) == 1 else torch.cat(ts, 2)
-
-
 def _accumulate(dst, grads) -> None:
     for d, g in zip(dst, grads):
         d += g
@@ -98,6 +95,11 @@ class _Run:
 
     def __init__(self, p: Plan, l: int):
         self.plan, self.l = p, l
+
+    @property
+    def name(self) -> str:
+        """The layout it computes (profiler ranges: :func:`_labelled`)."""
+        return self.plan.layout
 
     def covers_all(self) -> bool:
         return False
@@ -389,7 +391,7 @@ class _Earlier(_Run):
         ``earlier`` layout there (the staircase), None for a single block (all its keys count)."""
         S, n, d = q.shape
         l, nb = self.l, n // self.l
-        g = max(1, min(ROWS_PER_CALL // l, nb // STAIRCASE, CHUNK_ELEMENTS // (S * l * d)))
+        g = max(1, min(ROWS_PER_CALL // l, CHUNK_ELEMENTS // (S * l * d)))
         for a0 in range(1, nb, g):
             a1 = min(nb, a0 + g)
             kend, mask = (a1 - 1) * cc, None
@@ -400,28 +402,12 @@ class _Earlier(_Run):
                 mask = mask.masked_fill_(~inside[:, None], NEG_INF).view(1, 1, -1, kend)
             yield slice(a0 * l, a1 * l), slice(0, kend), mask
 
-    def _batches(self, q, idx, cc):
-        """The calls of :meth:`_groups` in runs of consecutive rows, at most CHUNK_ELEMENTS elements of
-        output over all sequences (or one call): each run is merged, its query gradients added, at once
-        (per call, the merges' small operations cost as much as a one-block call itself)."""
-        S, _, d = q.shape
-        run: list = []
-        for call in self._groups(q, idx, cc):
-            if run and (call[0].stop - run[0][0].start) * S * d > CHUNK_ELEMENTS:
-                yield slice(run[0][0].start, run[-1][0].stop), run
-                run = []
-            run.append(call)
-        if run:
-            yield slice(run[0][0].start, run[-1][0].stop), run
-
     def forward(self, q, k, v, o, lse, scale):
         ks, vs, idx, cc = self._gather(k, v)
-        for rows, calls in self._batches(q, idx, cc):
-            parts = [
-                _FWD(q[:, None, r], ks[:, None, kk], vs[:, None, kk], 0.0, False, attn_mask=m, scale=scale)
-                for r, kk, m in calls
-            ]
-            _merge(o[:, None, rows], lse[:, None, rows], *(_cat([p[i] for p in parts]) for i in (0, 1)))
+        for rows, keys, mask in self._groups(q, idx, cc):
+            qc, kc, vc = q[:, None, rows], ks[:, None, keys], vs[:, None, keys]
+            op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=mask, scale=scale)
+            _merge(o[:, None, rows], lse[:, None, rows], op, lp)
 
     def backward(self, do, q, k, v, o, lse, scale, dq, dk, dv):
         """Each call's key gradients go straight to their positions (``index_add_`` of rows of dk, dv
@@ -431,16 +417,72 @@ class _Earlier(_Run):
         S, n, _ = k.shape
         rows_of = idx + torch.arange(S, device=idx.device)[:, None] * n  # positions in (S*n, .)
         flat = [t.view(S * n, t.shape[-1]) for t in (dk, dv)]
-        for rows, calls in self._batches(q, idx, cc):
-            gqs = []
-            for r, keys, mask in calls:
-                ts = (do[:, None, r], q[:, None, r], ks[:, None, keys], vs[:, None, keys], o[:, None, r])
-                gq, gk, gv = _BWD(*ts, lse[:, None, r], 0.0, False, attn_mask=mask, scale=scale)
-                gqs.append(gq)
-                at = rows_of[:, keys].reshape(-1)
-                for dst, g in zip(flat, (gk, gv)):
-                    dst.index_add_(0, at, g.reshape(-1, g.shape[-1]))
-            dq[:, None, rows] += _cat(gqs)
+        for rows, keys, mask in self._groups(q, idx, cc):
+            ts = (do[:, None, rows], q[:, None, rows], ks[:, None, keys], vs[:, None, keys], o[:, None, rows])
+            gq, gk, gv = _BWD(*ts, lse[:, None, rows], 0.0, False, attn_mask=mask, scale=scale)
+            dq[:, None, rows] += gq
+            at = rows_of[:, keys].reshape(-1)
+            for dst, g in zip(flat, (gk, gv)):
+                dst.index_add_(0, at, g.reshape(-1, g.shape[-1]))
+
+
+class _Prefixes(_Earlier):
+    """``own`` (causal or full) and ``earlier`` together: query block a against the first a*c' gathered
+    summary keys followed by its own block, the sequences as the kernel's batch; the own block's causal
+    mask on its last l columns. Covers every row: its outputs are the buffers, there is nothing to merge."""
+
+    def __init__(self, own: Plan, earlier: Plan, l: int):
+        super().__init__(earlier, l)
+        self.causal = own.kind == "causal"
+
+    @property
+    def name(self) -> str:
+        return "own+earlier"
+
+    def covers_all(self) -> bool:
+        return True
+
+    def _calls(self, k, v, ks, vs, cc):
+        """Per query block a: its rows, the a*c' summary keys in front, its keys and values (the summaries
+        then the block: (S, 1, a*c' + l, .)) and the additive mask (1, 1, l, a*c' + l) or None."""
+        l, nb = self.l, k.shape[1] // self.l
+        bias = None
+        if self.causal:  # zeros on the summaries, the causal triangle on the own block
+            bias = torch.zeros(l, (nb - 1) * cc + l, dtype=k.dtype, device=k.device)
+            bias[:, -l:].masked_fill_(torch.ones(l, l, dtype=torch.bool, device=k.device).triu(1), NEG_INF)
+        for a in range(nb):
+            rows, front = slice(a * l, (a + 1) * l), a * cc
+            kk, vv = (torch.cat([g[:, :front], t[:, rows]], 1)[:, None] for g, t in ((ks, k), (vs, v)))
+            yield rows, front, kk, vv, None if bias is None else bias[:, bias.shape[1] - front - l :][None, None]
+
+    def first(self, q, k, v, scale):
+        S, n, _ = q.shape
+        ks, vs, _, cc = self._gather(k, v)
+        outs = [
+            _FWD(q[:, None, rows], kk, vv, 0.0, False, attn_mask=mask, scale=scale)
+            for rows, _, kk, vv, mask in self._calls(k, v, ks, vs, cc)
+        ]
+        return torch.cat([o for o, _ in outs], 2).view(S, n, -1), torch.cat([lp for _, lp in outs], 2).view(S, n)
+
+    def first_backward(self, do, q, k, v, o, lse, scale):
+        """The own blocks' key gradients become dk, dv; the summaries' are added up over the calls in
+        gradient buffers of the gathered keys (few blocks: at most n/l*c' rows), then to their positions."""
+        S, n, _ = q.shape
+        ks, vs, idx, cc = self._gather(k, v)
+        gks, gvs = torch.zeros_like(ks), torch.zeros_like(vs)
+        grads: list[list[torch.Tensor]] = [[], [], []]
+        for rows, front, kk, vv, mask in self._calls(k, v, ks, vs, cc):
+            ts = (do[:, None, rows], q[:, None, rows], kk, vv, o[:, None, rows], lse[:, None, rows])
+            gq, gk, gv = _BWD(*ts, 0.0, False, attn_mask=mask, scale=scale)
+            gks[:, :front] += gk[:, 0, :front]
+            gvs[:, :front] += gv[:, 0, :front]
+            for out, g in zip(grads, (gq[:, 0], gk[:, 0, front:], gv[:, 0, front:])):
+                out.append(g)
+        dq, dk, dv = (torch.cat(g, 1) for g in grads)
+        at = (idx + torch.arange(S, device=idx.device)[:, None] * n).reshape(-1)  # positions in (S*n, .)
+        for dst, g in zip((dk, dv), (gks, gvs)):
+            dst.view(S * n, -1).index_add_(0, at, g.view(-1, g.shape[-1]))
+        return dq, dk, dv
 
 
 def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
@@ -450,6 +492,9 @@ def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
     live = [
         (part, p) for part in P.parts(pattern) if (p := plan(part, pattern, l, c, tuple(ranks), nb)).kind != "empty"
     ]
+    kinds = {p.layout: p for _, p in live}  # fixed at few blocks: own blocks and summaries in one call per block
+    if nb <= SMALL_SUMMARY and len(live) == 2 and kinds.keys() == {"own", "earlier"} and kinds["own"].kind != "masked":
+        return [_Prefixes(kinds["own"], kinds["earlier"], l)]
     natural = tuple(part for part, p in live if p.layout in ("own", "previous"))
     win = window(natural, pattern, l, c, tuple(ranks), WINDOW_SPLIT) if len(natural) == 2 else None
     out: list[_Run] = [_Window(win, l)] if win else []
@@ -470,7 +515,7 @@ def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
 def _labelled(run: _Run, way: str):
     """A profiler range named after the run's layout (``blocked.window.backward``): a profile of the
     kernel then says which part its time went to (``repro bench attention --profile``)."""
-    return torch.profiler.record_function(f"blocked.{run.plan.layout}.{way}")
+    return torch.profiler.record_function(f"blocked.{run.name}.{way}")
 
 
 class PartsAttention(torch.autograd.Function):
