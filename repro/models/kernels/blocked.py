@@ -376,13 +376,18 @@ class _Residues(_Run):
 class _Earlier(_Run):
     """``earlier``: query block a against the gathered columns of blocks 0..a-1."""
 
+    def _gather_index(self, S, n, device):
+        """The summary positions of each sequence (S, nb*c')."""
+        offs = torch.as_tensor(self.plan.offsets, device=device)  # (heads, c')
+        nb, cc = n // self.l, offs.shape[1]
+        idx = (torch.arange(nb, device=device)[:, None] * self.l + offs[:, None, :]).reshape(-1, nb * cc)
+        return idx.repeat(S // len(idx), 1)  # sequence s is head s mod heads
+
     def _gather(self, k, v):
         """Gathered keys and values (S, nb*c', .), their positions (S, nb*c') and c'."""
         S, n, _ = k.shape
-        offs = torch.as_tensor(self.plan.offsets, device=k.device)  # (heads, c')
-        nb, cc = n // self.l, offs.shape[1]
-        idx = (torch.arange(nb, device=k.device)[:, None] * self.l + offs[:, None, :]).reshape(-1, nb * cc)
-        idx = idx.repeat(S // len(idx), 1)  # sequence s is head s mod heads
+        idx = self._gather_index(S, n, k.device)
+        nb, cc = n // self.l, idx.shape[1] // (n // self.l)
         take = lambda t: torch.gather(t, 1, idx[..., None].expand(S, nb * cc, t.shape[-1]))  # noqa: E731
         return take(k), take(v), idx, cc
 
@@ -442,46 +447,65 @@ class _Prefixes(_Earlier):
     def covers_all(self) -> bool:
         return True
 
-    def _calls(self, k, v, ks, vs, cc):
-        """Per query block a: its rows, the a*c' summary keys in front, its keys and values (the summaries
-        then the block: (S, 1, a*c' + l, .)) and the additive mask (1, 1, l, a*c' + l) or None."""
-        l, nb = self.l, k.shape[1] // self.l
+    def _positions(self, k):
+        """Where each call's keys lie in k viewed (S*n, .): per sequence, block a's a*c' summary positions
+        then its own block's, for a = 0..nb-1 (sum over a of a*c' + l rows, at most 2.5 n at nb <= 16),
+        and each call's (start, front: its summary keys, length) in that order."""
+        S, n, _ = k.shape
+        l, nb = self.l, n // self.l
+        idx = self._gather_index(S, n, k.device)
+        cc = idx.shape[1] // nb
+        own = torch.arange(n, device=k.device).view(nb, l)
+        pos = torch.cat([torch.cat([idx[:, : a * cc], own[a].expand(S, l)], 1) for a in range(nb)], 1)
+        spans, start = [], 0
+        for a in range(nb):
+            spans.append((start, a * cc, a * cc + l))
+            start += a * cc + l
+        return (pos + torch.arange(S, device=k.device)[:, None] * n).reshape(-1), spans
+
+    def _calls(self, q, k, v):
+        """Per query block a: its rows, its keys and values (its summaries then the block: (S, 1, a*c' + l,
+        .), views of one gathered copy) and the additive mask (1, 1, l, a*c' + l) or None; and the positions."""
+        S, n, _ = k.shape
+        l = self.l
+        at, spans = self._positions(k)
+        kk, vv = (t.view(S * n, -1).index_select(0, at).view(S, 1, -1, t.shape[-1]) for t in (k, v))
         bias = None
         if self.causal:  # zeros on the summaries, the causal triangle on the own block
-            bias = torch.zeros(l, (nb - 1) * cc + l, dtype=k.dtype, device=k.device)
+            front = spans[-1][1]
+            bias = torch.zeros(l, front + l, dtype=k.dtype, device=k.device)
             bias[:, -l:].masked_fill_(torch.ones(l, l, dtype=torch.bool, device=k.device).triu(1), NEG_INF)
-        for a in range(nb):
-            rows, front = slice(a * l, (a + 1) * l), a * cc
-            kk, vv = (torch.cat([g[:, :front], t[:, rows]], 1)[:, None] for g, t in ((ks, k), (vs, v)))
-            yield rows, front, kk, vv, None if bias is None else bias[:, bias.shape[1] - front - l :][None, None]
+        calls = [
+            (
+                slice(a * l, (a + 1) * l),
+                kk[:, :, s0 : s0 + size],
+                vv[:, :, s0 : s0 + size],
+                None if bias is None else bias[:, bias.shape[1] - size :].contiguous()[None, None],
+            )
+            for a, (s0, _, size) in enumerate(spans)
+        ]
+        return calls, at
 
     def first(self, q, k, v, scale):
         S, n, _ = q.shape
-        ks, vs, _, cc = self._gather(k, v)
-        outs = [
-            _FWD(q[:, None, rows], kk, vv, 0.0, False, attn_mask=mask, scale=scale)
-            for rows, _, kk, vv, mask in self._calls(k, v, ks, vs, cc)
-        ]
+        calls, _ = self._calls(q, k, v)
+        outs = [_FWD(q[:, None, rows], kk, vv, 0.0, False, attn_mask=mask, scale=scale) for rows, kk, vv, mask in calls]
         return torch.cat([o for o, _ in outs], 2).view(S, n, -1), torch.cat([lp for _, lp in outs], 2).view(S, n)
 
     def first_backward(self, do, q, k, v, o, lse, scale):
-        """The own blocks' key gradients become dk, dv; the summaries' are added up over the calls in
-        gradient buffers of the gathered keys (few blocks: at most n/l*c' rows), then to their positions."""
+        """The calls' key gradients, joined in the order of the gathered keys, added to their positions."""
         S, n, _ = q.shape
-        ks, vs, idx, cc = self._gather(k, v)
-        gks, gvs = torch.zeros_like(ks), torch.zeros_like(vs)
+        calls, at = self._calls(q, k, v)
         grads: list[list[torch.Tensor]] = [[], [], []]
-        for rows, front, kk, vv, mask in self._calls(k, v, ks, vs, cc):
+        for rows, kk, vv, mask in calls:
             ts = (do[:, None, rows], q[:, None, rows], kk, vv, o[:, None, rows], lse[:, None, rows])
-            gq, gk, gv = _BWD(*ts, 0.0, False, attn_mask=mask, scale=scale)
-            gks[:, :front] += gk[:, 0, :front]
-            gvs[:, :front] += gv[:, 0, :front]
-            for out, g in zip(grads, (gq[:, 0], gk[:, 0, front:], gv[:, 0, front:])):
+            for out, g in zip(grads, _BWD(*ts, 0.0, False, attn_mask=mask, scale=scale)):
                 out.append(g)
-        dq, dk, dv = (torch.cat(g, 1) for g in grads)
-        at = (idx + torch.arange(S, device=idx.device)[:, None] * n).reshape(-1)  # positions in (S*n, .)
-        for dst, g in zip((dk, dv), (gks, gvs)):
-            dst.view(S * n, -1).index_add_(0, at, g.view(-1, g.shape[-1]))
+        dq = torch.cat(grads[0], 2).view(S, n, -1)
+        dk, dv = (
+            t.new_zeros(S * n, t.shape[-1]).index_add_(0, at, torch.cat(g, 2).view(-1, t.shape[-1])).view(S, n, -1)
+            for t, g in ((k, grads[1]), (v, grads[2]))
+        )
         return dq, dk, dv
 
 
