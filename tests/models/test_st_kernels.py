@@ -72,28 +72,10 @@ def test_st_kernel_equals_the_papers_pattern(impl, chunk, pattern, combine, n, l
     torch.manual_seed(0)
     if chunk:
         monkeypatch.setattr(BK, "CHUNK_ELEMENTS", chunk)
-    if chunk == 300:  # residue classes and summaries through their own layouts (else, at these few blocks,
-        monkeypatch.setattr(BK, "SMALL_RESIDUE", 0)  # residues by offsets, fixed's summaries with its own blocks)
-        monkeypatch.setattr(BK, "SMALL_SUMMARY", 0)
+    if chunk == 300:  # residue classes through the fused kernel (else, at these few blocks, by offsets)
+        monkeypatch.setattr(BK, "SMALL_RESIDUE", 0)
     q, k, v = rand(2, H, n, 6)
     assert_matches_paper(attend(q, k, v, pattern, l, c, combine=combine, impl=impl), q, k, v, pattern, l, c, combine)
-
-
-@pytest.mark.parametrize("rows,blocks", [(8, 16), (16, 0), (2**20, 0)])
-@pytest.mark.parametrize("pattern,combine,n,l,c,H", [case for case in CASES if P.uses_summary(case[0])])
-def test_st_summary_layouts_equal_the_papers_pattern(rows, blocks, pattern, combine, n, l, c, H, monkeypatch):
-    """fixed's own blocks and summaries in one call per query block (few blocks, the default here), and
-    the summaries in their own calls: two query blocks or more per call (the staircase masked), all in one."""
-    torch.manual_seed(0)
-    monkeypatch.setattr(BK, "ROWS_PER_CALL", rows)
-    monkeypatch.setattr(BK, "SMALL_SUMMARY", blocks)
-    q, k, v = rand(2, H, n, 6)
-    if combine == "merged":  # the pattern on every head: which layouts the kernel takes
-        runs = BK.runs_for(pattern, l, c, range(H), -(-n // l))
-        assert (pattern == "fixed" and blocks > 0) == any(isinstance(r, BK._Prefixes) for r in runs)
-    assert_matches_paper(
-        attend(q, k, v, pattern, l, c, combine=combine, impl="blocked"), q, k, v, pattern, l, c, combine
-    )
 
 
 def test_st_paper_patterns_are_the_papers_sets():

@@ -18,10 +18,7 @@ which returns the log-sum-exp, and its backward). The kernel lays its outputs an
 * ``residue``: position a*l + r viewed as (r, a), the residues as the kernel's heads: causal attention
   over each residue class of nb positions, queries shifted by the plan's k (keys at least k strides back);
 * ``earlier``: each head's summary columns gathered into nb*c' keys; query block a attends to the
-  first a*c' of them; a few query blocks share one call, with a mask on the staircase between them;
-* ``own`` and ``earlier`` together where a sequence has few blocks (at most :data:`SMALL_SUMMARY`):
-  query block a against its a*c' summary keys followed by its own block, one call per block over all
-  sequences, exactly the keys of the two layouts and no merge (:class:`_Prefixes`).
+  first a*c' of them; a few query blocks share one call, with a mask on the staircase between them.
 
 A part that covers every row (the own block causal or full, a residue class unshifted) runs first, once
 over all sequences: its output, log-sum-exp and gradients are the buffers the other parts fold into (no
@@ -60,12 +57,6 @@ WINDOW_SPLIT = 2
 # offsets (:meth:`_Residues._few_first`): the fused kernel's cost per attention problem dominates there
 # (n = 512, l = 128: S x 128 problems of 4 x 4 scores)
 SMALL_RESIDUE = 16
-# blocks per sequence up to which fixed's own blocks and summaries run as one call per query block
-# (:class:`_Prefixes`): n = 512, l = 32, c = 8 computes 92 keys per query for 76.5 allowed, where own
-# blocks and summary calls of 16 blocks computed 144.5 (the staircase masked); the fused calls measured
-# 1.4x faster at 1 and 2 threads (fwd+bwd, 32 sequences, d = 32, loaded machine). At n = 8192, l = 128
-# the one call per block was slower (docs/kernels.md): 128-row calls, 64 of them
-SMALL_SUMMARY = 16
 
 
 def _chunks(total: int, per_item: int, start: int = 0):
@@ -95,11 +86,6 @@ class _Run:
 
     def __init__(self, p: Plan, l: int):
         self.plan, self.l = p, l
-
-    @property
-    def name(self) -> str:
-        """The layout it computes (profiler ranges: :func:`_labelled`)."""
-        return self.plan.layout
 
     def covers_all(self) -> bool:
         return False
@@ -376,18 +362,13 @@ class _Residues(_Run):
 class _Earlier(_Run):
     """``earlier``: query block a against the gathered columns of blocks 0..a-1."""
 
-    def _gather_index(self, S, n, device):
-        """The summary positions of each sequence (S, nb*c')."""
-        offs = torch.as_tensor(self.plan.offsets, device=device)  # (heads, c')
-        nb, cc = n // self.l, offs.shape[1]
-        idx = (torch.arange(nb, device=device)[:, None] * self.l + offs[:, None, :]).reshape(-1, nb * cc)
-        return idx.repeat(S // len(idx), 1)  # sequence s is head s mod heads
-
     def _gather(self, k, v):
         """Gathered keys and values (S, nb*c', .), their positions (S, nb*c') and c'."""
         S, n, _ = k.shape
-        idx = self._gather_index(S, n, k.device)
-        nb, cc = n // self.l, idx.shape[1] // (n // self.l)
+        offs = torch.as_tensor(self.plan.offsets, device=k.device)  # (heads, c')
+        nb, cc = n // self.l, offs.shape[1]
+        idx = (torch.arange(nb, device=k.device)[:, None] * self.l + offs[:, None, :]).reshape(-1, nb * cc)
+        idx = idx.repeat(S // len(idx), 1)  # sequence s is head s mod heads
         take = lambda t: torch.gather(t, 1, idx[..., None].expand(S, nb * cc, t.shape[-1]))  # noqa: E731
         return take(k), take(v), idx, cc
 
@@ -431,84 +412,6 @@ class _Earlier(_Run):
                 dst.index_add_(0, at, g.reshape(-1, g.shape[-1]))
 
 
-class _Prefixes(_Earlier):
-    """``own`` (causal or full) and ``earlier`` together: query block a against the first a*c' gathered
-    summary keys followed by its own block, the sequences as the kernel's batch; the own block's causal
-    mask on its last l columns. Covers every row: its outputs are the buffers, there is nothing to merge."""
-
-    def __init__(self, own: Plan, earlier: Plan, l: int):
-        super().__init__(earlier, l)
-        self.causal = own.kind == "causal"
-
-    @property
-    def name(self) -> str:
-        return "own+earlier"
-
-    def covers_all(self) -> bool:
-        return True
-
-    def _positions(self, k):
-        """Where each call's keys lie in k viewed (S*n, .): per sequence, block a's a*c' summary positions
-        then its own block's, for a = 0..nb-1 (sum over a of a*c' + l rows, at most 2.5 n at nb <= 16),
-        and each call's (start, front: its summary keys, length) in that order."""
-        S, n, _ = k.shape
-        l, nb = self.l, n // self.l
-        idx = self._gather_index(S, n, k.device)
-        cc = idx.shape[1] // nb
-        own = torch.arange(n, device=k.device).view(nb, l)
-        pos = torch.cat([torch.cat([idx[:, : a * cc], own[a].expand(S, l)], 1) for a in range(nb)], 1)
-        spans, start = [], 0
-        for a in range(nb):
-            spans.append((start, a * cc, a * cc + l))
-            start += a * cc + l
-        return (pos + torch.arange(S, device=k.device)[:, None] * n).reshape(-1), spans
-
-    def _calls(self, q, k, v):
-        """Per query block a: its rows, its keys and values (its summaries then the block: (S, 1, a*c' + l,
-        .), views of one gathered copy) and the additive mask (1, 1, l, a*c' + l) or None; and the positions."""
-        S, n, _ = k.shape
-        l = self.l
-        at, spans = self._positions(k)
-        kk, vv = (t.view(S * n, -1).index_select(0, at).view(S, 1, -1, t.shape[-1]) for t in (k, v))
-        bias = None
-        if self.causal:  # zeros on the summaries, the causal triangle on the own block
-            front = spans[-1][1]
-            bias = torch.zeros(l, front + l, dtype=k.dtype, device=k.device)
-            bias[:, -l:].masked_fill_(torch.ones(l, l, dtype=torch.bool, device=k.device).triu(1), NEG_INF)
-        calls = [
-            (
-                slice(a * l, (a + 1) * l),
-                kk[:, :, s0 : s0 + size],
-                vv[:, :, s0 : s0 + size],
-                None if bias is None else bias[:, bias.shape[1] - size :].contiguous()[None, None],
-            )
-            for a, (s0, _, size) in enumerate(spans)
-        ]
-        return calls, at
-
-    def first(self, q, k, v, scale):
-        S, n, _ = q.shape
-        calls, _ = self._calls(q, k, v)
-        outs = [_FWD(q[:, None, rows], kk, vv, 0.0, False, attn_mask=mask, scale=scale) for rows, kk, vv, mask in calls]
-        return torch.cat([o for o, _ in outs], 2).view(S, n, -1), torch.cat([lp for _, lp in outs], 2).view(S, n)
-
-    def first_backward(self, do, q, k, v, o, lse, scale):
-        """The calls' key gradients, joined in the order of the gathered keys, added to their positions."""
-        S, n, _ = q.shape
-        calls, at = self._calls(q, k, v)
-        grads: list[list[torch.Tensor]] = [[], [], []]
-        for rows, kk, vv, mask in calls:
-            ts = (do[:, None, rows], q[:, None, rows], kk, vv, o[:, None, rows], lse[:, None, rows])
-            for out, g in zip(grads, _BWD(*ts, 0.0, False, attn_mask=mask, scale=scale)):
-                out.append(g)
-        dq = torch.cat(grads[0], 2).view(S, n, -1)
-        dk, dv = (
-            t.new_zeros(S * n, t.shape[-1]).index_add_(0, at, torch.cat(g, 2).view(-1, t.shape[-1])).view(S, n, -1)
-            for t, g in ((k, grads[1]), (v, grads[2]))
-        )
-        return dq, dk, dv
-
-
 def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
     """The runs computing ``pattern`` for heads of the given summary ranks, read from the parts table: an
     ``own`` and a ``previous`` part together as windows where :func:`~repro.models.kernels.plan.window`
@@ -516,9 +419,6 @@ def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
     live = [
         (part, p) for part in P.parts(pattern) if (p := plan(part, pattern, l, c, tuple(ranks), nb)).kind != "empty"
     ]
-    kinds = {p.layout: p for _, p in live}  # fixed at few blocks: own blocks and summaries in one call per block
-    if nb <= SMALL_SUMMARY and len(live) == 2 and kinds.keys() == {"own", "earlier"} and kinds["own"].kind != "masked":
-        return [_Prefixes(kinds["own"], kinds["earlier"], l)]
     natural = tuple(part for part, p in live if p.layout in ("own", "previous"))
     win = window(natural, pattern, l, c, tuple(ranks), WINDOW_SPLIT) if len(natural) == 2 else None
     out: list[_Run] = [_Window(win, l)] if win else []
@@ -539,7 +439,7 @@ def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
 def _labelled(run: _Run, way: str):
     """A profiler range named after the run's layout (``blocked.window.backward``): a profile of the
     kernel then says which part its time went to (``repro bench attention --profile``)."""
-    return torch.profiler.record_function(f"blocked.{run.name}.{way}")
+    return torch.profiler.record_function(f"blocked.{run.plan.layout}.{way}")
 
 
 class PartsAttention(torch.autograd.Function):
