@@ -363,14 +363,17 @@ class _Earlier(_Run):
     """``earlier``: query block a against the gathered columns of blocks 0..a-1."""
 
     def _gather(self, k, v):
-        """Gathered keys and values (S, nb*c', .), their positions (S, nb*c') and c'."""
+        """Gathered keys and values (S, nb*c', .), their positions in each sequence and in (S*n, .) (both
+        (S, nb*c')) and c'."""
         S, n, _ = k.shape
         offs = torch.as_tensor(self.plan.offsets, device=k.device)  # (heads, c')
         nb, cc = n // self.l, offs.shape[1]
         idx = (torch.arange(nb, device=k.device)[:, None] * self.l + offs[:, None, :]).reshape(-1, nb * cc)
         idx = idx.repeat(S // len(idx), 1)  # sequence s is head s mod heads
-        take = lambda t: torch.gather(t, 1, idx[..., None].expand(S, nb * cc, t.shape[-1]))  # noqa: E731
-        return take(k), take(v), idx, cc
+        rows = idx + torch.arange(S, device=k.device)[:, None] * n
+        # whole rows of (S*n, .): index_select copies each, where gather reads element by element
+        take = lambda t: t.reshape(S * n, -1).index_select(0, rows.view(-1)).view(S, nb * cc, -1)  # noqa: E731
+        return take(k), take(v), idx, rows, cc
 
     def _groups(self, q, idx, cc):
         """Query blocks [a0, a1) per call, with keys [0, (a1 - 1) c') and the additive mask of the
@@ -389,7 +392,7 @@ class _Earlier(_Run):
             yield slice(a0 * l, a1 * l), slice(0, kend), mask
 
     def forward(self, q, k, v, o, lse, scale):
-        ks, vs, idx, cc = self._gather(k, v)
+        ks, vs, idx, _, cc = self._gather(k, v)
         for rows, keys, mask in self._groups(q, idx, cc):
             qc, kc, vc = q[:, None, rows], ks[:, None, keys], vs[:, None, keys]
             op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=mask, scale=scale)
@@ -399,9 +402,8 @@ class _Earlier(_Run):
         """Each call's key gradients go straight to their positions (``index_add_`` of rows of dk, dv
         viewed (S*n, .)): no gradient buffers of the gathered keys, which would put the backward's peak
         above dense attention's."""
-        ks, vs, idx, cc = self._gather(k, v)
+        ks, vs, idx, rows_of, cc = self._gather(k, v)
         S, n, _ = k.shape
-        rows_of = idx + torch.arange(S, device=idx.device)[:, None] * n  # positions in (S*n, .)
         flat = [t.view(S * n, t.shape[-1]) for t in (dk, dv)]
         for rows, keys, mask in self._groups(q, idx, cc):
             ts = (do[:, None, rows], q[:, None, rows], ks[:, None, keys], vs[:, None, keys], o[:, None, rows])
