@@ -24,10 +24,17 @@ own for dense) and ``ceiling_vs_dense``, the speed-up at dense's cost per comput
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
+from pathlib import Path
 
 from repro.bench import common
+from repro.errors import UserError
+from repro.files import atomic
 from repro.models import patterns as P
+
+PROFILED = 3  # fwd+bwd per case under the profiler (``--profile``)
+TOP_OPS = 12  # operators per case in its table, by self CPU time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1, help="sequences per batch")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="tensor dtype")
     parser.add_argument("--max-masked-n", type=int, default=4096, help="skip the n x n masked impl above this n")
+    parser.add_argument(
+        "--profile",
+        default=None,
+        metavar="PATH",
+        help="also write PATH (markdown, CPU): per case, where one fwd+bwd's time goes (torch.profiler, by "
+        "part and by op) beside the layout's ceiling",
+    )
 
 
 def theoretical_ratio(pattern: str, n: int, stride: int, c: int | None, heads: int, combine: str) -> float:
@@ -144,6 +158,30 @@ def _peak(setup: dict, case: dict) -> int:
     return int(peak.bytes)
 
 
+def _profile(setup: dict, cases: list[dict]) -> dict:
+    """Per case, :data:`PROFILED` fwd+bwd under torch.profiler after one untimed: the blocked kernel's
+    parts (its ``blocked.<layout>.<way>`` ranges) and the top operators by self CPU time, as text."""
+    from torch.profiler import ProfilerActivity, profile
+
+    dev, (q, k, v) = _inputs(setup)
+    out = {}
+    for case in cases:
+        _, fb = _fns(setup, case, q, k, v)
+        fb()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(PROFILED):
+                fb()
+        ops = prof.key_averages()
+        total = sum(e.self_cpu_time_total for e in ops) or 1.0
+        parts = sorted((e for e in ops if e.key.startswith("blocked.")), key=lambda e: e.key)
+        out[_name(case)] = {
+            "cpu_ms": total / 1e3 / PROFILED,
+            "parts": [[e.key, e.cpu_time_total / 1e3 / PROFILED, e.cpu_time_total / total] for e in parts],
+            "ops": ops.table(sort_by="self_cpu_time_total", row_limit=TOP_OPS, max_name_column_width=60),
+        }
+    return out
+
+
 def _environment(setup: dict) -> dict:
     import torch
 
@@ -160,6 +198,8 @@ def _worker(payload: dict):
     setup = payload["setup"]
     if payload["what"] == "time":
         return {"times": _time(setup, payload["cases"]), "environment": _environment(setup)}
+    if payload["what"] == "profile":
+        return {"profiles": _profile(setup, payload["cases"])}
     return {"peak_memory_bytes": _peak(setup, payload["cases"][0])}
 
 
@@ -170,13 +210,8 @@ def _run(what: str, setup: dict, cases: list[dict], env: dict | None = None):
     return common.run_worker("repro.bench.attention", payload, env)
 
 
-def _records(args, n: int) -> list[dict]:
-    import torch
-
-    from repro.models.kernels import resolve_impl
-    from repro.models.kernels.ceiling import ceiling
-
-    setup = dict(
+def _setup(args, n: int) -> dict:
+    return dict(
         n=n,
         stride=args.stride,
         c=args.c,
@@ -189,6 +224,14 @@ def _records(args, n: int) -> list[dict]:
         repeats=args.repeats,
         threads=args.threads,
     )
+
+
+def _cases(args, n: int) -> list[dict]:
+    """Dense SDPA first, then every pattern x impl measured at ``n``."""
+    import torch
+
+    from repro.models.kernels import resolve_impl
+
     cases = [{"pattern": "dense", "impl": "sdpa"}]
     for pattern in args.patterns:
         for impl in args.impls:
@@ -197,6 +240,13 @@ def _records(args, n: int) -> list[dict]:
             case = {"pattern": pattern, "impl": resolve_impl(impl, torch.device(args.device))}
             if case not in cases:
                 cases.append(case)
+    return cases
+
+
+def _records(args, n: int) -> list[dict]:
+    from repro.models.kernels.ceiling import ceiling
+
+    setup, cases = _setup(args, n), _cases(args, n)
     timed = _run("time", setup, cases)
     env = timed.get("environment", {})
     base = timed.get("times", {}).get("dense/sdpa", {"error": timed.get("error", "timing worker failed")})
@@ -277,13 +327,79 @@ FIRST = [
 ]
 
 
+def _profile_section(args, n: int, records: list[dict]) -> list[str]:
+    """The markdown of one n: each case's ceiling and measured speed-up, its parts and top operators."""
+    prof = _run("profile", _setup(args, n), _cases(args, n))
+    geometry = f"{args.batch} x {args.heads} heads x n {n} x dim {args.dim}, l = {args.stride}, c = {args.c}"
+    lines = [f"## n = {n} ({geometry}, {args.combine}, {args.dtype})", ""]
+    lines += [
+        "| case | allowed keys / query | computed | ceiling vs dense | measured fwd+bwd vs dense | profiled CPU ms |"
+    ]
+    lines += ["|---|---|---|---|---|---|"]
+    got = prof.get("profiles", {})
+    for rec in records:
+        name, p = _name(rec), got.get(_name(rec), {})
+        cells = [rec.get(k) for k in ("allowed_keys_per_query", "computed_keys_per_query", "ceiling_vs_dense")]
+        cells += [rec.get("speedup_vs_dense"), p.get("cpu_ms")]
+        lines.append(f"| {name} | " + " | ".join("-" if x is None else f"{x:.4g}" for x in cells) + " |")
+    if "error" in prof:
+        return [*lines, "", f"profile failed: {prof['error']}", ""]
+    for name, p in got.items():
+        lines += ["", f"### {name}", ""]
+        if p["parts"]:
+            lines += ["| part (blocked.layout.way) | CPU ms per fwd+bwd | share of self CPU |", "|---|---|---|"]
+            lines += [f"| {key} | {ms:.2f} | {share:.0%} |" for key, ms, share in p["parts"]]
+            lines.append("")
+        lines += ["```text", p["ops"].rstrip(), "```"]
+    return [*lines, ""]
+
+
+def _profile_head(args, records: list[dict]) -> list[str]:
+    first = records[0] if records else {}
+    command = (
+        f"repro bench attention --n {','.join(map(str, args.n))} --patterns {','.join(args.patterns)} "
+        f"--impls {','.join(args.impls)} --stride {args.stride} --c {args.c} --combine {args.combine} "
+        f"--heads {args.heads} --dim {args.dim} --batch {args.batch} --dtype {args.dtype} "
+        f"--repeats {args.repeats} --threads {args.threads} --profile {args.profile}"
+    )
+    return [
+        "# Where one attention fwd+bwd goes, per layout",
+        "",
+        f"Written by `{command}` on {datetime.date.today()}: kernels {first.get('kernels')}, "
+        f"{first.get('threads')} threads, torch {first.get('torch')}; the machine's 1-minute load average "
+        f"{os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} CPUs. Ceiling: the speed-up over dense at "
+        "dense's cost per computed score (repro/models/kernels/ceiling.py); measured: the paired median "
+        f"of this run's timing rounds; profiled: {PROFILED} fwd+bwd under torch.profiler after one untimed "
+        "(docs/kernels.md).",
+        "",
+    ]
+
+
+def _profile_target(args) -> Path | None:
+    """The ``--profile`` file, its folder checked before anything runs (CPU only)."""
+    if args.profile is None:
+        return None
+    path = Path(args.profile)
+    if args.device != "cpu":
+        raise UserError(f"--profile {args.profile}: profiles the CPU kernels; got --device {args.device}")
+    if not path.parent.is_dir():
+        raise UserError(f"--profile {args.profile}: the folder {path.parent} does not exist")
+    return path
+
+
 def main(args: argparse.Namespace) -> list[dict]:
-    records = []
+    profile_to = _profile_target(args)
+    records, sections = [], []
     for n in args.n:
-        for rec in _records(args, n):
+        found = _records(args, n)
+        for rec in found:
             rec = {**{k: rec.get(k) for k in FIRST}, **{k: v for k, v in rec.items() if k not in FIRST}}
             records.append(rec)
             common.append_jsonl(args.jsonl, [rec])
+        if profile_to:
+            sections += _profile_section(args, n, found)
+    if profile_to:
+        atomic.write_text(profile_to, "\n".join(_profile_head(args, records) + sections))
     return records
 
 

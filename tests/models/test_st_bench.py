@@ -2,7 +2,10 @@
 
 import argparse
 
+import pytest
+
 from repro.bench import attention as bench
+from repro.errors import UserError
 from repro.models.kernels import ceiling
 
 N, HEADS = 512, 2
@@ -75,6 +78,32 @@ def test_st_ceiling_counts_what_the_fused_calls_compute():
         assert found["allowed_keys"] <= found["computed_keys"] < found["dense_computed_keys"]
     # the window computes l + l/2 keys per query, the residue tile its nb keys: 192 + 63 less the first block's
     assert 240 < many["computed_keys"] < 256 and 158 < many["allowed_keys"] < 159
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    bench.add_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def test_st_bench_attention_profile(tmp_path):
+    """``--profile``: per case the ceiling and measured speed-up, where the blocked kernel's time went by
+    part and by operator, and the command that wrote it; a folder that does not exist is refused first."""
+    out = tmp_path / "profile.md"
+    small = ["--n", "128", "--stride", "16", "--c", "4", "--patterns", "fixed", "--heads", "2", "--dim", "8"]
+    recs = bench.main(_args(*small, "--repeats", "1", "--threads", "1", "--profile", str(out)))
+    text = out.read_text()
+    assert "repro bench attention --n 128 --patterns fixed" in text and "## n = 128" in text
+    fixed = next(r for r in recs if r["pattern"] == "fixed")
+    row = next(line for line in text.splitlines() if line.startswith("| fixed/blocked |"))
+    assert row.split(" | ")[1:4] == [
+        f"{fixed[k]:.4g}" for k in ("allowed_keys_per_query", "computed_keys_per_query", "ceiling_vs_dense")
+    ]
+    for part in ("blocked.own.forward", "blocked.own.backward", "blocked.earlier.forward", "blocked.earlier.backward"):
+        assert f"| {part} |" in text
+    assert text.count("aten::_scaled_dot_product_flash_attention_for_cpu") >= 2  # dense's table and fixed's
+    with pytest.raises(UserError, match="does not exist"):
+        bench.main(_args(*small, "--profile", str(tmp_path / "missing" / "p.md")))
 
 
 def test_st_theoretical_ratio():

@@ -363,14 +363,17 @@ class _Earlier(_Run):
     """``earlier``: query block a against the gathered columns of blocks 0..a-1."""
 
     def _gather(self, k, v):
-        """Gathered keys and values (S, nb*c', .), their positions (S, nb*c') and c'."""
+        """Gathered keys and values (S, nb*c', .), their positions in each sequence and in (S*n, .) (both
+        (S, nb*c')) and c'."""
         S, n, _ = k.shape
         offs = torch.as_tensor(self.plan.offsets, device=k.device)  # (heads, c')
         nb, cc = n // self.l, offs.shape[1]
         idx = (torch.arange(nb, device=k.device)[:, None] * self.l + offs[:, None, :]).reshape(-1, nb * cc)
         idx = idx.repeat(S // len(idx), 1)  # sequence s is head s mod heads
-        take = lambda t: torch.gather(t, 1, idx[..., None].expand(S, nb * cc, t.shape[-1]))  # noqa: E731
-        return take(k), take(v), idx, cc
+        rows = idx + torch.arange(S, device=k.device)[:, None] * n
+        # whole rows of (S*n, .): index_select copies each, where gather reads element by element
+        take = lambda t: t.reshape(S * n, -1).index_select(0, rows.view(-1)).view(S, nb * cc, -1)  # noqa: E731
+        return take(k), take(v), idx, rows, cc
 
     def _groups(self, q, idx, cc):
         """Query blocks [a0, a1) per call, with keys [0, (a1 - 1) c') and the additive mask of the
@@ -389,7 +392,7 @@ class _Earlier(_Run):
             yield slice(a0 * l, a1 * l), slice(0, kend), mask
 
     def forward(self, q, k, v, o, lse, scale):
-        ks, vs, idx, cc = self._gather(k, v)
+        ks, vs, idx, _, cc = self._gather(k, v)
         for rows, keys, mask in self._groups(q, idx, cc):
             qc, kc, vc = q[:, None, rows], ks[:, None, keys], vs[:, None, keys]
             op, lp = _FWD(qc, kc, vc, 0.0, False, attn_mask=mask, scale=scale)
@@ -399,9 +402,8 @@ class _Earlier(_Run):
         """Each call's key gradients go straight to their positions (``index_add_`` of rows of dk, dv
         viewed (S*n, .)): no gradient buffers of the gathered keys, which would put the backward's peak
         above dense attention's."""
-        ks, vs, idx, cc = self._gather(k, v)
+        ks, vs, idx, rows_of, cc = self._gather(k, v)
         S, n, _ = k.shape
-        rows_of = idx + torch.arange(S, device=idx.device)[:, None] * n  # positions in (S*n, .)
         flat = [t.view(S * n, t.shape[-1]) for t in (dk, dv)]
         for rows, keys, mask in self._groups(q, idx, cc):
             ts = (do[:, None, rows], q[:, None, rows], ks[:, None, keys], vs[:, None, keys], o[:, None, rows])
@@ -436,6 +438,12 @@ def runs_for(pattern: str, l: int, c: int | None, ranks, nb: int) -> list[_Run]:
     return out
 
 
+def _labelled(run: _Run, way: str):
+    """A profiler range named after the run's layout (``blocked.window.backward``): a profile of the
+    kernel then says which part its time went to (``repro bench attention --profile``)."""
+    return torch.profiler.record_function(f"blocked.{run.plan.layout}.{way}")
+
+
 class PartsAttention(torch.autograd.Function):
     """The union of ``runs`` on q, k, v (S, n, .): the first run that covers every row creates the
     buffers, the others fold into them."""
@@ -446,10 +454,12 @@ class PartsAttention(torch.autograd.Function):
         if lead is None:
             o, lse = q.new_zeros(*q.shape[:2], v.shape[-1]), q.new_full(q.shape[:2], NEG_INF)
         else:
-            o, lse = lead.first(q, k, v, scale)
+            with _labelled(lead, "forward"):
+                o, lse = lead.first(q, k, v, scale)
         for run in runs:
             if run is not lead:
-                run.forward(q, k, v, o, lse, scale)
+                with _labelled(run, "forward"):
+                    run.forward(q, k, v, o, lse, scale)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.runs, ctx.lead, ctx.scale = runs, lead, scale
         return o
@@ -462,10 +472,12 @@ class PartsAttention(torch.autograd.Function):
         if ctx.lead is None:
             dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         else:
-            dq, dk, dv = ctx.lead.first_backward(do, q, k, v, o, lse, ctx.scale)
+            with _labelled(ctx.lead, "backward"):
+                dq, dk, dv = ctx.lead.first_backward(do, q, k, v, o, lse, ctx.scale)
         for run in ctx.runs:
             if run is not ctx.lead:
-                run.backward(do, q, k, v, o, lse, ctx.scale, dq, dk, dv)
+                with _labelled(run, "backward"):
+                    run.backward(do, q, k, v, o, lse, ctx.scale, dq, dk, dv)
         return dq, dk, dv, None, None
 
 
