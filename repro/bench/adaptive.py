@@ -68,8 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compile",
         action="store_true",
-        help="the models with model.compile (the band and feed-forward under torch.compile); the compile's "
-        "seconds are recorded as compile_seconds",
+        help="the models with model.compile (the band and feed-forward under torch.compile); the compiles "
+        "are in each record's first_step_seconds",
     )
 
 
