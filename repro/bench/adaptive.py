@@ -7,11 +7,14 @@ Transformer-XL cache, NLL + span loss, backward, Adagrad with the per-tensor cli
 each adaptive case to the fixed-span model. ``--dynamic`` adds the dynamic span (section 3.2: z_t from each
 token's input, at its initial bias), whose record also states ``time_over_flops_share``: its seconds per
 step over those of the adaptive case nearest its average span, divided by the ratio of their FLOPs per
-token (1.0 = it costs exactly what its FLOPs cost beside the static span).
+token (1.0 = it costs exactly what its FLOPs cost beside the static span). ``--compile`` builds every case
+with ``model.compile`` (the band attention and the feed-forward under torch.compile; the dynamic span's
+buckets stay eager); each record says ``compile``, and its ``first_step_seconds`` holds the compiles
+(static shapes: one compile per case, cached on disk by inductor for later processes).
 
 Time: every case is built in one process and stepped interleaved round by round
-(:func:`repro.bench.common.interleaved`, after ``--warmup`` untimed steps each; the cache carried between
-steps), with glibc's default allocator: ``seconds_per_step`` is the median of ``--steps`` rounds,
+(:func:`repro.bench.common.interleaved`, after ``--warmup`` untimed steps each, at least 2: the first is
+timed apart as ``first_step_seconds``; the cache carried between steps), with glibc's default allocator: ``seconds_per_step`` is the median of ``--steps`` rounds,
 ``speedup_vs_fixed`` the median over rounds of the fixed case's time over the case's. One torch thread by
 default (``--threads``), which keeps the ratios stable on a shared CPU.
 
@@ -62,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--precision", default="32", choices=["32", "bf16"], help="32, or bf16 under autocast (bf16-mixed)"
     )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="the models with model.compile (the band and feed-forward under torch.compile); the compiles "
+        "are in each record's first_step_seconds",
+    )
 
 
 def _setup(case: dict):
@@ -82,6 +91,7 @@ def _setup(case: dict):
         heads=case["heads"],
         dropout=0.0,
         span=SpanConfig(kind=case["kind"], limit=S, ramp=case["ramp"]),
+        compile=case["compile"],
     )
     model = Model(cfg, case["vocab"], case["block"]).to(dev).train()
 
@@ -121,6 +131,8 @@ def _setup(case: dict):
 
 def _worker(payload: dict) -> dict:
     """In this process: ``time`` steps every case interleaved; ``memory`` measures one case's peak."""
+    import time
+
     import torch
 
     from repro.train import memory
@@ -149,9 +161,14 @@ def _worker(payload: dict) -> dict:
             how = "VmHWM (reset at baseline) - baseline RSS" if peak.reset else "ru_maxrss - baseline RSS"
         return {"peak_memory_bytes": int(peak.bytes), "memory_measure": how}
     built = {name: _setup(case) for name, case in cases.items()}
-    for _, step, _ in built.values():
-        for _ in range(max(0, first["warmup"] - 1)):  # interleaved adds one warm-up
+    first_step = {}
+    for name, (_, step, _) in built.items():
+        for i in range(max(1, first["warmup"] - 1)):  # interleaved adds one warm-up
+            t0 = time.perf_counter()
             step()
+            sync()
+            if i == 0:  # the first step: with --compile, the compiles of the case's shapes
+                first_step[name] = time.perf_counter() - t0
     errors: dict[str, str] = {}
     times = common.interleaved({n: b[1] for n, b in built.items()}, first["steps"], sync, errors)
     out = {"times": times, "errors": errors, "threads": torch.get_num_threads(), "stats": {}}
@@ -163,6 +180,7 @@ def _worker(payload: dict) -> dict:
             "attention_window": stats["attention_window"][0],
             "cache_len": state[0][0].shape[1],
             "params": stats["params"],
+            "first_step_seconds": first_step[name],
         }
     return out
 
@@ -189,6 +207,7 @@ def main(args: argparse.Namespace) -> list[dict]:
         threads=args.threads,
         device=args.device,
         precision=args.precision,
+        compile=args.compile,
     )
     cases = {"fixed": {**shared, "kind": "fixed", "span": None}}
     for z in args.spans:

@@ -67,6 +67,9 @@ class AdaptiveSpanConfig(Section):
     # eq. 5's r = t-S .. t-1; ``paper`` and ``official``, their names before, are read and hashed by run ids
     window: Window = later("self_and_past", id_names={"self_and_past": "paper", "past": "official"})
     span: SpanConfig = Field(default_factory=SpanConfig)
+    # train the fixed and adaptive spans' layers under torch.compile (repro.models.adaptive_span): the same
+    # model, other rounding, so a new run id; off (the default) leaves the id out, eager as every stored run
+    compile: bool = later(False)
 
     @model_validator(mode="after")
     def _rules(self) -> AdaptiveSpanConfig:

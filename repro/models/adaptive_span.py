@@ -61,6 +61,25 @@ class AttentionOutput(NamedTuple):
     window: int  # W, the distances the spans need (the band is narrower while the history is shorter)
 
 
+_COMPILED: dict[Any, Any] = {}
+
+
+RECOMPILES = 64  # compiled shapes per function: band widths W (multiples of 64) x start-of-stream lengths
+
+
+def compiled(fn):
+    """``fn`` under torch.compile, one compiled function per ``fn`` for every layer and model (torch._dynamo
+    is imported here, on first use: processes that do not compile never load it). Static shapes: each
+    band width and history length is compiled once, when first met (a run meets a few; the kernels of
+    fixed sizes are the fast ones), up to :data:`RECOMPILES`, beyond which new shapes run eager."""
+    if fn not in _COMPILED:
+        import torch._dynamo
+
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILES)
+        _COMPILED[fn] = torch.compile(fn, dynamic=False)
+    return _COMPILED[fn]
+
+
 class SpanAttention(nn.Module):
     """Multi-head attention of one layer over its (learned) span, with relative positions.
 
@@ -84,6 +103,7 @@ class SpanAttention(nn.Module):
         # per-query spans: each query attends over the distances its span needs (bucketed), not the band
         # of the block's largest span; False: one band (the probes read its weights)
         self.bucketed = True
+        self.compiled = cfg.compile  # train the band and the layer's feed-forward under torch.compile
 
     def window(self, z: torch.Tensor | None = None, z_max: float | None = None) -> int:
         """W: distances 0..W-1 attended for spans ``z`` (default: those known before a block), at most S."""
@@ -96,9 +116,67 @@ class SpanAttention(nn.Module):
         kept = self.span.cache_len(self.window() if window is None else window) if self.trim else self.span.S - 1
         return kept + self.shift
 
+    def _qkv(self, h, past, now, n_pad: int):
+        """Queries (scaled) of the block ``h``; keys and values of ``n_pad`` padding states, the cached
+        states ``past`` and the block's ``now``: (B, H, T, d_h), (B, H, n_pad + |past| + |now|, d_h) twice."""
+        B = h.shape[0]
+
+        def heads(t):
+            return t.view(B, -1, self.H, self.dh).transpose(1, 2)
+
+        q = heads(self.q(h)) * self.dh**-0.5
+        # the cached states are projected apart from the block's: no gradient flows into them, so
+        # their backward is the weights' share alone
+        k, v = (heads(torch.cat([lin(past), lin(now)], 1)) for lin in (self.k, self.v))
+        if n_pad:
+            k, v = F.pad(k, (0, 0, n_pad, 0)), F.pad(v, (0, 0, n_pad, 0))
+        return q, k, v
+
+    def _common(self, n_pad: int) -> dict[str, Any]:
+        return dict(n_invalid=0 if self.shift else n_pad, dropout=self.dropout, training=self.training)
+
+    def _merged(self, out):
+        """The heads' outputs (B, H, T, d_h) through W_o: (B, T, d_model)."""
+        B, _, T, _ = out.shape
+        return self.o(out.transpose(1, 2).reshape(B, T, -1))
+
+    def _band(self, h, past, now, pe, z, W: int, n_pad: int):
+        """Every query over the band of W distances, masked by the spans per head (if any). What
+        torch.compile traces: tensors and integers in, no size that depends on a tensor's values."""
+        q, k, v = self._qkv(h, past, now, n_pad)
+        x = torch.arange(W - 1, -1, -1, device=h.device, dtype=h.dtype)  # distance of each band column
+        out = band_attention(
+            q,
+            k,
+            v,
+            pe[:, :W].flip(-1),
+            chunk=chunk_size(h.shape[1], W),
+            mask=self.span.mask(x, z),
+            softmax=self.softmax,
+            **self._common(n_pad),
+        )
+        return self._merged(out)
+
+    def _bucketed(self, h, past, now, pe, z, W: int, n_pad: int):
+        """Per-query spans: query t gives weight to the distances x < z_t + R only (always eager: the
+        buckets' sizes depend on the spans)."""
+        q, k, v = self._qkv(h, past, now, n_pad)
+        z_rows = z.transpose(1, 2).reshape(-1)  # (B H T,): the spans of the flattened queries
+        out = bucketed_attention(
+            q,
+            k,
+            v,
+            pe[:, :W].flip(-1),
+            need=(z.transpose(1, 2).detach() + self.span.R).ceil().clamp(1, W),
+            mask_of=lambda x, rows: self.span.row_mask(x, z_rows[rows]),
+            softmax=self.softmax,
+            **self._common(n_pad),
+        )
+        return self._merged(out)
+
     def forward(self, h, cache, pe, z_max: float | None = None) -> AttentionOutput:
         """``z_max``: this layer's largest span, if the caller already read it (one device sync)."""
-        B, T, _ = h.shape
+        T = h.shape[1]
         z = self.span.z(self, h)
         W = window = self.window(z, z_max)
         C = cache.shape[1]
@@ -110,42 +188,11 @@ class SpanAttention(nn.Module):
         first = C - P - self.shift
         past, now = cache[:, max(0, first) :], h[:, : T - self.shift]
         n_pad = max(0, -first)
-
-        def heads(t):
-            return t.view(B, -1, self.H, self.dh).transpose(1, 2)
-
-        q = heads(self.q(h)) * self.dh**-0.5
-        # the cached states are projected apart from the block's: no gradient flows into them, so
-        # their backward is the weights' share alone
-        k, v = (heads(torch.cat([lin(past), lin(now)], 1)) for lin in (self.k, self.v))
-        if n_pad:
-            k, v = F.pad(k, (0, 0, n_pad, 0)), F.pad(v, (0, 0, n_pad, 0))
-        common = dict(n_invalid=0 if self.shift else n_pad, dropout=self.dropout, training=self.training)
         if self.span.per_query and self.bucketed and self.trim:
-            z_rows = z.transpose(1, 2).reshape(-1)  # (B H T,): the spans of the flattened queries
-            out = bucketed_attention(  # query t gives weight to the distances x < z_t + R only
-                q,
-                k,
-                v,
-                pe[:, :W].flip(-1),
-                need=(z.transpose(1, 2).detach() + self.span.R).ceil().clamp(1, W),
-                mask_of=lambda x, rows: self.span.row_mask(x, z_rows[rows]),
-                softmax=self.softmax,
-                **common,
-            )
-        else:
-            x = torch.arange(W - 1, -1, -1, device=h.device, dtype=h.dtype)  # distance of each band column
-            out = band_attention(
-                q,
-                k,
-                v,
-                pe[:, :W].flip(-1),
-                chunk=chunk_size(T, W),
-                mask=self.span.mask(x, z),
-                softmax=self.softmax,
-                **common,
-            )
-        out = self.o(out.transpose(1, 2).reshape(B, T, -1))
+            out = self._bucketed(h, past, now, pe, z, W, n_pad)
+        else:  # under torch.compile while training (model.compile), else eager
+            band = compiled(SpanAttention._band) if self.compiled and self.training else SpanAttention._band
+            out = band(self, h, past, now, pe, z, W, n_pad)
         new_cache = torch.cat([cache, h], 1)[:, max(0, C + T - self.cache_len(window)) :].detach()
         return AttentionOutput(out, new_cache, self.span.loss(self, z), None if z is None else z.detach(), window)
 
@@ -160,9 +207,14 @@ class Layer(nn.Module):
 
     def forward(self, h, cache, pe, z_max=None) -> tuple[torch.Tensor, AttentionOutput]:
         att = self.attn(h, cache, pe, z_max)
-        h = self.norm1(h + att.out)
+        mix = compiled(Layer._mix) if self.attn.compiled and self.training else Layer._mix
+        return mix(self, h, att.out), att
+
+    def _mix(self, h, att_out):
+        """The residual sums, layer norms and feed-forward after the attention."""
+        h = self.norm1(h + att_out)
         f = self.ff2(F.dropout(F.relu(self.ff1(h)), self.dropout, self.training))
-        return self.norm2(h + f), att
+        return self.norm2(h + f)
 
 
 class Model(LanguageModel):

@@ -33,17 +33,18 @@ def band_from_keys(s: torch.Tensor, P: int) -> torch.Tensor:
     """(.., c, c + P) key layout -> (.., c, P + 1) band: ``out[a, b] = s[a, a + b]`` (a strided view)."""
     s = s.contiguous()
     n = s.shape[-1]
-    return s.as_strided((*s.shape[:-1], P + 1), (*s.stride()[:-2], n + 1, 1), s.storage_offset())
+    return s.as_strided((*s.shape[:-1], P + 1), (*s.stride()[:-2], n + 1, 1))  # at s's own offset
 
 
 def keys_from_band(a: torch.Tensor, P: int, fill: float = 0.0) -> torch.Tensor:
     """Inverse of :func:`band_from_keys`: (.., c, P + 1) -> (.., c, c + P), ``fill`` off the band (a copy).
 
-    Row r of the padded (c, c + P + 1) rows, read c + P at a time, starts r places later in its band."""
+    Row r of the padded (c, c + P + 1) rows, read c + P at a time, starts r places later in its band (row
+    r's first r columns are the padding at the end of row r - 1). A strided view of the padded copy, so
+    that a compiler reads it with plain affine indices."""
     c = a.shape[-2]
-    a = F.pad(a, (0, c), value=fill)  # (.., c, c + P + 1)
-    a = a.reshape(*a.shape[:-2], c * (c + P + 1))[..., : c * (c + P)]
-    return a.view(*a.shape[:-1], c, c + P)
+    a = F.pad(a, (0, c), value=fill)  # (.., c, c + P + 1), a fresh tensor (storage offset 0)
+    return a.as_strided((*a.shape[:-1], c + P), (*a.stride()[:-2], c + P, 1))
 
 
 class _BandToKeys(torch.autograd.Function):
