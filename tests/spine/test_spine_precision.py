@@ -118,3 +118,16 @@ def test_an_auto_run_trains_records_what_it_resolved_to_and_keeps_it_on_resume(t
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert resumed.summary()["environment"]["precision"] == "32-true"
     assert resumed.summary()["compute_dtype"] == "fp32"  # the MFU's peak is the resolved dtype's
+
+
+def test_verify_says_it_cannot_reexecute_an_auto_bf16_run_where_bf16_is_slow(cpu):
+    from repro.train import verify
+
+    spec = {"train": {"precision": "auto"}}
+    summary = {"environment": {"precision": "bf16-mixed", "cpu_isa": "none", "threads": 2}}
+    cpu({"avx2", "fma"})
+    with pytest.raises(verify.CannotVerify, match=r"bf16-mixed \(train.precision: auto\); this CPU has no fast bf16"):
+        verify._environment(spec, summary)
+    cpu(AVX512 | {"avx512_bf16"})
+    summary["environment"]["cpu_capability"] = verify.native_capability()
+    assert verify._environment(spec, summary) == (2, ["native"])
