@@ -111,13 +111,14 @@ def test_an_auto_run_trains_records_what_it_resolved_to_and_keeps_it_on_resume(t
     new = RunDir(tmp_path / "new", spec.manifest, spec.run_id).summary()
     assert new["status"] == "finished" and new["test_bits"] > 0
     assert new["environment"]["precision"] == ("bf16-mixed" if here == "True" else "32-true")
+    assert new["compute_dtype"] == ("bf16" if here == "True" else "fp32")  # the MFU's peak is the resolved dtype's
     # a run stopped after it started in 32-true is resumed in 32-true, whatever this machine would choose
     resumed = RunDir(tmp_path / "resumed", spec.manifest, spec.run_id)
     resumed.write_summary({"status": "interrupted", "environment": {**new["environment"], "precision": "32-true"}})
     proc = _run(tmp_path / "resumed", manifest)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert resumed.summary()["environment"]["precision"] == "32-true"
-    assert resumed.summary()["compute_dtype"] == "fp32"  # the MFU's peak is the resolved dtype's
+    assert resumed.summary()["compute_dtype"] == "fp32"
 
 
 def test_verify_says_it_cannot_reexecute_an_auto_bf16_run_where_bf16_is_slow(cpu):
