@@ -119,6 +119,14 @@ def bf16_refusal(environ: Mapping[str, str] = os.environ) -> str | None:
     return None
 
 
+def bf16_fast(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this process's CPU kernels run bf16 matrix products in hardware: native kernels on a CPU with
+    AVX-512 BF16 or AMX, where ``train.precision: auto`` trains in bf16-mixed (repro/train/environment.py).
+    Plain AVX-512 runs bf16 (:func:`bf16_refusal` allows it) by converting to float32: not counted fast."""
+    units = features().split()
+    return bf16_refusal(environ) is None and ("avx512_bf16" in units or "amx" in units)
+
+
 def model() -> str:
     """The CPU's model name (``/proc/cpuinfo``; the platform's word for it elsewhere). Not enough to tell
     two machines' kernels apart: "AMD EPYC" has named CPUs with and without AVX-512 here."""

@@ -68,7 +68,9 @@ class TrainSpec(Section):
     clip_mode: Literal["per_tensor", "global_norm"] = "global_norm"
     batch_size: Int = Field(8, ge=1)
     steps: Int = Field(1000, ge=1)
-    precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
+    # auto: bf16-mixed where the hardware runs bf16 natively, else 32-true, resolved per machine and recorded
+    # (repro/train/environment.py; measured per family in docs/throughput.md)
+    precision: Literal["32-true", "bf16-mixed", "16-mixed", "auto"] = "32-true"
     val_every: Int = Field(0, ge=0)  # steps between quick validations (0 = only the final full evaluation)
     val_tokens: Int = Field(65536, ge=1)  # targets scored by each quick validation (the final evaluation scores all)
     checkpoint_every: Int = Field(100, ge=1)

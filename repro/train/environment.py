@@ -8,14 +8,19 @@ batches are made in the training process (no data-loader workers). The CPU instr
 use is applied here too, before the run's first tensor operation (repro/cpu_isa.py: native for a new run
 unless ``REPRO_CPU_ISA=avx2``; the one a stored run recorded when it is resumed or re-executed). The summary's
 ``environment`` names the rest: torch and Lightning versions, the CPU model or GPU name, the instruction
-set pinned and the one torch runs, the thread count and the precision.
+set pinned and the one torch runs, the thread count and the precision it trained in.
+
+``train.precision: auto`` resolves here, per machine (:func:`resolve`): bf16-mixed where the hardware
+runs bf16 matrix products natively (a CUDA GPU with bf16; a CPU with AVX-512 BF16 or AMX under native
+kernels), else 32-true; a run that recorded what it resolved to keeps it when resumed or re-executed.
+Measured per family in docs/throughput.md ("Precision").
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import lightning
@@ -25,21 +30,54 @@ from repro import cpu_isa
 from repro.config.spec import RunSpec
 from repro.errors import UserError
 
+RESOLVED = ("32-true", "bf16-mixed")  # what ``auto`` resolves to
+_resolved: dict[str, str] = {}  # run id -> the precision ``auto`` resolved to in this process (:func:`pinned`)
+
+
+def resolve(spec: RunSpec, recorded: str | None = None) -> str:
+    """The precision run ``spec`` trains in: its ``train.precision``; for ``auto``, ``recorded`` (what the
+    run resolved to when it started: resumed or re-executed, it keeps it), else bf16-mixed where bf16
+    matrix products run in hardware (CUDA with bf16; :func:`cpu_isa.bf16_fast`), else 32-true."""
+    if spec.train.precision != "auto":
+        return spec.train.precision
+    if recorded in RESOLVED:
+        return recorded
+    if torch.cuda.is_available():
+        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "32-true"
+    return "bf16-mixed" if cpu_isa.bf16_fast() else "32-true"
+
+
+def recorded_precision(environment: Mapping | None) -> str | None:
+    """The precision a stored run recorded in its summary's ``environment`` (None: none)."""
+    return (environment or {}).get("precision")
+
+
+def precision(spec: RunSpec) -> str:
+    """The precision run ``spec`` trains in, in this process: what :func:`pinned` resolved."""
+    return _resolved.get(spec.run_id) or resolve(spec)
+
 
 @contextlib.contextmanager
-def pinned(spec: RunSpec, isa: str | None = None) -> Iterator[None]:
-    """Inside: the instruction set ``isa`` (None: a run that will not train, none applied),
-    ``spec.train.threads`` intra-op threads and deterministic algorithms; the caller's threads and
-    algorithms come back after (a test or a notebook that runs several specs keeps its own). The
-    instruction set stays: the libraries choose their kernels once per process (:func:`cpu_isa.apply`)."""
+def pinned(spec: RunSpec, isa: str | None = None, recorded: str | None = None) -> Iterator[None]:
+    """Inside: the instruction set ``isa`` (None: a run that will not train, none applied), the
+    precision (:func:`resolve`; ``recorded``: the one the stored run recorded), ``spec.train.threads``
+    intra-op threads and deterministic algorithms; the caller's threads and algorithms come back after (a
+    test or a notebook that runs several specs keeps its own). The instruction set stays: the libraries
+    choose their kernels once per process (:func:`cpu_isa.apply`)."""
     if isa is not None:
         cpu_isa.apply(isa, f"run {spec.run_id}")
-        why = None if torch.cuda.is_available() or spec.train.precision != "bf16-mixed" else cpu_isa.bf16_refusal()
+        resolved = resolve(spec, recorded)
+        why = None if torch.cuda.is_available() or resolved != "bf16-mixed" else cpu_isa.bf16_refusal()
         if why:
+            asked = spec.train.precision
+            said = (
+                "bf16-mixed" if asked == "bf16-mixed" else f"{asked} (bf16-mixed, as the run recorded when it started)"
+            )
             raise UserError(
-                f"run {spec.run_id}: train.precision: bf16-mixed refused on CPU: {why}, 7-15x slower than "
+                f"run {spec.run_id}: train.precision: {said} refused on CPU: {why}, 7-15x slower than "
                 "32-true; allowed here: 32-true"
             )
+        _resolved[spec.run_id] = resolved
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
@@ -65,5 +103,5 @@ def describe(spec: RunSpec) -> dict[str, Any]:
         "cpu_isa": cpu_isa.pin(cpu_isa.applied() or cpu_isa.DEFAULT, {}),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels torch runs: AVX2, AVX512, ...
         "threads": torch.get_num_threads(),
-        "precision": spec.train.precision,
+        "precision": precision(spec),  # auto: what it resolved to here
     }

@@ -196,7 +196,7 @@ def _trainer(
         devices=world.devices,
         num_nodes=world.nodes,
         strategy=world.strategy,
-        precision=spec.train.precision,
+        precision=environment.precision(spec),  # train.precision: auto resolved
         max_steps=spec.train.steps,
         max_epochs=-1,
         logger=loggers,

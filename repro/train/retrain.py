@@ -20,6 +20,7 @@ from repro.config.spec import RunSpec
 from repro.errors import StoreError
 from repro.progress import say
 from repro.store.runs import RunDir
+from repro.train import environment
 from repro.train.runner import Outcome, run_spec
 
 SCRATCH = ".retrain"
@@ -32,11 +33,19 @@ def reexecute(
 ) -> Outcome:
     """Train a stored run again from its first step under the results root ``scratch`` (emptied first;
     W&B off), in the environment it recorded: its instruction set (``stored["environment"]``, read by
-    :func:`repro.cpu_isa.recorded`), its threads and precision (the spec's ``train.threads`` and
-    ``train.precision``). Same spec, code and environment give the stored bits (docs/reproducibility.md);
+    :func:`repro.cpu_isa.recorded`), its threads (the spec's ``train.threads``) and precision (the spec's
+    ``train.precision``; ``auto``: what the run recorded it resolved to). Same spec, code and environment give the stored bits (docs/reproducibility.md);
     the caller compares. A process that already runs the other instruction set refuses, one line."""
     shutil.rmtree(scratch, ignore_errors=True)  # a re-execution that was killed starts afresh
-    return run_spec(spec, manifest, scratch, echo=echo, isa=cpu_isa.recorded(stored.get("environment")))
+    recorded = stored.get("environment")
+    return run_spec(
+        spec,
+        manifest,
+        scratch,
+        echo=echo,
+        isa=cpu_isa.recorded(recorded),
+        precision=environment.recorded_precision(recorded),
+    )
 
 
 def checkpoint(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[str], None] = say) -> Outcome:

@@ -48,16 +48,20 @@ def run_spec(
     callbacks: Sequence[pl.Callback] = (),
     echo: Callable[[str], None] = say,
     isa: str | None = None,
+    precision: str | None = None,
 ) -> Outcome:
     """Train ``spec`` into ``root`` (or resume it, or skip it when finished). ``isa``: the instruction set
-    (repro/cpu_isa.py); default: the one the stored run recorded, else ``REPRO_CPU_ISA``'s."""
+    (repro/cpu_isa.py); default: the one the stored run recorded, else ``REPRO_CPU_ISA``'s. ``precision``:
+    what ``train.precision: auto`` resolves to (repro/train/environment.py); default: the one the stored run
+    recorded, else this machine's."""
     world = distributed.world(devices, num_nodes)
     check_processes(spec, manifest, world)
     distributed.start(world)
     run = RunDir(root, spec.manifest, spec.run_id)
+    stored = None if run.finished else recorded_environment(run)
     if isa is None and not run.finished:
-        isa = cpu_isa.for_run(recorded_environment(run))
-    with environment.pinned(spec, isa):
+        isa = cpu_isa.for_run(stored)
+    with environment.pinned(spec, isa, precision or environment.recorded_precision(stored)):
         if not world.leads:
             return _follow(spec, manifest, run, world, callbacks)
         return _lead(spec, manifest, run, world, wandb_mode, callbacks, echo)

@@ -103,6 +103,11 @@ def _environment(spec: dict, summary: dict) -> tuple[int, list[str]]:
     if environment.get("torch") and environment["torch"] != torch:
         raise CannotVerify(f"it was trained with torch {environment['torch']}; this is torch {torch}")
     threads = environment.get("threads") or (spec.get("train") or {}).get("threads") or DEFAULT_THREADS
+    auto = (spec.get("train") or {}).get("precision") == "auto"
+    if auto and environment.get("precision") == "bf16-mixed" and not cpu_isa.bf16_fast():  # here auto is 32-true
+        raise CannotVerify(
+            f"it trained in bf16-mixed (train.precision: auto); this CPU has no fast bf16 ({cpu_isa.features()})"
+        )
     recorded = environment.get("cpu_isa")
     if recorded == "avx2":
         return threads, ["avx2"]
