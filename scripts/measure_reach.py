@@ -42,14 +42,14 @@ AS_WIDE = words(
 
 
 def st(layers: int, repeats: int, patterns: str, precision: str = "32") -> list[str]:
-    """`repro bench st-step` at the cpu scale's widths (n 512, batch 8, 4 heads of 32, l 128, c 16)."""
+    """`repro bench st-step` at the cpu scale's shape (n 512, batch 8, 4 x 128, 4 heads of 32, l 32, c 8)."""
     return ["bench", "st-step"] + words(
-        f"--n 512 --batch 8 --layers {layers} --d-model 128 --heads 4 --stride 128 --c 16",
+        f"--n 512 --batch 8 --layers {layers} --d-model 128 --heads 4 --stride 32 --c 8",
         f"--repeats {repeats} --patterns {patterns} --precision {precision}",
     )
 
 
-ATTN = words("--n 8192 --patterns strided,fixed --stride 128 --c 16 --heads 8 --dim 64 --repeats 5")
+ATTN = words("--n 8192 --patterns strided,fixed --stride 128 --c 16 --heads 4 --dim 32 --batch 1 --repeats 5")
 GEMM = """
 import sys, time
 from repro import cpu_isa
@@ -80,6 +80,7 @@ def figures(before: bool, compile_flag: bool) -> list[tuple[str, list[str], list
         ("st-layer-fp32", st(1, 3, "fixed"), now),
         ("st-layer-bf16", st(1, 2, "fixed", "bf16"), now),
         ("adaptive-4x64", ["bench", "adaptive", *AS_TINY], [*now, *wide[1:]]),
+        ("adaptive-4x64-bf16", ["bench", "adaptive", *AS_TINY, "--precision", "bf16"], ["native"]),
         ("adaptive-2x256", ["bench", "adaptive", *AS_WIDE], wide),
         ("attention-n8192", ["bench", "attention", *ATTN], [*now, *code[1:]]),
     ]
