@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from repro import cpu_isa
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -87,7 +89,7 @@ def figures(before: bool, compile_flag: bool) -> list[tuple[str, list[str], list
 
 
 def run_side(cmd: list[str], side: str, before: str | None, scratch: Path) -> list[dict] | float:
-    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")}
+    env = {k: v for k, v in os.environ.items() if k not in cpu_isa.AVX2}  # the side's REPRO_CPU_ISA decides
     env.update(SIDES.get(side, SIDES["native"]), OMP_WAIT_POLICY="PASSIVE")
     env["PYTHONPATH"] = before if side == "before" else str(ROOT)
     env["REPRO_PEAK_CACHE"] = str(scratch / "peak.json")  # one GEMM peak for every side's MFU
