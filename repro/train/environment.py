@@ -31,7 +31,6 @@ from repro.config.spec import RunSpec
 from repro.errors import UserError
 
 RESOLVED = ("32-true", "bf16-mixed")  # what ``auto`` resolves to
-_resolved: dict[str, str] = {}  # run id -> the precision ``auto`` resolved to in this process (:func:`pinned`)
 
 
 def resolve(spec: RunSpec, recorded: str | None = None) -> str:
@@ -52,21 +51,18 @@ def recorded_precision(environment: Mapping | None) -> str | None:
     return (environment or {}).get("precision")
 
 
-def precision(spec: RunSpec) -> str:
-    """The precision run ``spec`` trains in, in this process: what :func:`pinned` resolved."""
-    return _resolved.get(spec.run_id) or resolve(spec)
-
-
 @contextlib.contextmanager
-def pinned(spec: RunSpec, isa: str | None = None, recorded: str | None = None) -> Iterator[None]:
-    """Inside: the instruction set ``isa`` (None: a run that will not train, none applied), the
-    precision (:func:`resolve`; ``recorded``: the one the stored run recorded), ``spec.train.threads``
+def pinned(spec: RunSpec, isa: str | None = None, recorded: str | None = None) -> Iterator[str]:
+    """Inside: the instruction set ``isa`` (None: a run that will not train, none applied), ``spec.train.threads``
     intra-op threads and deterministic algorithms; the caller's threads and algorithms come back after (a
     test or a notebook that runs several specs keeps its own). The instruction set stays: the libraries
-    choose their kernels once per process (:func:`cpu_isa.apply`)."""
+    choose their kernels once per process (:func:`cpu_isa.apply`). Yields the precision the run trains in,
+    resolved once here, after the instruction set that decides it (:func:`resolve`; ``recorded``: the one
+    the stored run recorded); the caller passes it on."""
     if isa is not None:
         cpu_isa.apply(isa, f"run {spec.run_id}")
-        resolved = resolve(spec, recorded)
+    resolved = resolve(spec, recorded)
+    if isa is not None:
         why = None if torch.cuda.is_available() or resolved != "bf16-mixed" else cpu_isa.bf16_refusal()
         if why:
             asked = spec.train.precision
@@ -77,7 +73,6 @@ def pinned(spec: RunSpec, isa: str | None = None, recorded: str | None = None) -
                 f"run {spec.run_id}: train.precision: {said} refused on CPU: {why}, 7-15x slower than "
                 "32-true; allowed here: 32-true"
             )
-        _resolved[spec.run_id] = resolved
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
@@ -86,14 +81,15 @@ def pinned(spec: RunSpec, isa: str | None = None, recorded: str | None = None) -
         torch.set_num_interop_threads(spec.train.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
-        yield
+        yield resolved
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
 
 
-def describe(spec: RunSpec) -> dict[str, Any]:
-    """The environment a run's numbers came from (the summary's ``environment``)."""
+def describe(precision: str) -> dict[str, Any]:
+    """The environment a run's numbers came from (the summary's ``environment``); ``precision``: the one
+    the run trains in (:func:`pinned`)."""
     cuda = torch.cuda.is_available()
     return {
         "torch": torch.__version__,
@@ -103,5 +99,5 @@ def describe(spec: RunSpec) -> dict[str, Any]:
         "cpu_isa": cpu_isa.pin(cpu_isa.applied() or cpu_isa.DEFAULT, {}),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels torch runs: AVX2, AVX512, ...
         "threads": torch.get_num_threads(),
-        "precision": precision(spec),  # auto: what it resolved to here
+        "precision": precision,  # auto: what it resolved to here
     }

@@ -17,7 +17,7 @@ import torch
 
 from repro.config.spec import RunSpec
 from repro.store.runs import RunDir
-from repro.train import distributed, environment, throughput
+from repro.train import distributed, throughput
 from repro.train.callbacks import TrainingMeter
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.module import LMModule
@@ -91,7 +91,7 @@ def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, wo
         **throughput.summary_fields(
             run.path.parent.parent.parent,
             device,
-            environment.precision(spec),
+            trainer.precision,  # train.precision as resolved (auto: bf16-mixed or 32-true)
             final.get("flops_per_token"),
             spec.train.batch_size * spec.data.block,
             final.get(TrainingMeter.SECONDS),

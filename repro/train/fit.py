@@ -35,6 +35,7 @@ from repro.train.selection import callbacks as selection_callbacks
 
 def train(
     spec: RunSpec,
+    precision: str,
     manifest: Manifest,
     run: RunDir,
     got: Settled[RunData],
@@ -44,8 +45,9 @@ def train(
     echo: Callable[[str], None],
     tell: Callable[[Any], None],
 ) -> tuple[str, dict]:
-    """Rank 0: train the settled run (from ``got.checkpoint``, when it resumes) and finish it, telling
-    the other ranks where to start; its status (finished or failed) and summary."""
+    """Rank 0: train the settled run (from ``got.checkpoint``, when it resumes) in ``precision`` (its
+    ``train.precision`` resolved: repro.train.environment.pinned) and finish it, telling the other ranks
+    where to start; its status (finished or failed) and summary."""
     data = got.prepared
     module = _module(spec, data)
     run.write_spec(spec.record(code_version()))
@@ -68,7 +70,7 @@ def train(
             "dataset_unit": data.vocab.unit,
             "train_tokens": int(data.train.size),
             "params": params,
-            "environment": environment.describe(spec),
+            "environment": environment.describe(precision),
             "wandb_run_id": wb.experiment.id if wb is not None else None,
         }
     )
@@ -83,7 +85,8 @@ def train(
             *callbacks,
             ProgressLines(spec.train.steps, max(spec.train.log_every, spec.train.steps // 20), echo=echo),
         ]
-    trainer = _trainer(spec, run, store_logger, [store_logger] + ([wb] if wb is not None else []), world, callbacks)
+    loggers = [store_logger] + ([wb] if wb is not None else [])
+    trainer = _trainer(spec, precision, run, store_logger, loggers, world, callbacks)
     tell(("train", resume))
     stage = (
         f"a training step (train.batch_size = {spec.train.batch_size} streams of data.block = {spec.data.block} tokens)"
@@ -114,6 +117,7 @@ def train(
 
 def follow(
     spec: RunSpec,
+    precision: str,
     run: RunDir,
     data: RunData,
     world: distributed.World,
@@ -124,7 +128,7 @@ def follow(
     or failed."""
     module = _module(spec, data)
     store_logger = StoreLogger(run)  # rank-zero-only: writes nothing here
-    trainer = _trainer(spec, run, store_logger, [store_logger], world, callbacks)
+    trainer = _trainer(spec, precision, run, store_logger, [store_logger], world, callbacks)
     try:
         diverged = _fit(trainer, module, data, resume, forward=False)
     except signals.Interrupted as err:
@@ -184,6 +188,7 @@ def _stopped(run: RunDir, wb, exit_status: int) -> str:
 
 def _trainer(
     spec: RunSpec,
+    precision: str,
     run: RunDir,
     store_logger: StoreLogger,
     loggers: list,
@@ -196,7 +201,7 @@ def _trainer(
         devices=world.devices,
         num_nodes=world.nodes,
         strategy=world.strategy,
-        precision=environment.precision(spec),  # train.precision: auto resolved
+        precision=precision,
         max_steps=spec.train.steps,
         max_epochs=-1,
         logger=loggers,

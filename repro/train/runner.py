@@ -61,10 +61,10 @@ def run_spec(
     stored = None if run.finished else recorded_environment(run)
     if isa is None and not run.finished:
         isa = cpu_isa.for_run(stored)
-    with environment.pinned(spec, isa, precision or environment.recorded_precision(stored)):
+    with environment.pinned(spec, isa, precision or environment.recorded_precision(stored)) as precision:
         if not world.leads:
-            return _follow(spec, manifest, run, world, callbacks)
-        return _lead(spec, manifest, run, world, wandb_mode, callbacks, echo)
+            return _follow(spec, manifest, run, world, callbacks, precision)
+        return _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision)
 
 
 def recorded_environment(run: RunDir) -> dict | None:
@@ -86,14 +86,14 @@ def settle_isa(root: Path, specs: Sequence[RunSpec]) -> None:
             return
 
 
-def _lead(spec, manifest, run, world, wandb_mode, callbacks, echo) -> Outcome:
+def _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision) -> Outcome:
     """Rank 0 (or the only process): settle the run, then train it, telling the other ranks what to do."""
     prepare = partial(open_data, spec, manifest)  # bad data or sizes: refused before anything is written
     with distributed.leading(world) as tell, settle(run, spec.resolved(), spec.cell, prepare, echo) as got:
         if not got.trains:
             tell(("done", got.action))
             return Outcome(spec, got.action, got.summary)
-        return Outcome(spec, *fit.train(spec, manifest, run, got, world, wandb_mode, callbacks, echo, tell))
+        return Outcome(spec, *fit.train(spec, precision, manifest, run, got, world, wandb_mode, callbacks, echo, tell))
 
 
 def check_processes(spec: RunSpec, manifest: Manifest, world: distributed.World) -> None:
@@ -107,11 +107,16 @@ def check_processes(spec: RunSpec, manifest: Manifest, world: distributed.World)
 
 
 def _follow(
-    spec: RunSpec, manifest: Manifest, run: RunDir, world: distributed.World, callbacks: Sequence[pl.Callback]
+    spec: RunSpec,
+    manifest: Manifest,
+    run: RunDir,
+    world: distributed.World,
+    callbacks: Sequence[pl.Callback],
+    precision: str,
 ) -> Outcome:
     """A rank other than 0: train when rank 0 says so, from the checkpoint it names; write nothing."""
     what, word = distributed.follow(world)
     if what == "done":
         return Outcome(spec, word, {})
     data = open_data(spec, manifest)  # after rank 0's: a `file` dataset is prepared once
-    return Outcome(spec, fit.follow(spec, run, data, world, callbacks, word), {})
+    return Outcome(spec, fit.follow(spec, precision, run, data, world, callbacks, word), {})

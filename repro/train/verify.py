@@ -104,7 +104,9 @@ def _environment(spec: dict, summary: dict) -> tuple[int, list[str]]:
         raise CannotVerify(f"it was trained with torch {environment['torch']}; this is torch {torch}")
     threads = environment.get("threads") or (spec.get("train") or {}).get("threads") or DEFAULT_THREADS
     auto = (spec.get("train") or {}).get("precision") == "auto"
-    if auto and environment.get("precision") == "bf16-mixed" and not cpu_isa.bf16_fast():  # here auto is 32-true
+    # auto resolved to bf16-mixed only on bf16 units (AVX-512 BF16, AMX): re-executed on a CPU without them
+    # it would run bf16 through another kernel (converted to float32, or refused), so not the same bits
+    if auto and environment.get("precision") == "bf16-mixed" and not cpu_isa.bf16_fast():
         raise CannotVerify(
             f"it trained in bf16-mixed (train.precision: auto); this CPU has no fast bf16 ({cpu_isa.features()})"
         )

@@ -36,7 +36,6 @@ def cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(cpu_isa.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(cpu_isa, "apply", lambda isa, run: None)  # this process's kernels stay as they are
-    monkeypatch.setattr(environment, "_resolved", {})  # what pinned resolved stays in the test
 
     def machine(flags: set[str], isa: str = "native") -> None:
         monkeypatch.setattr(cpu_isa, "cpu_flags", lambda: flags)
@@ -67,8 +66,8 @@ def test_auto_is_bf16_only_where_the_cpu_runs_bf16_in_hardware(cpu, write_manife
 def test_an_auto_run_recorded_in_bf16_is_refused_in_one_line_where_bf16_is_slow(cpu, write_manifest):
     (auto,) = manifests.load(write_manifest(extra_train=", precision: auto")).expand("tiny")
     cpu({"avx2", "fma"})
-    with environment.pinned(auto, "native", recorded="32-true"):
-        assert environment.precision(auto) == "32-true"
+    with environment.pinned(auto, "native", recorded="32-true") as precision:
+        assert precision == "32-true"
     with pytest.raises(UserError) as err, environment.pinned(auto, "native", recorded="bf16-mixed"):
         pass
     (line,) = str(err.value).splitlines()
