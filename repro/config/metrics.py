@@ -29,6 +29,8 @@ COMMON = (
     "load_average_mean",
     "others_cores_max",
     "others_cores_mean",
+    "steal_cores_max",
+    "steal_cores_mean",
     "eval_min_context",
     "selected_step",
     "valid_gain_last_fifth",  # read from the curve when a claim names it (repro.report.derived)

@@ -468,8 +468,10 @@ def _check_alone(rows: pd.DataFrame, metric: str, filters: dict[str, str]) -> No
         others = shared["others_cores_max"] if "others_cores_max" in shared else pd.Series(dtype=float)
         loads = shared["load_average_max"] if "load_average_max" in shared else pd.Series(dtype=float)
         cpus = shared["cpus"].iloc[0] if "cpus" in shared else "?"
+        steal = shared["steal_cores_max"] if "steal_cores_max" in shared else pd.Series(dtype=float)
         measured = (
             f"other processes kept up to {others.max():.2f} of {cpus} cores busy"
+            + (f", the hypervisor's steal up to {steal.max():.2f}" if steal.notna().any() else "")
             if others.notna().any()
             else f"1-minute load up to {loads.max():.2f} on {cpus} cores"
         )

@@ -128,11 +128,13 @@ class TrainingMeter(pl.Callback):
     SECONDS, PEAK, TRAIN_SECONDS = "seconds_per_step", "peak_memory_bytes", "train_seconds"
     LOAD_MEAN, LOAD_MAX = "load_average_mean", "load_average_max"
     OTHERS_MEAN, OTHERS_MAX = "others_cores_mean", "others_cores_max"
+    STEAL_MEAN, STEAL_MAX = "steal_cores_mean", "steal_cores_max"
 
     def __init__(self, skip: int = 3, load_every: float = 10.0, processes: int = 1):
         self.skip, self.load_every, self.processes = skip, load_every, processes
         self.loads: list[float] = []  # 1-minute load averages sampled over training, every session
         self.others: list[float] = []  # cores other processes kept busy, per sampled interval, every session
+        self.steal: list[float] = []  # of those, the cores the hypervisor gave other guests
         self._cpu: tuple[float, float, float] | None = None  # the last CPU-time sample of this session
         self.times: list[float] = []  # step times after warm-up, every session of the run
         self.warm: list[float] = []  # warm-up step times (used only when a run is too short for others)
@@ -153,6 +155,7 @@ class TrainingMeter(pl.Callback):
         sample = throughput.cpu_sample()
         if sample is not None and self._cpu is not None:
             self.others.append(throughput.others_cores(self._cpu, sample, self.processes))
+            self.steal.append(throughput.steal_cores(self._cpu, sample))
         self._cpu = sample
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -178,6 +181,7 @@ class TrainingMeter(pl.Callback):
             "seconds": self._seconds(),
             "loads": torch.tensor(self.loads, dtype=torch.float64),
             "others": torch.tensor(self.others, dtype=torch.float64),
+            "steal": torch.tensor(self.steal, dtype=torch.float64),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -185,6 +189,7 @@ class TrainingMeter(pl.Callback):
         self.peak, self.seconds = int(state["peak"]), float(state["seconds"])
         self.loads = state["loads"].tolist() if "loads" in state else []  # checkpoints before loads were kept
         self.others = state["others"].tolist() if "others" in state else []  # and before CPU shares were
+        self.steal = state["steal"].tolist() if "steal" in state else []  # and before the steal was
 
     def on_fit_end(self, trainer, pl_module) -> None:
         if self._device is not None:
@@ -201,6 +206,9 @@ class TrainingMeter(pl.Callback):
         if self.others:
             trainer.callback_metrics[self.OTHERS_MEAN] = torch.tensor(float(np.mean(self.others)))
             trainer.callback_metrics[self.OTHERS_MAX] = torch.tensor(float(np.max(self.others)))
+        if self.steal:
+            trainer.callback_metrics[self.STEAL_MEAN] = torch.tensor(float(np.mean(self.steal)))
+            trainer.callback_metrics[self.STEAL_MAX] = torch.tensor(float(np.max(self.steal)))
 
 
 FIRST_STEPS = 10  # a run's first progress line: its ETA from these steps, before the first 5%

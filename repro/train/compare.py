@@ -23,7 +23,18 @@ from repro.store.runs import RunDir
 # a key (or a step-wise column's last part) containing one of these measures the machine, not the run:
 # how long, how much memory, how busy the machine was (seconds_per_step, peak_memory_bytes, mfu,
 # load_average_max, others_cores_mean, ran_alone, ...)
-MACHINE = ("seconds", "memory", "peak_", "mfu", "flops_per_second", "load_average", "others_cores", "ran_alone", "cpus")
+MACHINE = (
+    "seconds",
+    "memory",
+    "peak_",
+    "mfu",
+    "flops_per_second",
+    "load_average",
+    "others_cores",
+    "steal_cores",
+    "ran_alone",
+    "cpus",
+)
 # where the numbers were made and kept
 PROVENANCE = frozenset({"environment", "wandb_run_id", "reused_from"})
 

@@ -23,7 +23,8 @@ average at least :data:`LOAD_SLACK` lower), and ``python -m repro.train.throughp
 
 Whether a run had the machine to itself (``ran_alone``, which timing claims require) is read from CPU
 time, not the load average: over each sampled interval, the machine's busy CPU time less the run's own
-(:func:`others_cores`).
+(:func:`others_cores`), the hypervisor's steal included (:func:`steal_cores`, recorded apart as
+``steal_cores_max``: a virtual machine whose host is busy shares its cores without any process here).
 """
 
 from __future__ import annotations
@@ -234,17 +235,20 @@ def bench_fields(root: Path, record: dict) -> dict:
 ALONE_SLACK = 0.5  # cores that other processes may keep busy while a run still counts as alone
 
 
-def cpu_sample() -> tuple[float, float, float] | None:
+def cpu_sample() -> tuple[float, float, float, float] | None:
     """(wall seconds, CPU seconds the whole machine has spent busy, CPU seconds this process and its
-    descendants have spent: every thread, a W&B service, a data-loader worker, the children they reaped),
-    or None where the machine's CPU time cannot be read (no ``/proc``)."""
+    descendants have spent: every thread, a W&B service, a data-loader worker, the children they reaped,
+    CPU seconds stolen by the hypervisor), or None where the machine's CPU time cannot be read (no
+    ``/proc``). Busy counts the steal: on a virtual machine whose host runs other guests the run's cores
+    were not its own then, so its step times are not the machine's (:func:`steal_cores` says how much)."""
     try:
         first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
     except OSError:
         return None
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in first[1:9])
     ticks = os.sysconf("SC_CLK_TCK")
-    return time.perf_counter(), (user + nice + system + irq + softirq + steal) / ticks, _tree_ticks(os.getpid()) / ticks
+    busy = (user + nice + system + irq + softirq + steal) / ticks
+    return time.perf_counter(), busy, _tree_ticks(os.getpid()) / ticks, steal / ticks
 
 
 def _tree_ticks(root: int) -> int:
@@ -270,7 +274,7 @@ def _tree_ticks(root: int) -> int:
     return total
 
 
-def others_cores(before: tuple[float, float, float], after: tuple[float, float, float], processes: int = 1) -> float:
+def others_cores(before: tuple[float, ...], after: tuple[float, ...], processes: int = 1) -> float:
     """How many cores other processes kept busy between two :func:`cpu_sample` s: the machine's busy CPU
     time less the run's own (its process tree; ``processes`` ranks alike, each measured by its own
     sample), per wall second. Unlike the 1-minute load average it neither lags (a run started right after
@@ -279,6 +283,13 @@ def others_cores(before: tuple[float, float, float], after: tuple[float, float, 
     if wall <= 0:
         return 0.0
     return max(0.0, ((after[1] - before[1]) - processes * (after[2] - before[2])) / wall)
+
+
+def steal_cores(before: tuple[float, ...], after: tuple[float, ...]) -> float:
+    """Of :func:`others_cores`, the cores the hypervisor gave other guests between two :func:`cpu_sample` s
+    (``/proc/stat``'s steal), per wall second: a run that shared the machine with no process of its own."""
+    wall = after[0] - before[0]
+    return max(0.0, (after[3] - before[3]) / wall) if wall > 0 else 0.0
 
 
 def ran_alone(others_max: float | None) -> bool | None:

@@ -118,6 +118,9 @@ def test_timing_claims_count_only_runs_that_ran_alone():
     verdict = verdicts.evaluate(FASTER, loaded, KEYS)
     assert verdict.status == "not evaluable" and "1 of 2 run(s) shared the machine" in verdict.detail
     assert "4.30 on 2 cores" in verdict.detail
+    stolen = loaded.assign(others_cores_max=[0.1, 0.1, 0.7, 0.1], steal_cores_max=[0.0, 0.0, 0.6, 0.0])
+    detail = verdicts.evaluate(FASTER, stolen, KEYS).detail  # no process of its own: the host's other guests
+    assert "up to 0.70 of 2 cores busy, the hypervisor's steal up to 0.60" in detail
     older = TIMED.drop(columns=["ran_alone"])  # stored before the load was recorded
     verdict = verdicts.evaluate(FASTER, older, KEYS)
     assert verdict.status == "not evaluable" and "no load record" in verdict.detail

@@ -32,6 +32,7 @@ def test_a_run_records_its_model_flops_rate_mfu_and_load(tmp_path, write_manifes
     assert summary["flops_convention"] == throughput.CONVENTION
     assert summary["load_average_max"] >= summary["load_average_mean"] >= 0
     assert summary["others_cores_max"] >= summary["others_cores_mean"] >= 0
+    assert summary["others_cores_max"] >= summary["steal_cores_max"] >= summary["steal_cores_mean"] >= 0
     assert summary["ran_alone"] is (summary["others_cores_max"] <= throughput.ALONE_SLACK) and summary["cpus"] >= 1
     cached = json.loads((tmp_path / "results" / "machine" / "peak-flops.json").read_text())
     ((key, entry),) = cached.items()  # measured once, for this processor, thread count and torch
@@ -117,6 +118,16 @@ def test_others_cores_is_the_machines_busy_time_less_the_runs_own():
     # two ranks on this machine, each measuring 9 CPU-s of its own: theirs, not others'
     assert throughput.others_cores((0.0, 100.0, 50.0), (10.0, 120.0, 59.0), processes=2) == pytest.approx(0.2)
     assert throughput.others_cores((0.0, 100.0, 50.0), (10.0, 110.0, 61.0)) == 0.0  # clock ticks round: never < 0
+
+
+def test_the_hypervisors_steal_counts_as_others_and_is_told_apart():
+    # 10 s: busy 25 CPU-s of which 4 stolen by the host's other guests, the run's own 18: others 0.7, steal 0.4
+    before, after = (0.0, 100.0, 50.0, 7.0), (10.0, 125.0, 68.0, 11.0)
+    assert throughput.others_cores(before, after) == pytest.approx(0.7)
+    assert throughput.steal_cores(before, after) == pytest.approx(0.4)
+    sample = throughput.cpu_sample()
+    if sample is not None:  # /proc/stat's steal column, in CPU seconds, never more than the busy time
+        assert 0 <= sample[3] <= sample[1]
 
 
 def _cpu_seconds(pid: int) -> float:
