@@ -9,8 +9,7 @@ Every figure comes from a ``repro bench`` (or a GEMM timing) in a fresh process 
 libraries choose their kernels once per process; the sides of a figure run in turn, and the order flips
 each round (A B C, then C B A), so a drift in the machine's speed falls on every side alike. A side's
 figure is the median over rounds of each process's own median. Writes the records to
-``results/bench/reach.json`` or ``--out`` (``--only``: the figures it measured replace theirs there, the others stay)
-and prints the table in Markdown (``--md`` also writes it to a file).
+``results/bench/reach.json`` and prints the table in Markdown (``--md`` also writes it to a file).
 """
 
 from __future__ import annotations
@@ -66,16 +65,15 @@ for _ in range(int(sys.argv[2])):
 print(2 * 1024**3 / min(times[1:]) / 1e9)
 """
 
-# a side's instruction set; `before` (the older checkout), `compiled` (--compile) and `per_head`
-# (--per-head: model.projection per_head) run natively
+# a side's instruction set; `before` (the older checkout) and `compiled` (--compile) run natively
 SIDES = {"pinned": {"REPRO_CPU_ISA": "avx2"}, "native": {"REPRO_CPU_ISA": "native"}}
 
 
-def figures(before: bool, compile_flag: bool, per_head: bool = False) -> list[tuple[str, list[str], list[str]]]:
+def figures(before: bool, compile_flag: bool) -> list[tuple[str, list[str], list[str]]]:
     """(figure, its command after `python -m repro` or `gemm DTYPE ROUNDS`, the sides it runs on)."""
     now = ["pinned", "native"]
     code = ["native", "before"] if before else ["native"]
-    wide = [*code, *(["compiled"] if compile_flag else []), *(["per_head"] if per_head else [])]
+    wide = [*code, "compiled"] if compile_flag else code
     return [
         ("gemm-fp32", ["gemm", "fp32", "6"], now),
         ("gemm-bf16", ["gemm", "bf16", "4"], now),
@@ -99,7 +97,7 @@ def run_side(cmd: list[str], side: str, before: str | None, scratch: Path) -> li
         out = subprocess.run([sys.executable, "-c", GEMM, *cmd[1:]], env=env, capture_output=True, text=True)
         return float(out.stdout.strip().splitlines()[-1])
     path = scratch / f"{side}-{len(list(scratch.iterdir()))}.json"
-    extra = {"compiled": ["--compile"], "per_head": ["--projection", "per_head"]}.get(side, [])
+    extra = ["--compile"] if side == "compiled" else []
     argv = [sys.executable, "-m", "repro", *cmd[:2], "--results", str(scratch), *cmd[2:], *extra, "--out", str(path)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     if done.returncode:
@@ -122,17 +120,13 @@ def main() -> None:
     parser.add_argument("--before", help="a checkout of the older code, run natively as the side `before`")
     parser.add_argument("--compile", action="store_true", help="add `repro bench adaptive --compile` as a side")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument(
-        "--per-head", action="store_true", help="add the adaptive span with model.projection: per_head as a side"
-    )
     parser.add_argument("--only", help="comma-separated figure names")
     parser.add_argument("--md", help="also write the Markdown table here")
-    parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "reach.json"), help="the records' file")
     args = parser.parse_args()
     load = Path("/proc/loadavg").read_text().split()[0]
     rows, records = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, cmd, sides in figures(bool(args.before), args.compile, args.per_head):
+        for name, cmd, sides in figures(bool(args.before), args.compile):
             if args.only and name not in args.only.split(","):
                 continue
             got: dict[str, list] = {side: [] for side in sides}
@@ -146,9 +140,7 @@ def main() -> None:
     head = f"CPU flags: {isa}; load before: {load}; rounds: {args.rounds}\n\n"
     md = head + "| figure | case | " + " | ".join(("side", "value", "ratio")) + " |\n|---|---|---|---|---|\n"
     md += "\n".join(f"| {' | '.join(map(str, r))} |" for r in rows) + "\n"
-    out = Path(args.out)
-    if args.only and out.exists():  # a partial measurement replaces its own figures, keeps the others
-        records = {**json.loads(out.read_text())["figures"], **records}
+    out = ROOT / "results" / "bench" / "reach.json"
     out.write_text(json.dumps({"flags": isa, "load_before": load, "figures": records}, indent=1) + "\n")
     print(md)
     if args.md:

@@ -66,12 +66,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--precision", default="32", choices=["32", "bf16"], help="32, or bf16 under autocast (bf16-mixed)"
     )
     parser.add_argument(
-        "--projection",
-        default="shared",
-        choices=["shared", "per_head"],
-        help="model.projection: the cached states' keys over the band for every head, or per head over its span",
-    )
-    parser.add_argument(
         "--compile",
         action="store_true",
         help="the models with model.compile (the band and feed-forward under torch.compile); the compiles "
@@ -98,7 +92,6 @@ def _setup(case: dict):
         dropout=0.0,
         span=SpanConfig(kind=case["kind"], limit=S, ramp=case["ramp"]),
         compile=case["compile"],
-        projection=case["projection"],
     )
     model = Model(cfg, case["vocab"], case["block"]).to(dev).train()
 
@@ -215,7 +208,6 @@ def main(args: argparse.Namespace) -> list[dict]:
         device=args.device,
         precision=args.precision,
         compile=args.compile,
-        projection=args.projection,
     )
     cases = {"fixed": {**shared, "kind": "fixed", "span": None}}
     for z in args.spans:

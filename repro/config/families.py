@@ -70,16 +70,10 @@ class AdaptiveSpanConfig(Section):
     # train the fixed and adaptive spans' layers under torch.compile (repro.models.adaptive_span): the same
     # model, other rounding, so a new run id; off (the default) leaves the id out, eager as every stored run
     compile: bool = later(False)
-    # the cached states' keys and values (repro.models.adaptive_span): ``shared`` projects every head's over
-    # the layer's band (the official code's way, every stored run's); ``per_head`` each head's only over its
-    # own largest span (less work where spans differ by head; other GEMM shapes, other rounding: a new id)
-    projection: Literal["shared", "per_head"] = later("shared")
 
     @model_validator(mode="after")
     def _rules(self) -> AdaptiveSpanConfig:
         _split_heads(self, {"d_model": self.d_model})
-        if self.compile and self.projection == "per_head":  # a compiled band would recompile as spans move
-            raise refuse("got 'per_head' with model.compile: true; allowed with it: 'shared'", "projection")
         return self
 
 

@@ -104,7 +104,6 @@ class SpanAttention(nn.Module):
         # of the block's largest span; False: one band (the probes read its weights)
         self.bucketed = True
         self.compiled = cfg.compile  # train the band and the layer's feed-forward under torch.compile
-        self.per_head = cfg.projection == "per_head"  # each head's cached keys over its own span only
 
     def window(self, z: torch.Tensor | None = None, z_max: float | None = None) -> int:
         """W: distances 0..W-1 attended for spans ``z`` (default: those known before a block), at most S."""
@@ -117,10 +116,9 @@ class SpanAttention(nn.Module):
         kept = self.span.cache_len(self.window() if window is None else window) if self.trim else self.span.S - 1
         return kept + self.shift
 
-    def _qkv(self, h, past, now, n_pad: int, first: list[int] | None = None):
+    def _qkv(self, h, past, now, n_pad: int):
         """Queries (scaled) of the block ``h``; keys and values of ``n_pad`` padding states, the cached
-        states ``past`` and the block's ``now``: (B, H, T, d_h), (B, H, n_pad + |past| + |now|, d_h) twice.
-        ``first``: per head, the first cached state its spans reach (``projection: per_head``; None: all)."""
+        states ``past`` and the block's ``now``: (B, H, T, d_h), (B, H, n_pad + |past| + |now|, d_h) twice."""
         B = h.shape[0]
 
         def heads(t):
@@ -129,33 +127,10 @@ class SpanAttention(nn.Module):
         q = heads(self.q(h)) * self.dh**-0.5
         # the cached states are projected apart from the block's: no gradient flows into them, so
         # their backward is the weights' share alone
-        if first is None:
-            k, v = (heads(torch.cat([lin(past), lin(now)], 1)) for lin in (self.k, self.v))
-        else:
-            k, v = (torch.cat([self._past_per_head(lin, past, first), heads(lin(now))], 2) for lin in (self.k, self.v))
+        k, v = (heads(torch.cat([lin(past), lin(now)], 1)) for lin in (self.k, self.v))
         if n_pad:
             k, v = F.pad(k, (0, 0, n_pad, 0)), F.pad(v, (0, 0, n_pad, 0))
         return q, k, v
-
-    def _past_per_head(self, lin: nn.Linear, past: torch.Tensor, first: list[int]) -> torch.Tensor:
-        """The cached states' keys or values (B, H, |past|, d_h), head i's projected from state ``first[i]``
-        on; before it 0, at distances the head's mask gives no weight (one product per head, not token)."""
-        B, L, _ = past.shape
-        out = past.new_zeros(B, self.H, L, self.dh)
-        for i, f in enumerate(first):
-            if f < L:
-                out[:, i, f:] = F.linear(past[:, f:], lin.weight[i * self.dh : (i + 1) * self.dh])
-        return out
-
-    def _first_reached(self, z, W: int, n_pad: int, past_len: int) -> list[int] | None:
-        """Per head, the first cached state within its largest span (``projection: per_head``): distances
-        x >= z + R have mask 0, so key index P - ceil(z + R) + 1 is the earliest any of its queries weighs
-        (query t sits at key index P + t). None: project every head over the band."""
-        if not (self.per_head and self.trim) or z is None:
-            return None
-        z_max = z.detach().amax((0, 1)) if z.dim() == 3 else z.detach()  # (H,)
-        need = (z_max + self.span.R).ceil().clamp(1, W).long().tolist()
-        return [min(past_len, max(0, W - n - n_pad)) for n in need]
 
     def _common(self, n_pad: int) -> dict[str, Any]:
         return dict(n_invalid=0 if self.shift else n_pad, dropout=self.dropout, training=self.training)
@@ -165,10 +140,10 @@ class SpanAttention(nn.Module):
         B, _, T, _ = out.shape
         return self.o(out.transpose(1, 2).reshape(B, T, -1))
 
-    def _band(self, h, past, now, pe, z, W: int, n_pad: int, first: list[int] | None = None):
+    def _band(self, h, past, now, pe, z, W: int, n_pad: int):
         """Every query over the band of W distances, masked by the spans per head (if any). What
         torch.compile traces: tensors and integers in, no size that depends on a tensor's values."""
-        q, k, v = self._qkv(h, past, now, n_pad, first)
+        q, k, v = self._qkv(h, past, now, n_pad)
         x = torch.arange(W - 1, -1, -1, device=h.device, dtype=h.dtype)  # distance of each band column
         out = band_attention(
             q,
@@ -182,10 +157,10 @@ class SpanAttention(nn.Module):
         )
         return self._merged(out)
 
-    def _bucketed(self, h, past, now, pe, z, W: int, n_pad: int, first: list[int] | None = None):
+    def _bucketed(self, h, past, now, pe, z, W: int, n_pad: int):
         """Per-query spans: query t gives weight to the distances x < z_t + R only (always eager: the
         buckets' sizes depend on the spans)."""
-        q, k, v = self._qkv(h, past, now, n_pad, first)
+        q, k, v = self._qkv(h, past, now, n_pad)
         z_rows = z.transpose(1, 2).reshape(-1)  # (B H T,): the spans of the flattened queries
         out = bucketed_attention(
             q,
@@ -213,12 +188,11 @@ class SpanAttention(nn.Module):
         first = C - P - self.shift
         past, now = cache[:, max(0, first) :], h[:, : T - self.shift]
         n_pad = max(0, -first)
-        reached = self._first_reached(z, W, n_pad, past.shape[1])
         if self.span.per_query and self.bucketed and self.trim:
-            out = self._bucketed(h, past, now, pe, z, W, n_pad, reached)
+            out = self._bucketed(h, past, now, pe, z, W, n_pad)
         else:  # under torch.compile while training (model.compile), else eager
             band = compiled(SpanAttention._band) if self.compiled and self.training else SpanAttention._band
-            out = band(self, h, past, now, pe, z, W, n_pad, reached)
+            out = band(self, h, past, now, pe, z, W, n_pad)
         new_cache = torch.cat([cache, h], 1)[:, max(0, C + T - self.cache_len(window)) :].detach()
         return AttentionOutput(out, new_cache, self.span.loss(self, z), None if z is None else z.detach(), window)
 
