@@ -9,7 +9,8 @@ Every figure comes from a ``repro bench`` (or a GEMM timing) in a fresh process 
 libraries choose their kernels once per process; the sides of a figure run in turn, and the order flips
 each round (A B C, then C B A), so a drift in the machine's speed falls on every side alike. A side's
 figure is the median over rounds of each process's own median. Writes the records to
-``results/bench/reach.json`` and prints the table in Markdown (``--md`` also writes it to a file).
+``results/bench/reach.json`` or ``--out`` (``--only``: the figures it measured replace theirs there, the
+others stay) and prints the table in Markdown (``--md`` also writes it to a file).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", help="comma-separated figure names")
     parser.add_argument("--md", help="also write the Markdown table here")
+    parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "reach.json"), help="the records' file")
     args = parser.parse_args()
     load = Path("/proc/loadavg").read_text().split()[0]
     rows, records = [], {}
@@ -140,7 +142,9 @@ def main() -> None:
     head = f"CPU flags: {isa}; load before: {load}; rounds: {args.rounds}\n\n"
     md = head + "| figure | case | " + " | ".join(("side", "value", "ratio")) + " |\n|---|---|---|---|---|\n"
     md += "\n".join(f"| {' | '.join(map(str, r))} |" for r in rows) + "\n"
-    out = ROOT / "results" / "bench" / "reach.json"
+    out = Path(args.out)
+    if args.only and out.exists():  # a partial measurement replaces its own figures, keeps the others
+        records = {**json.loads(out.read_text())["figures"], **records}
     out.write_text(json.dumps({"flags": isa, "load_before": load, "figures": records}, indent=1) + "\n")
     print(md)
     if args.md:
