@@ -239,9 +239,11 @@ def bucketed_attention(
         rows = order[(starts[b, pair][:, None] + slot).clamp(max=S * T - 1)]  # (N, tile) flat row indices
         rows = rows.masked_fill(slot >= counts[b, pair][:, None], S * T)  # padding rows: dropped below
         rows_c = rows.clamp(max=S * T - 1)
-        qs = q_rows[rows_c]  # (N, tile, d_h)
-        kw = k_pairs[:, P - w + 1 :][pair]  # (N, w + T - 1, d_h): the pair's last w + T - 1 keys
-        vw = v_pairs[:, P - w + 1 :][pair]
+        # gathers by index_select: its backward adds whole rows (index_add_), where indexing's
+        # (index_put_ with accumulate) went element by element, a fifth of the dynamic span's step
+        qs = q_rows.index_select(0, rows_c.reshape(-1)).view(N, tile, dh)  # (N, tile, d_h)
+        kw = k_pairs[:, P - w + 1 :].index_select(0, pair)  # (N, w + T - 1, d_h): the pair's last w + T - 1 keys
+        vw = v_pairs[:, P - w + 1 :].index_select(0, pair)
         x = torch.arange(w - 1, -1, -1, device=q.device, dtype=q.dtype)  # distance of each band column
         bias = qs @ pe[:, W - w :] + log_mask(mask_of(x, rows_c))  # (N, tile, w), band order
         cols = (rows_c % T)[..., None] + torch.arange(w, device=q.device)  # query t's band starts at key t
