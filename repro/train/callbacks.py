@@ -135,7 +135,7 @@ class TrainingMeter(pl.Callback):
         self.loads: list[float] = []  # 1-minute load averages sampled over training, every session
         self.others: list[float] = []  # cores other processes kept busy, per sampled interval, every session
         self.steal: list[float] = []  # of those, the cores the hypervisor gave other guests
-        self._cpu: tuple[float, float, float] | None = None  # the last CPU-time sample of this session
+        self._cpu: tuple[float, ...] | None = None  # the last CPU-time sample of this session
         self.times: list[float] = []  # step times after warm-up, every session of the run
         self.warm: list[float] = []  # warm-up step times (used only when a run is too short for others)
         self.peak, self.seconds = 0, 0.0  # earlier sessions' peak memory and training seconds
