@@ -129,6 +129,7 @@ class TrainingMeter(pl.Callback):
     LOAD_MEAN, LOAD_MAX = "load_average_mean", "load_average_max"
     OTHERS_MEAN, OTHERS_MAX = "others_cores_mean", "others_cores_max"
     STEAL_MEAN, STEAL_MAX = "steal_cores_mean", "steal_cores_max"
+    SAMPLED = (LOAD_MEAN, LOAD_MAX, OTHERS_MEAN, OTHERS_MAX, STEAL_MEAN, STEAL_MAX)  # the machine's load, sampled
 
     def __init__(self, skip: int = 3, load_every: float = 10.0, processes: int = 1):
         self.skip, self.load_every, self.processes = skip, load_every, processes

@@ -81,9 +81,7 @@ def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, wo
     """Achieved model FLOP/s and MFU against the device's peak, the FLOPs convention, and the load the
     machine carried over training (repro.train.throughput, docs/throughput.md)."""
     metrics = trainer.callback_metrics
-    meter = TrainingMeter
-    sampled = (meter.LOAD_MEAN, meter.LOAD_MAX, meter.OTHERS_MEAN, meter.OTHERS_MAX, meter.STEAL_MEAN, meter.STEAL_MAX)
-    load = {key: float(metrics[key]) for key in sampled if key in metrics}
+    load = {key: float(metrics[key]) for key in TrainingMeter.SAMPLED if key in metrics}
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return {
         **load,
