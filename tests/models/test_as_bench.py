@@ -1,36 +1,16 @@
 """``repro bench adaptive`` on a tiny configuration: the records' shape, the analytic ratios, and times that
-agree with the same step timed directly."""
+are the training step's and nothing else (read from a clock only the step advances, so no test here times
+anything)."""
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import pytest
-import torch
 
-from repro.bench import adaptive
+from repro.bench import adaptive, common
 from repro.models.flops import flops_per_token
-
-
-def _direct_seconds_per_step(case: dict, steps: int = 5) -> float:
-    """The median wall time of ``steps`` training steps of ``case`` timed here, after two warm-ups, on the
-    threads the bench's worker used."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(case["threads"])
-    try:
-        _, step, _ = adaptive._setup(case)
-        for _ in range(2):
-            step()
-        times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-    finally:
-        torch.set_num_threads(before)
 
 
 def test_bench_adaptive_records():
@@ -81,12 +61,40 @@ def test_bench_adaptive_records():
     full, ramp = flops_per_token(**kw, spans=[[512.0, 512.0]]), flops_per_token(**kw, spans=[[32.0, 32.0]])
     assert (fixed["flops_per_token"], adapt["flops_per_token"]) == (pytest.approx(full), pytest.approx(ramp))
     assert adapt["flops_ratio_vs_fixed"] == pytest.approx(full / ramp) and full / ramp > 2
-    # the times are seconds per training step of the case: each within 4x of this process timing the same step
-    for rec in (fixed, adapt):
-        assert 0.25 < rec["seconds_per_step"] / _direct_seconds_per_step(rec) < 4, rec
     # the dynamic row: its time beside the static case's, over the ratio of their FLOPs
     assert "error" not in dynamic, dynamic
     share = (dynamic["seconds_per_step"] / adapt["seconds_per_step"]) / (
         dynamic["flops_per_token"] / adapt["flops_per_token"]
     )
     assert dynamic["static_case_span"] == 0.0 and dynamic["time_over_flops_share"] == pytest.approx(share)
+
+
+def test_bench_adaptive_times_exactly_the_training_step(monkeypatch):
+    """``seconds_per_step`` is the median over rounds of one training step of the case, and nothing around it
+    (set-up, warm-ups, other cases): with a clock that only the steps advance (the fixed case 3 s a step, the
+    adaptive 1 s), the records give those seconds back exactly, and the paired speed-up is their ratio. The
+    workers run in-process here; ``test_bench_adaptive_records`` covers the subprocess protocol."""
+    clock = [0.0]
+    real_setup = adaptive._setup
+
+    def setup(case):
+        model, step, state = real_setup(case)
+        cost = 3.0 if case["kind"] == "fixed" else 1.0
+
+        def step_on_the_clock():
+            step()
+            clock[0] += cost
+
+        return model, step_on_the_clock, state
+
+    monkeypatch.setattr(adaptive, "_setup", setup)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(common, "run_worker", lambda module, payload, env=None: adaptive._worker(payload))
+    parser = argparse.ArgumentParser()
+    adaptive.add_arguments(parser)
+    tiny = "--span-limit 64 --spans 0 --layers 1 --d-model 16 --d-ff 32 --heads 2 --block 16 --batch 1 --vocab 8"
+    records = adaptive.main(parser.parse_args([*tiny.split(), "--steps", "3", "--warmup", "2"]))
+    fixed, adapt = records
+    assert (fixed["seconds_per_step"], adapt["seconds_per_step"]) == (3.0, 1.0), records
+    assert fixed["rounds"] == adapt["rounds"] == 3 and fixed["seconds_per_step_min"] == 3.0
+    assert adapt["speedup_vs_fixed"] == 3.0 and fixed["first_step_seconds"] == 3.0
