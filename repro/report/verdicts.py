@@ -1,8 +1,9 @@
 """Verdicts: a claim (:mod:`repro.config.claims`) judged over a manifest's stored runs, its seed noise stated.
 
-Replicates (runs of one cell that differ only in ``train.seed``) are judged together. The seeds used are
-those whose runs complete every selection of the claim and its preconditions. Preconditions are judged on
-the seed means (a precondition is a gate, not a finding). Each comparison of the claim is judged on its
+Replicates (runs of one cell that differ only in ``train.seed``) are judged together. A claim is judged on
+the seeds whose runs complete every selection of the claim; each precondition on the seed means of the
+seeds that complete its own selections (a precondition is a gate, not a finding: a cell the claim does not
+compare, missing a seed, takes no pair from it). Each comparison of the claim is judged on its
 *margin* (``b - a`` for ``a < b``, ``value - threshold`` for ``value > threshold``), one per seed (each
 seed's runs compared with the same seed's: paired):
 
@@ -138,11 +139,11 @@ def evaluate(
 ) -> Verdict:
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
     metrics, ``train.seed`` for replicates), after its preconditions ``requires``."""
-    frames, means = _paired(runs, cell_keys, [*requires, check])
     # a claim that the models learned is no precondition of itself
-    failed = [p for p in requires if p != check and _gate(p, means, frames, cell_keys).status != REPRODUCED]
+    failed = [p for p in requires if p != check and precondition(p, runs, cell_keys).status != REPRODUCED]
     if failed:
         return Verdict(NOT_EVALUABLE, failed_text([f"`{p}`" for p in failed]), failed=failed)
+    frames, means = _paired(runs, cell_keys, [check])
     return _judge(check, means, frames, cell_keys, confidence)
 
 

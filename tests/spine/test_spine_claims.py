@@ -189,6 +189,17 @@ def test_only_seeds_that_complete_the_claim_are_paired():
     assert verdict.seeds == 2 and "2 seeds, paired" in verdict.detail
 
 
+def test_a_gate_on_a_cell_with_fewer_seeds_does_not_cut_the_claims_pairs():
+    # dynamic, which the claim does not compare, has one seed; a manifest-wide gate names it too
+    runs = _replicated({"adaptive": [2.28, 2.38, 2.18], "fixed": [2.30, 2.40, 2.20], "dynamic": [2.5]})
+    gate = "valid_bits[] < 3"
+    verdict = verdicts.evaluate(WINS, runs, ["model.span.kind"], [gate])
+    assert verdict.status == "reproduced" and verdict.seeds == 3, verdict.detail
+    # the gate is still judged, on the seeds that complete it (here seed 0 alone), and still gates
+    assert verdicts.precondition(gate, runs, ["model.span.kind"]).seeds == 1
+    assert verdicts.evaluate(WINS, runs, ["model.span.kind"], ["valid_bits[] < 2.4"]).status == "not evaluable"
+
+
 def test_a_manifest_without_a_grid_pairs_its_seeds_too():
     runs = pd.DataFrame(
         [{"train.seed": i, "status": "finished", "test_bits": b} for i, b in enumerate([3.2, 3.3, 3.1])]
