@@ -134,7 +134,7 @@ def frontier(ctx: Context) -> list[tuple[Path, str]]:
         _panel(ax, frame, x, xerr)
         ax.set_xlabel(name)
     axes[0].set_ylabel("test bits per byte")
-    axes[1].legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="upper right")
+    axes[1].legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="best")  # clear of the points
     fig.suptitle(
         f"Frontier: seven attentions, one backbone (bars: ± sd over seeds)\n{ctx.label} — neither paper's numbers",
         fontsize=9,
@@ -172,3 +172,9 @@ def _panel(ax, frame: pd.DataFrame, x: pd.Series, xerr: pd.Series) -> None:
             ax.annotate("", (x[p], y[p]), (x[b], y[b]), arrowprops={"arrowstyle": "->", "color": "0.3", "lw": 0.8})
             ax.annotate(label, (np.sqrt(x[p] * x[b]), (y[p] + y[b]) / 2), fontsize=7, color="0.3")  # log x: mid
     ax.set_xscale("log")
+    # a few plain labels: a narrow range (the time panel) has no decade for log labels, and its minor ones overlap
+    from matplotlib import ticker  # loaded by then: pyplot() imported matplotlib
+
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(5))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1000 else f"{v:.3g}"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
