@@ -11,9 +11,10 @@ from repro.errors import RunFailed, StoreError, UserError
 from repro.train import signals
 
 
-def command(work: Callable[[], int]) -> int:
-    """``work`` as a whole ``repro`` process: :func:`process` around :func:`statuses`."""
-    return process(lambda stdout: statuses(work, stdout))
+def command(work: Callable[[], int], told: list[str] | None = None) -> int:
+    """``work`` as a whole ``repro`` process: :func:`process` around :func:`statuses` (``told``: gets the
+    one-line message it printed, if any: what a launched job hands back to its parent)."""
+    return process(lambda stdout: statuses(work, stdout, told))
 
 
 def process(body: Callable[[Watched], int]) -> int:
@@ -59,8 +60,15 @@ class Watched:
         return getattr(self.stream, name)
 
 
-def statuses(work: Callable[[], int], stdout: Watched) -> int:
-    """``work``'s exit status, and the suite's errors mapped to theirs (one line on stderr, no traceback)."""
+def statuses(work: Callable[[], int], stdout: Watched, told: list[str] | None = None) -> int:
+    """``work``'s exit status, and the suite's errors mapped to theirs (one line on stderr, no traceback,
+    appended to ``told`` too when given)."""
+
+    def tell(line: str) -> None:
+        print(line, file=sys.stderr)
+        if told is not None:
+            told.append(line)
+
     try:
         status = work()
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
@@ -69,26 +77,24 @@ def statuses(work: Callable[[], int], stdout: Watched) -> int:
         _quiet_stdout()
         return 0
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        tell(f"error: {err}")
         return 2
     except (StoreError, RunFailed) as err:
-        print(f"error: {err}", file=sys.stderr)
+        tell(f"error: {err}")
         return 1
     except signals.Interrupted as err:
         signals.closing()
-        print(f"interrupted by {err.name}: {err.detail or 'no run was training'}", file=sys.stderr)
+        tell(f"interrupted by {err.name}: {err.detail or 'no run was training'}")
         return err.exit_status
     except KeyboardInterrupt:
         signals.closing()
-        print(
-            "interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint", file=sys.stderr
-        )
+        tell("interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint")
         return 130
     except OSError as err:
         if err is not stdout.failed:
             raise
         _quiet_stdout()
-        print(f"error: cannot write to standard output: {err.strerror or err}", file=sys.stderr)
+        tell(f"error: cannot write to standard output: {err.strerror or err}")
         return 1
 
 

@@ -49,15 +49,9 @@ def cmd_run(args) -> int:
         for cell, why in m.left_out(args.scale) if args.scale in m.scale_names() else []:
             if _picked(cell, args.only):
                 say(f"left out, its overrides make this cell invalid: {why}")
-    specs = [
-        (m, filters.with_max_steps(s, args.max_steps))
-        for m in plan
-        for s in filters.select(m.expand(args.scale, seeds=args.seeds), args.only)
-    ]
-    if args.run_id is not None:
-        specs = [(m, s) for m, s in specs if s.run_id == args.run_id]
-        if not specs:
-            raise UserError(f"--run-id {args.run_id}: no run of {args.name} at scale {args.scale} has this id")
+    specs = resolve(plan, args.scale, args.seeds, args.only, args.max_steps, args.run_id)
+    if args.run_id is not None and not specs:
+        raise UserError(f"--run-id {args.run_id}: no run of {args.name} at scale {args.scale} has this id")
 
     def prepare() -> None:  # rank 0's alone: the other ranks wait for it (and raise what it raised)
         save(args, found)
@@ -106,13 +100,8 @@ def execute(job: launch.Job) -> int:
     world = distributed.world(job.devices, job.num_nodes)
     overrides = list(job.overrides)
     found = lookup.with_parts(lookup.select(job.ref, overrides, stored(job.results), job.access), overrides)
-    specs = [
-        (m, filters.with_max_steps(s, job.max_steps))
-        for m in found
-        if m.base is not None and job.scale in m.scale_names()
-        for s in m.expand(job.scale, seeds=job.seeds)
-        if s.run_id == job.run_id
-    ]
+    plan = [m for m in found if m.base is not None and job.scale in m.scale_names()]
+    specs = resolve(plan, job.scale, job.seeds, job.only, job.max_steps, job.run_id)
     if not specs:
         raise UserError(
             f"job of run {job.run_id}: no run of {job.ref} at scale {job.scale} has this id any more (its "
@@ -121,6 +110,19 @@ def execute(job: launch.Job) -> int:
     echo = _start(world, specs, lambda: _ensure_data(specs))
     timings = eta.Timings(eta.default_roots(job.results))
     return _train(specs, job.results, world, echo, timings, job.devices, job.num_nodes, job.no_wandb, False)
+
+
+def resolve(plan, scale: str, seeds: int | None, only, max_steps: int | None, run_id: str | None = None) -> list:
+    """The (manifest, spec) pairs a selection trains: each manifest's runs at ``scale`` (``--seeds``),
+    kept by ``--only``, capped by ``--max-steps`` (a capped run has an id of its own), narrowed to
+    ``run_id`` last. ``repro run`` and each job it launches resolve with this one function, so that a job
+    finds the very run its parent submitted."""
+    specs = [
+        (m, filters.with_max_steps(s, max_steps))
+        for m in plan
+        for s in filters.select(m.expand(scale, seeds=seeds), only)
+    ]
+    return [(m, s) for m, s in specs if run_id is None or s.run_id == run_id]
 
 
 def _start(world, specs, prepare) -> Callable[[str], None]:
@@ -237,14 +239,18 @@ def _job(args, root: Path, run_id: str) -> launch.Job:
         devices=args.devices,
         num_nodes=args.num_nodes,
         max_steps=args.max_steps,
+        only=tuple(args.only),
         no_wandb=args.no_wandb,
         verbose=args.verbose,
     )
 
 
-def run_job(job: launch.Job) -> int:
-    """What a ``--launcher`` job runs: :func:`execute` as a ``repro`` process, with its exit statuses."""
-    return exits.command(lambda: execute(job))
+def run_job(job: launch.Job) -> launch.Ended:
+    """What a ``--launcher`` job runs: :func:`execute` as a ``repro`` process, with its exit status and
+    the one line it printed when it failed."""
+    told: list[str] = []
+    code = exits.command(lambda: execute(job), told)
+    return launch.Ended(code, told[-1].removeprefix("error: ") if told else None)
 
 
 def _launch(args, root: Path, runs: list[tuple[str, launch.Job]], total: int) -> int:

@@ -4,7 +4,9 @@ Each job is handed a :class:`Job`, the description of one run: the same resoluti
 overrides, scale, seeds, ``--max-steps``, the folders the user allowed) narrowed to one run id, into the
 same results root (under SLURM a shared file system); the job executes it with the work function the CLI
 hands down (``repro.cli.run.run_job``: ``repro run``'s training and exit statuses, no command line
-parsed again). A SLURM job has ``--nodes`` x ``--devices`` tasks (one per process; Lightning's SLURM
+parsed again), resolving the run exactly as the parent did (``repro.cli.run.resolve``, one function for
+both), and returns how it ended (:class:`Ended`), so that a failed run's one-line reason reaches the
+parent's terminal. A SLURM job has ``--nodes`` x ``--devices`` tasks (one per process; Lightning's SLURM
 environment makes them one DDP run), each executing that description with its ``devices`` and ``num_nodes``.
 The job itself skips a finished run and one another job trains (the run's lock), and resumes an
 interrupted one, so resubmitting, or SLURM requeueing a pre-empted job, continues from the checkpoint.
@@ -52,7 +54,23 @@ SLURM_STATES = {
 
 
 class JobFailed(RuntimeError):
-    """A job's run ended with a failing exit status."""
+    """A SLURM job's run ended with a failing exit status (raised, so that the scheduler says FAILED)."""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a job's run ended: ``repro run``'s exit status and, when it failed, its one-line reason (the
+    ``error:`` line the job printed)."""
+
+    code: int
+    reason: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.code not in (0, 3)  # 3: another job trains the run
+
+    def __str__(self) -> str:
+        return f"exit status {self.code}" + (f": {self.reason}" if self.reason else "")
 
 
 @dataclass(frozen=True)
@@ -70,17 +88,25 @@ class Job:
     devices: int = 1  # processes per node
     num_nodes: int = 1
     max_steps: int | None = None
+    only: tuple[str, ...] = ()  # --only (the run id narrows further; kept so both resolve alike)
     no_wandb: bool = False
     verbose: bool = False
 
 
-def job(work: Callable[[Job], int], description: Job) -> int:
-    """What a job runs: ``work`` (the CLI hands it down: it imports this module) on its description.
-    Exit 0 (done) and 3 (another job trains the run) are success."""
-    code = work(description)
-    if code not in (0, 3):
-        raise JobFailed(f"run {description.run_id} of {description.ref} ended with exit status {code}")
-    return code
+def job(work: Callable[[Job], Ended], description: Job) -> Ended:
+    """What a local job runs: ``work`` (the CLI hands it down: it imports this module) on its description.
+    A failed run is returned, not raised: the parent prints its reason in one line, and the job's log holds
+    the run's own ``error:`` line, no traceback."""
+    return work(description)
+
+
+def slurm_job(work: Callable[[Job], Ended], description: Job) -> Ended:
+    """What a SLURM task runs: :func:`job`, a failed run raised (the scheduler then records FAILED, which
+    ``repro status`` reads back)."""
+    ended = job(work, description)
+    if ended.failed:
+        raise JobFailed(f"run {description.run_id} of {description.ref}: {ended}")
+    return ended
 
 
 @dataclass
@@ -206,7 +232,7 @@ def submit_slurm(
     options: Slurm,
     parallel: int | None,
     echo: Callable[[str], None],
-    work: Callable[[Job], int],
+    work: Callable[[Job], Ended],
 ) -> int:
     """Submit ``runs`` ((manifest, job) pairs) as one SLURM job array named after ``name`` (what the
     command line selected); print and record the job ids."""
@@ -220,7 +246,7 @@ def submit_slurm(
         **({"array_parallelism": parallel} if parallel else {}),
     )
     try:
-        jobs = executor.map_array(job, [work] * len(runs), [description for _, description in runs])
+        jobs = executor.map_array(slurm_job, [work] * len(runs), [description for _, description in runs])
     except (submitit.core.utils.FailedJobError, OSError) as err:
         raise UserError(f"sbatch refused the job array: {str(err).strip().splitlines()[-1]}") from None
     for (manifest, description), submitted in zip(runs, jobs):
@@ -236,10 +262,11 @@ def run_local(
     runs: list[tuple[str, Job]],
     parallel: int,
     echo: Callable[[str], None],
-    work: Callable[[Job], int],
+    work: Callable[[Job], Ended],
 ) -> int:
     """Run ``runs`` as at most ``parallel`` local processes at a time (submitit's local executor); wait
-    for all. Exit status as ``repro run``'s: 1 if one failed, else 3 if one was trained elsewhere."""
+    for all, a line each as it ends (a failed one with its reason). Exit status as ``repro run``'s: 1 if
+    one failed, else 3 if one was trained elsewhere."""
     import submitit  # the optional `cluster` extra
 
     executor = submitit.LocalExecutor(folder=root / JOBS / "local" / "%j")
@@ -259,15 +286,24 @@ def run_local(
         for manifest, run_id, finished in done:
             running.remove((manifest, run_id, finished))
             try:
-                codes.append(finished.result())
+                ended = finished.result()
+            except Exception as err:  # the job process itself failed (killed, no result): submitit's error
+                ended = Ended(1, crash_reason(str(err)))
+            codes.append(1 if ended.failed else ended.code)
+            if ended.failed:
+                echo(f"{manifest} {run_id}: job {finished.job_id} failed, {ended} (log {finished.paths.stderr})")
+            else:
                 echo(
                     f"{manifest} {run_id}: job {finished.job_id} done"
-                    + (" (trained elsewhere)" if codes[-1] == 3 else "")
-                )
-            except Exception as err:  # the job's error, re-raised by submitit
-                codes.append(1)
-                echo(
-                    f"{manifest} {run_id}: job {finished.job_id} failed: {str(err).strip().splitlines()[-1]} "
-                    f"(log {finished.paths.stderr})"
+                    + (" (trained elsewhere)" if ended.code == 3 else "")
                 )
     return 1 if 1 in codes else 3 if 3 in codes else 0
+
+
+def crash_reason(trace: str) -> str:
+    """One line for a job process that ended without a result (killed by a signal, out of memory): the
+    last line of the traceback or message submitit gives, without the traceback."""
+    lines = [line.strip() for line in trace.splitlines()]
+    said = [line for line in lines if line and not line.startswith(("-", "File ", "^", "You can check"))]
+    ends = [line for line in said if not line.startswith("/") and "Traceback" not in line]
+    return (ends[-1] if ends else "the job ended without a result")[:300]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from repro.cli import main
+from repro.cli.run import run_job
 from repro.config import manifest as manifests
 from repro.config.access import Access
 from repro.store.runs import RunDir
@@ -50,6 +51,54 @@ def test_local_launcher_with_two_processes_equals_a_direct_run(tmp_path, write_m
     # a second launch submits nothing: both runs are finished
     assert main(["--results", str(root), "run", str(path), "--launcher", "local"]) == 0
     assert "2 of 2 run(s) already finished: not submitted" in capsys.readouterr().out
+
+
+def test_each_job_trains_the_run_its_parent_resolved_under_every_command_line_transform(
+    tmp_path, write_manifest, one_thread_jobs, capsys
+):
+    """A sweep (-m), a set key, --seeds and --max-steps all change the runs (and the ids) the parent
+    resolves; each job must resolve the same run from its description, in another process (the bug: a
+    job left --max-steps out, got another id and failed every run)."""
+    path = write_manifest(steps=20)
+    root = tmp_path / "results"
+    argv = ["-m", "train.lr=0.003,0.002", "train.log_every=3", "--seeds", "2", "--max-steps", "6"]
+    assert main(["--results", str(root), "run", str(path), *argv, "--launcher", "local", "--max-parallel", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("as local job") == 4 and out.count(" done") == 4 and "failed" not in out, out
+    rows = {r["run_id"]: r for r in _status(root, capsys)}
+    assert len(rows) == 4 and {r["status"] for r in rows.values()} == {"finished"}
+    assert {r["steps"] for r in rows.values()} == {6} and {r["job_state"] for r in rows.values()} == {"finished"}
+    # the very ids a direct run of the same command line resolves, and the same bits
+    direct_root = tmp_path / "direct"
+    assert main(["--results", str(direct_root), "run", str(path), *argv]) == 0
+    capsys.readouterr()
+    direct = {r["run_id"]: r for r in _status(direct_root, capsys)}
+    assert direct.keys() == rows.keys()
+    assert {k: (r["valid_bits"], r["seed"]) for k, r in direct.items()} == {
+        k: (r["valid_bits"], r["seed"]) for k, r in rows.items()
+    }
+
+
+def test_a_failed_jobs_reason_reaches_the_parent_in_one_line_without_a_traceback(
+    tmp_path, write_manifest, one_thread_jobs, capsys
+):
+    path = write_manifest(steps=12)
+    root = tmp_path / "results"
+    jobs = [(manifests.load(path).name, _job_of(path, root, "0123456789ab"))]
+    assert launch.run_local(root, jobs, 1, print, run_job) == 1
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if ": job " in line]
+    assert "failed, exit status 2: job of run 0123456789ab: no run of" in line and "Traceback" not in line, line
+    log = next((root / "jobs" / "local").glob("*/*_log.err")).read_text()
+    assert "error: job of run 0123456789ab" in log and "Traceback" not in log, log
+
+
+def _job_of(path, root, run_id):
+    return launch.Job(ref=str(path), overrides=(), scale="tiny", seeds=None, run_id=run_id, results=root)
+
+
+def _status(root, capsys):
+    assert main(["--results", str(root), "status", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize(
@@ -102,3 +151,20 @@ def test_a_job_reads_where_the_command_line_allowed_it(tmp_path, write_manifest,
     assert "done" in capsys.readouterr().out
     (spec,) = manifests.load(path, Access(read=(tmp_path,))).expand("tiny")
     assert RunDir(root, spec.manifest, spec.run_id).summary()["status"] == "finished"
+
+
+def test_a_slurm_task_raises_its_runs_failure_so_the_scheduler_records_failed(tmp_path):
+    description = _job_of(tmp_path / "m.yaml", tmp_path, "0123")
+    assert launch.slurm_job(lambda d: launch.Ended(3), description).code == 3  # trained by another job: success
+    with pytest.raises(launch.JobFailed, match=r"run 0123 of .*m.yaml: exit status 2: data\.path: no such file"):
+        launch.slurm_job(lambda d: launch.Ended(2, "data.path: no such file"), description)
+
+
+def test_a_job_process_that_died_is_told_in_one_line():
+    trace = (
+        "Job (task=0) failed during processing with trace:\n----------------------\nTraceback (most recent call "
+        'last):\n  File "x.py", line 1, in <module>\nsubmitit.core.utils.UncompletedJobError: Job 12 (task: 0) '
+        "with path /r/12_0_result.pkl has not produced any output (state: FINISHED)\n----------------------\n"
+        "You can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n  - /r/12_0_log.err\n"
+    )
+    assert launch.crash_reason(trace).startswith("submitit.core.utils.UncompletedJobError: Job 12 (task: 0)")
