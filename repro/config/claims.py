@@ -21,8 +21,19 @@ Two words expand into checks:
   (``learned_test[...]``: its test bits, where only the test split is scored). A claim made only of these
   is a *sanity* check ("trained"), reported apart from the paper's findings.
 - ``moved[key=value, ...]``: the adaptive span's mechanism moved: the longest head's z (not z + R) reached
-  :data:`MOVED_FRACTION` of R. A claim on a metric the span mechanism sets (:data:`SPAN_METRICS`) gets
+  :data:`MOVED_FRACTION` of R, *and* the average effective span grew past its initial value R by
+  :data:`AVERAGE_MOVED_FRACTION` of R (one head that moved while the rest stayed at R is no moved
+  mechanism). A precondition holds only when it holds on every seed the claim pairs, never on a seed
+  mean (repro.report.verdicts). A claim on a metric the span mechanism sets (:data:`SPAN_METRICS`) gets
   this precondition for each of its selections without its author writing it (:func:`mechanism_requires`).
+
+A claim on a span metric that would hold at the spans' initial value too (z = 0: :data:`INITIAL`) says
+nothing about the penalty: the report judges it *not evaluable* (the initial-span control) unless it
+compares against a lambda = 0 control, whose spans start alike.
+
+*Cost checks*: claims made only of :data:`COST_METRICS` (FLOPs, parameters, memory, keys per query) are
+computed from the model's shape and its spans rather than sampled; the report counts them apart from the
+findings and leaves them out of the multiplicity correction.
 
 A claim may carry preconditions (``requires``): checks in the same language that must hold for the claim
 to say anything (the spans moved, the baseline uses its context, the model learned the data).
@@ -39,6 +50,10 @@ from repro.errors import UserError
 LEARNED_FRACTION = 0.8
 LEARNED = {"learned": "valid_bits", "learned_test": "test_bits"}
 MOVED_FRACTION = 1.0  # of R: the longest head's z reached R (z starts at 0, so z + R starts at R)
+AVERAGE_MOVED_FRACTION = 0.25  # of R: the average effective span grew past R by a quarter of R
+# a span metric's value at z = 0 (the initial span), as a formula over the run's spec values
+INITIAL = {"avg_span": "min(span_limit, ramp)", "span_lower_half": "0", "span_upper_half": "0"}
+COST_METRICS = ("flops_per_token", "params", "peak_memory_bytes", "attn_keys_per_query")
 SPAN_METRICS = ("avg_span", "flops_per_token", "span_lower_half", "span_upper_half", "dynamic_span_mean")
 _WORDS = re.compile(r"\b(learned_test|learned|moved)\[([^\[\]]*)\]")
 _SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\[([^\[\]]*)\]")
@@ -57,7 +72,10 @@ class ClaimError(UserError):
 def _expand_word(match: re.Match) -> str:
     word, f = match.group(1), match.group(2)
     if word == "moved":
-        return f"(span_max[{f}] >= {MOVED_FRACTION} * model.span.ramp[{f}])"
+        return (
+            f"(span_max[{f}] >= {MOVED_FRACTION} * model.span.ramp[{f}] and "
+            f"avg_span[{f}] >= {1 + AVERAGE_MOVED_FRACTION} * model.span.ramp[{f}])"
+        )
     return f"({LEARNED[word]}[{f}] < {LEARNED_FRACTION} * unigram_bits[{f}])"
 
 
@@ -108,6 +126,11 @@ def is_sanity(check: str) -> bool:
     """A check made only of ``learned[...]`` words: it says the model trained, not what the paper found."""
     rest = _WORDS.sub("", check)
     return bool(_WORDS.search(check)) and not re.search(r"[A-Za-z_]", re.sub(r"\b(and|or|all|any)\b", "", rest))
+
+
+def is_cost(check: str) -> bool:
+    """A check made only of :data:`COST_METRICS` (and constants): a cost check, counted apart."""
+    return all(metric in COST_METRICS for metric, _ in parse(check)[1])
 
 
 def shown(metric: str, filters: dict[str, str]) -> str:

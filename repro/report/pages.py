@@ -240,6 +240,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
         if judged or drawn.judged:
             lines += [f"### Claims at scale `{scale}`", ""]
             named = {m for c in judged for check in (*c.requires, c.check) for m, _ in parse(check)[1]}
+            named |= {verdicts.GAIN} if named & set(verdicts.BITS) else set()  # the trained-baseline gate's
             judged_rows = derived.add(rows, root, manifest.name, named)
             scale_results, block = _claims_at(manifest, scale, judged, judged_rows, keys, fill, confidence)
             for claim_id, text, verdict in drawn.judged:  # a renderer's own verdicts, counted with the claims

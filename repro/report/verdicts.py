@@ -12,13 +12,29 @@ seed's runs compared with the same seed's: paired):
   SE = sd / sqrt(n). *Reproduced* when the lower bound clears 0, *not reproduced* when the upper bound
   falls short of it, *within noise* otherwise. Shown as ``[lower, upper]``: the two-sided (2c - 1) interval
   whose ends are the one-sided c bounds;
-- **band** (``abs(x) < k``): the two-sided c interval of x; *reproduced* when it lies inside (-k, k),
-  *not reproduced* when it lies wholly outside;
+- **band** (``abs(x) < k``): the equivalence test (TOST): two one-sided tests at level 1 - c, i.e. the
+  two-sided (2c - 1) interval of x (90% at c = 95%, the same bounds a directional claim shows);
+  *reproduced* when it lies inside (-k, k), *not reproduced* when it lies wholly outside;
 - **equality** (``==``, ``!=``): exact, on the seed means (the values it compares are counts).
 
 A spread of zero lets the sign decide. With one seed there is no spread: the verdict is *indicative (one
 seed)*, with the direction the sign gave, counted apart. ``and`` takes the weakest part, ``or`` the
-strongest, a comparison across cells every cell.
+strongest, a comparison across cells every cell; the headline effect is the part that decided.
+
+Each margin has its one-sided p value (the TOST's larger one for a band) and its *minimum detectable
+effect* at its seeds: ``(t(c, n - 1) + t(0.8, n - 1)) · SE``, the smallest true margin it would find at
+80% power. A *within noise* verdict whose MDE exceeds the margin at stake (the band's k, else the mean
+margin's size) is *uninformative*: these seeds could not have decided it. REPORT.md adjusts the p values
+for multiplicity (:func:`adjusted`: Holm and Benjamini-Hochberg).
+
+Gates that keep a verdict honest, each *not evaluable* with its numbers when it fails:
+
+- a precondition holds only when it holds on *every* seed the claim pairs (never on a seed mean);
+- **the initial-span control**: a claim on a span metric (:data:`claims.INITIAL`) that would hold at the
+  spans' initial value (z = 0) too says nothing about the penalty;
+- **trained baselines**: in a comparison of bits, the side whose under-training would flatter the verdict
+  (the baseline of a *reproduced* claim, the claimed-better side of a *not reproduced* one) must have
+  gained less than a quarter of the margin over its last fifth of training (``valid_gain_last_fifth``).
 
 A timing metric (:data:`claims.TIMED`) counts only from runs whose summary says they ran alone
 (``ran_alone``: no sampled interval of training had other processes keeping more than half a core busy;
@@ -43,6 +59,11 @@ from repro.config.claims import TIMED, shown
 from repro.config.keys import matching
 
 CONFIDENCE = 0.95
+POWER = 0.8  # the power at which a minimum detectable effect is stated
+BASELINE_GAIN = 0.25  # of the margin: the most a bits comparison's baseline may still gain over its last fifth
+BITS = ("valid_bits", "test_bits")
+GAIN = "valid_gain_last_fifth"
+UNINFORMATIVE = "uninformative"  # a within-noise verdict whose seeds could not have decided it
 SEED = "train.seed"  # the column that tells a cell's replicates apart
 REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE = (
     "reproduced",
@@ -53,6 +74,7 @@ REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE = (
 )
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE)
 _STATUS = {1: REPRODUCED, -1: NOT_REPRODUCED, 0: WITHIN_NOISE}
+_READING = {REPRODUCED: 1, NOT_REPRODUCED: -1, WITHIN_NOISE: 0}
 _FUNCTIONS = {
     "mean": lambda s: _as_series(s).mean(),
     "min": lambda s: _as_series(s).min(),
@@ -78,9 +100,11 @@ def rule(confidence: float = CONFIDENCE) -> str:
     """The rule in one line, as every report states it."""
     c = f"{confidence:.0%}"
     return (
-        f"a one-sided paired t interval at {c} over the seeds (two-sided for a band): reproduced when it clears "
-        f"the claim's threshold, not reproduced when it clears the opposite, within noise otherwise; "
-        f"[lower, upper] are its bounds on the margin (positive favours the claim); one seed: indicative"
+        f"a one-sided paired t interval at {c} over the seeds (a band: two one-sided tests at {1 - confidence:.0%}, "
+        f"the {2 * confidence - 1:.0%} interval): reproduced when it clears the claim's threshold, not reproduced "
+        f"when it clears the opposite, within noise otherwise (uninformative when its minimum detectable effect at "
+        f"{POWER:.0%} power exceeds the margin at stake); [lower, upper] are its bounds on the margin (positive "
+        f"favours the claim); one seed: indicative; a precondition must hold on every seed"
     )
 
 
@@ -100,6 +124,10 @@ class Margin:
     n: int
     band: float | None = None  # abs(x) < band: mean/lower/upper are x's
     status: int = 0  # +1 holds, -1 fails, 0 within noise
+    p_holds: float = math.nan  # one-sided p of "holds" (a band: the TOST's larger p)
+    p_fails: float = math.nan  # one-sided p of "fails"
+    mde: float = math.nan  # minimum detectable effect at POWER (NaN: one seed)
+    gains: tuple[float, float] = (math.nan, math.nan)  # bits comparisons: last-fifth gains of (better, baseline)
 
     def text(self) -> str:
         where = f"{self.cell}: " if self.cell else ""
@@ -107,7 +135,20 @@ class Margin:
             core = f"{self.mean:+.3g}"
         else:
             core = f"{self.mean:+.3g} [{self.lower:+.3g}, {self.upper:+.3g}]"
-        return f"{where}{core}" + (f" within ±{self.band:.3g}" if self.band is not None else "")
+        if self.band is None:
+            return f"{where}{core}"
+        # the band's words follow its outcome: inside, outside, or across its edge
+        word = {1: "inside", -1: "outside"}.get(self.status, "across the edge of")
+        return f"{where}{core}, {word} ±{self.band:.3g}"
+
+    @property
+    def at_stake(self) -> float:
+        """The margin the claim is about: a band's k, else the mean margin's size."""
+        return float(self.band) if self.band is not None else abs(self.mean)
+
+    def p(self, status: int) -> float:
+        """The p value of this margin's reading ``status`` (+1 holds, -1 fails; 0: the smaller of the two)."""
+        return self.p_holds if status > 0 else self.p_fails if status < 0 else min(self.p_holds, self.p_fails)
 
 
 @dataclass
@@ -118,16 +159,40 @@ class Verdict:
     margins: list[Margin] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # preconditions that did not hold (or could not be checked)
     holds: bool | None = None  # the direction an indicative (one-seed) verdict gave
+    deciding: int | None = None  # the index in ``margins`` of the part that decided the verdict
+    runs: frozenset = frozenset()  # the run ids the verdict compared (REPORT.md's multiplicity counts run sets)
+
+    @property
+    def decided(self) -> Margin | None:
+        """The margin that decided: ``and``'s weakest part, ``or``'s strongest, a cell-wise claim's worst cell."""
+        if not self.margins:
+            return None
+        return self.margins[self.deciding if self.deciding is not None else 0]
+
+    @property
+    def p(self) -> float:
+        """The p value of the verdict's reading, from the deciding margin (NaN: not judged by t)."""
+        m = self.decided
+        if m is None or self.seeds < 2 or self.status not in _READING:
+            return math.nan
+        return m.p(_READING[self.status])
+
+    @property
+    def uninformative(self) -> bool:
+        """Within noise, with a minimum detectable effect above the margin at stake: undecidable at these seeds."""
+        m = self.decided
+        return self.status == WITHIN_NOISE and m is not None and m.mde > m.at_stake
 
     @property
     def effect(self) -> str:
-        """The headline number: the margin and bounds of the comparison (and cell) that decided the verdict,
-        the weakest, and the seeds."""
-        if not self.margins:
+        """The headline number: the margin and bounds of the part (and cell) that decided, the seeds, and the
+        minimum detectable effect where the verdict could not decide."""
+        m = self.decided
+        if m is None:
             return ""
-        decided = min(self.margins, key=lambda m: (m.status, m.comparison))  # ("or": its strongest would be)
         seeds = f"{self.seeds} seed" + "s" * (self.seeds != 1)
-        return f"{decided.text()}, {seeds}"
+        mde = f"; MDE {m.mde:.3g} > {m.at_stake:.3g}: uninformative" if self.uninformative else ""
+        return f"{m.text()}, {seeds}{mde}"
 
 
 def evaluate(
@@ -144,7 +209,99 @@ def evaluate(
     if failed:
         return Verdict(NOT_EVALUABLE, failed_text([f"`{p}`" for p in failed]), failed=failed)
     frames, means = _paired(runs, cell_keys, [check])
-    return _judge(check, means, frames, cell_keys, confidence)
+    verdict = _judge(check, means, frames, cell_keys, confidence)
+    return _trained_baselines(_initial_span_control(check, verdict, means, cell_keys, confidence))
+
+
+def _initial_span_control(
+    check: str, verdict: Verdict, means: pd.DataFrame, cell_keys: list[str], confidence: float
+) -> Verdict:
+    """Not evaluable when the claim holds and would hold at the spans' initial value too (z = 0): true
+    by construction, it says nothing about the penalty (a lambda = 0 control starts alike, so a claim
+    against one passes this control)."""
+    metrics = {m for m, _ in claims.parse(check)[1]}
+    if not (metrics & set(claims.INITIAL)) or not (verdict.status == REPRODUCED or verdict.holds):
+        return verdict
+    learned = _learned(means)
+    try:
+        touched = learned is not None and any(
+            learned[_matching(means, cell_keys, f).index].any()
+            for m, f in claims.parse(check)[1]
+            if m in claims.INITIAL
+        )
+    except NotEvaluable:
+        touched = False
+    start = initial_spans(means) if touched else None
+    if start is None:  # no learned span among the runs its span metrics select
+        return verdict
+    at_start = _judge(check, start, [start], cell_keys, confidence)
+    if not at_start.holds:
+        return verdict
+    return Verdict(
+        NOT_EVALUABLE,
+        f"holds at the initial spans too (z = 0, avg_span = min(S, R)), so it says nothing about the penalty: "
+        f"compare with a lambda = 0 control; as judged: {verdict.effect or verdict.detail}",
+        verdict.seeds,
+        verdict.margins,
+        failed=["initial-span control"],
+        deciding=verdict.deciding,
+        runs=verdict.runs,
+    )
+
+
+def initial_spans(rows: pd.DataFrame) -> pd.DataFrame | None:
+    """``rows`` with each learned span's metrics at their initial value (z = 0: :data:`claims.INITIAL`);
+    None where the rows do not say which spans are learned, or their S and R."""
+    out, learned = rows.copy(), _learned(rows)
+    if learned is None:
+        return None
+    limit = out["span_limit"] if "span_limit" in out else out.get("model.span.limit")
+    ramp = out.get("model.span.ramp")
+    if "avg_span" in out and (limit is None or ramp is None):
+        return None
+    if "avg_span" in out:
+        out["avg_span"] = out["avg_span"].where(~learned, np.minimum(limit, ramp))
+    for metric in ("span_lower_half", "span_upper_half"):
+        if metric in out:
+            out[metric] = out[metric].where(~learned, 0.0)
+    return out
+
+
+def _learned(rows: pd.DataFrame) -> pd.Series | None:
+    """Which rows' spans are learned (the adaptive or dynamic span; None: the rows do not say)."""
+    if "model.attention" in rows:
+        return rows["model.attention"].isin(["adaptive", "dynamic"])
+    if "model.span.kind" in rows:
+        return rows["model.span.kind"] != "fixed"
+    return None
+
+
+def _trained_baselines(verdict: Verdict) -> Verdict:
+    """Not evaluable when a bits comparison's verdict could be the budget's: the side whose under-training
+    flatters it (a reproduced claim's baseline, a not-reproduced claim's claimed-better side) still gained
+    :data:`BASELINE_GAIN` of the margin or more over its last fifth of training."""
+    reading = _READING.get(verdict.status, (1 if verdict.holds else -1) if verdict.status == INDICATIVE else 0)
+    if reading == 0:
+        return verdict
+    for m in verdict.margins:
+        if m.status != reading:
+            continue
+        gain = m.gains[1] if reading > 0 else m.gains[0]
+        if not math.isnan(gain) and gain >= BASELINE_GAIN * abs(m.mean):
+            side = "baseline" if reading > 0 else "claimed-better side"
+            where = f" at {m.cell}" if m.cell else ""
+            return Verdict(
+                NOT_EVALUABLE,
+                f"the {side}{where} still gained {gain:.3g} bits over its last fifth of training, at least "
+                f"{BASELINE_GAIN:g} of the margin {m.mean:+.3g}: the verdict may be the budget's; as judged: "
+                f"{verdict.effect or verdict.detail}",
+                verdict.seeds,
+                verdict.margins,
+                failed=[f"trained {side}"],
+                deciding=verdict.deciding,
+                runs=verdict.runs,
+            )
+    return verdict
 
 
 def failed_text(names: list[str]) -> str:
@@ -168,12 +325,19 @@ def _paired(runs: pd.DataFrame, cell_keys: list[str], checks: list[str]) -> tupl
 
 
 def _gate(check: str, means: pd.DataFrame, frames: list[pd.DataFrame], cell_keys: list[str]) -> Verdict:
-    """A precondition's status on the seed means (a gate, not a finding: no noise rule), its values' spread
-    over ``frames``."""
+    """A precondition's status: it holds only when it holds on every seed of ``frames`` (a gate, not a
+    finding: no noise rule, and never on a seed mean, which can pass with seeds that failed); the detail
+    gives its values' spread and the seeds it fails on."""
     verdict = _judge(check, means, [means], cell_keys, CONFIDENCE, gate=True)
-    if verdict.status != NOT_EVALUABLE and len(frames) > 1:
-        verdict.detail = _judge(check, means, frames, cell_keys, CONFIDENCE, gate=True).detail
-        verdict.seeds = len(frames)
+    if verdict.status == NOT_EVALUABLE or len(frames) < 2:
+        return verdict
+    verdict.detail = _judge(check, means, frames, cell_keys, CONFIDENCE, gate=True).detail
+    verdict.seeds = len(frames)
+    each = [_judge(check, frame, [frame], cell_keys, CONFIDENCE, gate=True).status for frame in frames]
+    failing = [str(_seeds(frame).iloc[0]) for frame, status in zip(frames, each) if status != REPRODUCED]
+    verdict.status = NOT_REPRODUCED if failing else REPRODUCED
+    if failing:
+        verdict.detail += f"; fails on seed{'s' * (len(failing) > 1)} {', '.join(failing)} of {len(frames)}"
     return verdict
 
 
@@ -267,7 +431,9 @@ def _judge(
         mean = {f"_s{i}": _select(means, cell_keys, m, f) for i, (m, f) in enumerate(selections)}
         per_seed = [{f"_s{i}": _select(fr, cell_keys, m, f) for i, (m, f) in enumerate(selections)} for fr in frames]
         margins: list[Margin] = []
-        status = _Judge(mean, per_seed, confidence, margins).status(tree.body)
+        judge = _Judge(mean, per_seed, confidence, margins, _gains(means, cell_keys, selections))
+        status = judge.status(tree.body)
+        deciding = judge.decide(tree.body)
     except NotEvaluable as why:
         return Verdict(NOT_EVALUABLE, str(why))
     except ZeroDivisionError:
@@ -288,18 +454,65 @@ def _judge(
             cells = [str(k) for k, s in status.items() if s == level]
             detail += f"; {word} {', '.join(cells)}" if cells else ""
     overall = int(_as_series(status).min())
+    used = frozenset(
+        run
+        for frame in frames
+        if "run_id" in frame
+        for _, f in selections
+        for run in _matching(frame, cell_keys, f)["run_id"]
+    )
     if n == 1 and not gate:
-        return Verdict(INDICATIVE, detail, n, margins, holds=overall > 0)
-    return Verdict(_STATUS[overall], detail, n, margins)
+        return Verdict(INDICATIVE, detail, n, margins, holds=overall > 0, deciding=deciding, runs=used)
+    return Verdict(_STATUS[overall], detail, n, margins, deciding=deciding, runs=used)
+
+
+def _gains(means: pd.DataFrame, cell_keys: list[str], selections: list[claims.Selection]):
+    """``gain(i)``: the last-fifth gain (:data:`GAIN`) of the runs selection ``i`` names when it selects bits
+    (a number, or a Series by cell); None where it selects no bits or the runs carry no gain."""
+
+    def gain(i: int) -> Any:
+        metric, filters = selections[i]
+        if metric not in BITS or GAIN not in means:
+            return None
+        try:
+            return _select(means, cell_keys, GAIN, filters)
+        except NotEvaluable:
+            return None
+
+    return gain
 
 
 class _Judge:
     """+1 (holds beyond the noise), -1 (fails beyond it) or 0 (within it) of a boolean node, per cell
     where it compares cells; collects each comparison's :class:`Margin`."""
 
-    def __init__(self, mean: dict[str, Any], per_seed: list[dict[str, Any]], confidence: float, margins: list):
-        self.mean, self.per_seed, self.c, self.margins = mean, per_seed, confidence, margins
+    def __init__(self, mean: dict[str, Any], per_seed: list[dict[str, Any]], confidence: float, margins: list, gain):
+        self.mean, self.per_seed, self.c, self.margins, self.gain = mean, per_seed, confidence, margins, gain
         self.comparisons = 0
+        self.parts: dict[int, tuple[int, int]] = {}  # a Compare node's margins: (first, end) in self.margins
+
+    def decide(self, node: ast.AST, strongest: bool = False) -> int | None:
+        """The margin that decided ``node``: ``and``'s (and ``all``'s, and a cell-wise comparison's) weakest
+        part, ``or``'s (and ``any``'s) strongest; None where no margin was measured."""
+
+        def rank(i: int) -> tuple:
+            m = self.margins[i]
+            return (m.status, -(m.p_holds if not math.isnan(m.p_holds) else 0.5), -m.comparison)
+
+        if isinstance(node, ast.BoolOp):
+            picks = [i for i in (self.decide(v) for v in node.values) if i is not None]
+            pick = max if isinstance(node.op, ast.Or) else min
+            return pick(picks, key=rank) if picks else None
+        if isinstance(node, ast.UnaryOp):
+            return self.decide(node.operand, not strongest)
+        if isinstance(node, ast.Call) and node.func.id in ("all", "any") and len(node.args) == 1:
+            return self.decide(node.args[0], node.func.id == "any")
+        if isinstance(node, ast.Compare) and id(node) in self.parts:
+            first, end = self.parts[id(node)]
+            if first == end:
+                return None
+            return (max if strongest else min)(range(first, end), key=rank)
+        return None
 
     def status(self, node: ast.AST) -> Any:
         if isinstance(node, ast.BoolOp):
@@ -317,9 +530,11 @@ class _Judge:
         if isinstance(node, ast.Compare):
             out: Any = 1
             left = node.left
+            first = len(self.margins)
             for op, right in zip(node.ops, node.comparators):
                 out = np.minimum(out, self.compared(type(op), left, right))
                 left = right
+            self.parts[id(node)] = (first, len(self.margins))
             return out
         value = _eval(node, self.mean)  # a bare number: its truth on the seed means
         return _as_bool(value).astype(int) * 2 - 1 if isinstance(value, pd.Series) else (1 if value else -1)
@@ -338,27 +553,52 @@ class _Judge:
         if band is not None:  # abs(x) < k: x's two-sided interval against (-k, k)
             inner, bound = band
             (xm, xs), (km, _) = self.values(inner), self.values(bound)
-            return self._cells(xm, xs, km, two_sided=True, strict=op in (ast.Lt, ast.Gt))
+            return self._cells(xm, xs, km, None, strict=op in (ast.Lt, ast.Gt))
         sign = 1 if op in (ast.Lt, ast.LtE) else -1
         margin = sign * (rm - lm)
         per_seed = [sign * (r - lv) for lv, r in (_aligned(a, b) for a, b in zip(ls, rs))]
-        return self._cells(margin, per_seed, None, two_sided=False, strict=op in (ast.Lt, ast.Gt))
+        sides = (self._gain_of(left), self._gain_of(right))
+        gains = sides if sign > 0 else sides[::-1]  # (the side claimed lower in bits, the baseline)
+        return self._cells(margin, per_seed, None, gains, strict=op in (ast.Lt, ast.Gt))
 
-    def _cells(self, mean: Any, per_seed: list[Any], band: Any, two_sided: bool, strict: bool) -> Any:
+    def _gain_of(self, node: ast.AST) -> Any:
+        """The last-fifth gain of a side that is one bits selection (None otherwise)."""
+        if isinstance(node, ast.Name) and node.id.startswith("_s"):
+            return self.gain(int(node.id[2:]))
+        return None
+
+    def _cells(self, mean: Any, per_seed: list[Any], band: Any, gains: Any, strict: bool) -> Any:
+        def at(value: Any, k: Any) -> float:
+            if isinstance(value, pd.Series):
+                return float(value.get(k, math.nan)) if k is not None else math.nan
+            return math.nan if value is None else float(value)
+
+        pair = gains or (None, None)
         if isinstance(mean, pd.Series):
             table = pd.concat([_as_series(p).reindex(mean.index) for p in per_seed], axis=1)
             bands = band.reindex(mean.index) if isinstance(band, pd.Series) else {k: band for k in mean.index}
             out = [
-                self._one(str(k), float(mean[k]), [float(v) for v in table.loc[k]], bands[k], two_sided, strict)
+                self._one(
+                    str(k),
+                    float(mean[k]),
+                    [float(v) for v in table.loc[k]],
+                    bands[k],
+                    strict,
+                    (at(pair[0], k), at(pair[1], k)),
+                )
                 for k in mean.index
             ]
             return pd.Series(out, index=mean.index)
-        return self._one("", float(mean), [float(p) for p in per_seed], band, two_sided, strict)
+        return self._one(
+            "", float(mean), [float(p) for p in per_seed], band, strict, (at(pair[0], None), at(pair[1], None))
+        )
 
-    def _one(self, cell: str, m: float, seeds: list[float], band: Any, two_sided: bool, strict: bool) -> int:
+    def _one(self, cell: str, m: float, seeds: list[float], band: Any, strict: bool, gains: tuple) -> int:
         n = len(seeds)
         se = float(np.std(seeds, ddof=1)) / math.sqrt(n) if n > 1 else 0.0
-        half = t_quantile(self.c, n - 1, two_sided) * se if n > 1 and se > 0 and not math.isnan(se) else 0.0
+        spread = n > 1 and se > 0 and not math.isnan(se)
+        # one-sided bounds at c: a directional claim's interval, and a band's TOST (the 2c - 1 interval)
+        half = t_quantile(self.c, n - 1) * se if spread else 0.0
         lower, upper = m - half, m + half
         k = None if band is None else float(band)
         if k is not None:  # a band: inside (-k, k), or wholly outside it
@@ -368,8 +608,28 @@ class _Judge:
             status = 1 if (m > 0 if strict else m >= 0) else -1
         else:
             status = 1 if (lower > 0 if strict else lower >= 0) else -1 if (upper <= 0 if strict else upper < 0) else 0
-        self.margins.append(Margin(self.comparisons - 1, cell, m, lower, upper, n, k, status))
+        p_holds, p_fails = _p_values(m, se, n, k, status) if n > 1 else (math.nan, math.nan)
+        mde = (t_quantile(self.c, n - 1) + t_quantile(POWER, n - 1)) * se if n > 1 else math.nan
+        self.margins.append(
+            Margin(self.comparisons - 1, cell, m, lower, upper, n, k, status, p_holds, p_fails, mde, gains)
+        )
         return status
+
+
+def _p_values(m: float, se: float, n: int, k: float | None, status: int) -> tuple[float, float]:
+    """(p of "holds", p of "fails"), one-sided at n - 1 degrees of freedom; a band's "holds" is the TOST's
+    larger p, its "fails" the one-sided p of lying beyond the nearer edge. No spread: 0 for the reading
+    the sign gave, 1 for the other."""
+    if not se > 0:
+        return (0.0, 1.0) if status > 0 else (1.0, 0.0)
+    from scipy.special import stdtr  # the t distribution's CDF (scipy imported here, as t_quantile does)
+
+    df = n - 1
+    if k is None:
+        return float(1 - stdtr(df, m / se)), float(stdtr(df, m / se))
+    inside = max(float(1 - stdtr(df, (m + k) / se)), float(stdtr(df, (m - k) / se)))
+    beyond = float(1 - stdtr(df, (m - k) / se)) if m >= 0 else float(stdtr(df, (m + k) / se))
+    return inside, beyond
 
 
 def t_quantile(confidence: float, df: int, two_sided: bool = False) -> float:

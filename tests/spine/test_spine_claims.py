@@ -172,15 +172,18 @@ def test_a_paired_difference_beyond_two_standard_errors_decides():
     assert verdicts.evaluate(WINS, losing, ["model.span.kind"]).status == "not reproduced"
 
 
-def test_thresholds_and_preconditions_apply_to_the_seed_means():
+def test_thresholds_apply_to_the_seed_means_and_preconditions_to_every_seed():
     runs = _replicated({"adaptive": [30.0, 40.0, 80.0]}, metric="span_max")
     keys = ["model.span.kind"]
     assert verdicts.evaluate("span_max[kind=adaptive] >= 45", runs, keys).status == "within noise"  # mean 50
     assert verdicts.evaluate("span_max[kind=adaptive] > 0", runs, keys).status == "reproduced"
-    gated = verdicts.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 45"])
-    assert gated.status == "reproduced"  # the precondition holds on the mean (50), although seed 0 has 30
-    gated = verdicts.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 60"])
-    assert gated.status == "not evaluable"
+    # the precondition holds on the mean (50), but seed 0 has 30: a gate must hold on every seed
+    gate = "span_max[kind=adaptive] >= 45"
+    gated = verdicts.evaluate("span_max[kind=adaptive] < 1000", runs, keys, [gate])
+    assert gated.status == "not evaluable" and gated.failed == [gate]
+    assert "fails on seeds 0, 1 of 3" in verdicts.precondition(gate, runs, keys).detail
+    gated = verdicts.evaluate("span_max[kind=adaptive] < 1000", runs, keys, ["span_max[kind=adaptive] >= 25"])
+    assert gated.status == "reproduced"
 
 
 def test_only_seeds_that_complete_the_claim_are_paired():
@@ -260,17 +263,24 @@ def test_one_seed_is_indicative_in_either_direction_and_counted_apart():
         assert said(verdict) == direction and verdict.effect == f"{margin:+.3g}, 1 seed"
 
 
-def test_a_band_is_judged_two_sided():
+def test_a_band_is_judged_by_two_one_sided_tests():
     near = "abs(valid_bits[kind=adaptive] - valid_bits[kind=fixed]) < 0.05"
-    # differences 0.01 +- 0.005 over 3 seeds: the two-sided 95% interval [-0.002, 0.022] lies inside +-0.05
+    # differences 0.01 +- 0.005 over 3 seeds: the 90% interval (TOST at 5%) lies inside +-0.05
     assert verdicts.evaluate(near, _margins([0.005, 0.01, 0.015]), ["model.span.kind"]).status == "reproduced"
     # 0.2 apart in every seed: wholly outside the band
     assert verdicts.evaluate(near, _margins([0.19, 0.2, 0.21]), ["model.span.kind"]).status == "not reproduced"
     # 0.04 +- 0.02: the interval [-0.01, 0.09] straddles the band's edge
     verdict = verdicts.evaluate(near, _margins([0.02, 0.04, 0.06]), ["model.span.kind"])
     assert verdict.status == "within noise" and verdict.margins[0].band == 0.05
-    t2 = verdicts.t_quantile(0.95, 2, two_sided=True)
-    assert verdict.margins[0].upper == pytest.approx(-0.04 + t2 * 0.02 / 3**0.5)  # x = adaptive - fixed
+    t1 = verdicts.t_quantile(0.95, 2)  # one-sided 95%: the ends of the two-sided 90% interval
+    assert verdict.margins[0].upper == pytest.approx(-0.04 + t1 * 0.02 / 3**0.5)  # x = adaptive - fixed
+    assert verdict.effect.startswith("-0.04 [") and "across the edge of ±0.05" in verdict.effect
+    # the TOST's p is the larger of its two one-sided p values, and decides as the interval does
+    p = verdict.margins[0].p_holds
+    assert p > 0.05 and verdicts.evaluate(near, _margins([0.005, 0.01, 0.015]), ["model.span.kind"]).p < 0.05
+    # 0.045 +- 0.001: the 95% two-sided interval would cross 0.05, the TOST's 90% one does not
+    tight = verdicts.evaluate(near, _margins([0.044, 0.045, 0.046]), ["model.span.kind"])
+    assert tight.status == "reproduced" and "inside ±0.05" in tight.effect
 
 
 RAMP_MANIFEST = """
@@ -301,14 +311,35 @@ def test_a_span_claim_gets_its_moved_precondition_without_its_author_writing_it(
     # the spans never left z = 0 (span_max < R): avg_span is z + R, 69.3 vs 16.9 by construction
     runs = pd.DataFrame(
         [
-            {"model.span.ramp": r, "status": "finished", "avg_span": a, "span_max": z}
+            {"model.span.ramp": r, "model.span.kind": "adaptive", "span_limit": 256, "status": "finished"}
+            | {"avg_span": a, "span_max": z}
             for r, a, z in [(16, 16.9, 0.9), (64, 69.3, 5.3)]
         ]
     )
-    verdict = verdicts.evaluate(claim.check, runs, ["model.span.ramp"], claim.requires)
+    keys = ["model.span.ramp"]
+    verdict = verdicts.evaluate(claim.check, runs, keys, claim.requires)
     assert verdict.status == "not evaluable" and verdict.failed == ["moved[ramp=64]", "moved[ramp=16]"]
-    moved = runs.assign(span_max=[40.0, 90.0])
-    assert said(verdicts.evaluate(claim.check, moved, ["model.span.ramp"], claim.requires)) == "holds"
+    # the longest heads moved, but the average span of ramp 16 stayed below 1.25 R = 20: not moved
+    longest = runs.assign(span_max=[40.0, 90.0], avg_span=[16.9, 85.0])
+    assert verdicts.evaluate(claim.check, longest, keys, claim.requires).failed == ["moved[ramp=16]"]
+    # both moved; yet at z = 0 the spans are R = 64 against 16, so the claim held before training: the
+    # initial-span control makes it not evaluable (it says nothing about what was learned)
+    moved = longest.assign(avg_span=[30.0, 100.0])
+    verdict = verdicts.evaluate(claim.check, moved, keys, claim.requires)
+    assert verdict.status == "not evaluable" and verdict.failed == ["initial-span control"], verdict
+    assert "holds at the initial spans too" in verdict.detail
+
+
+def test_the_initial_span_control_passes_a_claim_against_a_lambda_zero_control():
+    """Both arms start at R: the penalty shortening the span cannot hold at z = 0, so it is judged."""
+    runs = _replicated({"0.0": [120.0, 130.0, 125.0], "2e-06": [60.0, 62.0, 58.0]}, metric="avg_span")
+    runs = runs.rename(columns={"model.span.kind": "model.span.loss_coef"})
+    runs = runs.assign(**{"model.span.kind": "adaptive", "span_limit": 1024, "model.span.ramp": 32})
+    check = "avg_span[loss_coef=2e-06] < avg_span[loss_coef=0.0]"
+    assert verdicts.evaluate(check, runs, ["model.span.loss_coef"]).status == "reproduced"
+    # against S it is true by construction (R = 32 < 0.1 S at z = 0): not evaluable
+    far = verdicts.evaluate("avg_span[loss_coef=2e-06] < 0.1 * 1024", runs, ["model.span.loss_coef"])
+    assert far.status == "not evaluable" and far.failed == ["initial-span control"]
 
 
 def test_a_claim_on_a_metric_no_run_stores_is_refused(tmp_path):
@@ -323,3 +354,45 @@ def test_a_claim_on_a_metric_no_run_stores_is_refused(tmp_path):
 def test_only_learned_words_make_a_sanity_check():
     assert claims.is_sanity("learned[]") and claims.is_sanity("learned[pattern=fixed] and learned_test[]")
     assert not claims.is_sanity("learned[] and valid_bits[] < 3") and not claims.is_sanity("valid_bits[] < 3")
+
+
+def test_an_or_claim_shows_the_part_that_decided_it():
+    """frontier cpu's adaptive-on-frontier: one part holds clearly, the other is within noise; ``or`` takes
+    the strongest, and the headline must show that part, not the weakest."""
+    runs = _replicated({"adaptive": [2.0, 2.1, 2.05], "fixed": [2.3, 2.4, 2.35], "dynamic": [2.0, 2.2, 2.0]})
+    check = "valid_bits[kind=adaptive] < valid_bits[kind=dynamic] or valid_bits[kind=adaptive] < valid_bits[kind=fixed]"
+    verdict = verdicts.evaluate(check, runs, ["model.span.kind"])
+    assert verdict.status == "reproduced" and verdict.decided.comparison == 1, verdict.margins
+    assert verdict.effect.startswith("+0.3 [")  # fixed - adaptive: 0.3 on every seed
+    both = check.replace(" or ", " and ")
+    assert verdicts.evaluate(both, runs, ["model.span.kind"]).decided.comparison == 0  # and: the weakest
+
+
+def test_each_verdict_has_its_p_value_and_minimum_detectable_effect():
+    verdict = verdicts.evaluate(WINS, _margins([0.1, 0.3, 0.2]), ["model.span.kind"])
+    m = verdict.decided
+    se = 0.1 / 3**0.5
+    from scipy import stats
+
+    assert m.p_holds == pytest.approx(stats.t.sf(0.2 / se, 2)) and verdict.p == m.p_holds
+    assert m.mde == pytest.approx((stats.t.ppf(0.95, 2) + stats.t.ppf(0.8, 2)) * se)
+    assert verdict.status == "reproduced" and not verdict.uninformative
+    # within noise with an MDE above the margin: these seeds could not have decided it
+    noisy = verdicts.evaluate(WINS, _margins([0.6, -0.5, 0.05]), ["model.span.kind"])
+    assert noisy.status == "within noise" and noisy.uninformative and "uninformative" in noisy.effect
+
+
+def test_a_bits_claim_on_a_baseline_still_improving_is_not_evaluable():
+    runs = _margins([0.1, 0.12, 0.11]).assign(valid_gain_last_fifth=0.01)
+    assert verdicts.evaluate(WINS, runs, ["model.span.kind"]).status == "reproduced"
+    # the baseline (fixed) still gained 0.05 bits over its last fifth: at least a quarter of the 0.11 margin
+    gaining = runs.assign(valid_gain_last_fifth=[0.0 if k == "adaptive" else 0.05 for k in runs["model.span.kind"]])
+    verdict = verdicts.evaluate(WINS, gaining, ["model.span.kind"])
+    assert verdict.status == "not evaluable" and verdict.failed == ["trained baseline"], verdict.detail
+    assert "still gained 0.05 bits" in verdict.detail
+    # the claimed-better side still improving does not flatter a reproduced claim: judged as before
+    better = runs.assign(valid_gain_last_fifth=[0.05 if k == "adaptive" else 0.0 for k in runs["model.span.kind"]])
+    assert verdicts.evaluate(WINS, better, ["model.span.kind"]).status == "reproduced"
+    # ...but it does flatter a not-reproduced one
+    lost = verdicts.evaluate(WINS, better.assign(valid_bits=2.0 - better["valid_bits"] + 2.0), ["model.span.kind"])
+    assert lost.status == "not evaluable" and lost.failed == ["trained claimed-better side"]
