@@ -7,14 +7,16 @@ turns the first fault into the one line that names the key, the value and what w
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from repro.config import claims, keys, metrics
+from repro.config.families import FAMILIES
 from repro.config.fields import Section, expect, refuse
 from repro.config.keys import show
-from repro.config.spec import SECTIONS
+from repro.config.spec import SECTIONS, DataSpec, EvalSpec, TrainSpec
 
 VARIANT = "variant"  # the grid key whose values are named override mappings
 SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
@@ -207,9 +209,63 @@ def _check_grid(where: str, grid: Any, base: dict, known: dict) -> None:
                 raise refuse("variant names must be unique", f"{where}.{key}")
             continue
         if key not in known and not _has(base, key):
-            raise refuse("grid key is not set in base", f"{where}.{key}")
+            raise refuse(_unset_key(key, base, known), f"{where}.{key}")
         if not isinstance(values, list) or not values:
             raise refuse("expected a non-empty list of values", f"{where}.{key}")
+
+
+def _unset_key(key: str, base: dict, known: dict) -> str:
+    """Why grid key ``key`` (set neither in ``base`` nor in ``known``) is refused: a key of the run's schema
+    that base does not set, or an unknown key, with the closest key of its section (of every section where
+    the section is misspelt) that base sets or the schema has."""
+    key, schema = str(key), _schema_keys(_family(base))
+    if key in schema:
+        return "grid key is not set in base"
+    section = key.split(".")[0]
+    set_here = sorted({*_leaves(base), *known} - {VARIANT})
+    for pool in (set_here, sorted(schema)):  # a key base sets first: only those may be grid keys
+        if section in SECTIONS:  # the key within its section against the section's keys
+            rest = {k.split(".", 1)[1]: k for k in pool if k.startswith(section + ".")}
+            close = [rest[c] for c in difflib.get_close_matches(key.split(".", 1)[-1], list(rest), n=1, cutoff=0.6)]
+        else:
+            close = difflib.get_close_matches(key, pool, n=1, cutoff=0.6)
+        if close:
+            return f"unknown key; did you mean {close[0]}?"
+    if section not in SECTIONS:
+        return f"unknown key; a grid key starts with its section: {', '.join(sorted(SECTIONS))}"
+    if schema:  # none: the model family is unknown (its own check names it)
+        return f"unknown key; keys set in base: {', '.join(k for k in set_here if k.startswith(section + '.'))}"
+    return "grid key is not set in base"
+
+
+def _schema_keys(family: str | None) -> set[str]:
+    """Every dotted key a run spec has: data, train and eval, and the model keys of ``family`` (none of an
+    unknown family), nested sections (``model.span.limit``) by their leaves."""
+    sections = {"data": DataSpec, "train": TrainSpec, "eval": EvalSpec}
+    if family in FAMILIES:
+        sections["model"] = FAMILIES[family]
+    out = {"model.family"} if family in FAMILIES else set()
+    for name, cls in sections.items():
+        out |= _fields(cls, name)
+    return out
+
+
+def _fields(cls: type[Section], prefix: str) -> set[str]:
+    out = set()
+    for name, info in cls.model_fields.items():
+        inner = info.annotation
+        if isinstance(inner, type) and issubclass(inner, Section):
+            out |= _fields(inner, f"{prefix}.{name}")
+        else:
+            out.add(f"{prefix}.{name}")
+    return out
+
+
+def _leaves(tree: Any, prefix: str = "") -> list[str]:
+    """The dotted keys of a mapping's leaves (``base``'s: what a grid key may name)."""
+    if not isinstance(tree, dict):
+        return [prefix] if prefix else []
+    return [leaf for k, v in tree.items() for leaf in _leaves(v, f"{prefix}.{k}" if prefix else str(k))]
 
 
 def _check_overrides(values: dict, axes: dict) -> None:

@@ -76,6 +76,29 @@ def test_manifest_errors(capsys, tmp_path, write_manifest, mutate, expected):
     assert_clean_error(code, err, expected, tmp_path / "results")
 
 
+@pytest.mark.parametrize(
+    "grid, expected",
+    [
+        ("model.strid: [8, 16]", "grid.model.strid: unknown key; did you mean model.stride?"),
+        ("modle.stride: [8, 16]", "grid.modle.stride: unknown key; did you mean model.stride?"),  # the section
+        ("train.stpes: [10, 20]", "grid.train.stpes: unknown key; did you mean train.steps?"),
+        ("model.zzz: [1, 2]", "grid.model.zzz: unknown key; keys set in base: model.d_model, model.family,"),
+        ("xyz.qq: [8, 16]", "grid.xyz.qq: unknown key; a grid key starts with its section: data, eval,"),
+    ],
+)
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_an_unknown_grid_key_names_the_closest_known_one(capsys, tmp_path, write_manifest, grid, expected, command):
+    """A misspelt grid key (or section) is one line with the closest key base sets, exit status 2, for
+    `repro validate FILE` and `repro run FILE` alike; a scale's own grid is checked the same way."""
+    path = write_manifest(tiny_manifest(tmp_path / "corpus.txt", grid=f"grid:\n  {grid}\n"))
+    code, _, err = run_cli(capsys, command, str(path))
+    assert_clean_error(code, err, f"{path}: {expected}", tmp_path / "results")
+    scale_grid = path.read_text().replace("grid:\n", "").replace(f"  {grid}\n", "")
+    path.write_text(scale_grid.replace("tiny: {}", f"tiny: {{grid: {{{grid}}}}}"))
+    code, _, err = run_cli(capsys, command, str(path))
+    assert_clean_error(code, err, f"{path}: scales.tiny.{expected}", tmp_path / "results")
+
+
 def test_yaml_error_names_the_line(capsys, tmp_path, write_manifest):
     path = write_manifest("name: x\ntitle: y\npaper: [\n")
     code, _, err = run_cli(capsys, "validate", str(path))
