@@ -364,15 +364,15 @@ def seed_means(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         groups = done.groupby(cell, sort=False)
         means = groups[numeric].mean().reindex(order).reset_index(drop=True)
         sds = groups[numeric].std(ddof=1).reindex(order).reset_index(drop=True)
-        for c in numeric:
-            out[c] = out[c].where(~multi, means[c])
-        out = pd.concat([out, sds.where(multi).add_suffix(" sd")], axis=1)
+        # every column at once: assigning ~100 summary columns one by one fragments the frame
+        averaged = pd.DataFrame({c: out[c].where(~multi, means[c]) for c in numeric})
+        out = pd.concat([out.drop(columns=numeric), averaged, sds.where(multi).add_suffix(" sd")], axis=1)
+        out = out[[*[c for c in done.columns if c in out], *[c for c in out if c not in done.columns]]]
         if "ran_alone" in done:
             alone = done["ran_alone"].astype(object).where(done["ran_alone"].notna(), False).astype(bool)
             every = alone.groupby(cell, sort=False).all().reindex(order).reset_index(drop=True)
             out["ran_alone"] = out["ran_alone"].astype(object).where(~multi, every)
-    out["seeds"] = counts
-    return out
+    return out.assign(seeds=counts)
 
 
 def _seeds(runs: pd.DataFrame) -> pd.Series:

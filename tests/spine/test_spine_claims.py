@@ -396,3 +396,17 @@ def test_a_bits_claim_on_a_baseline_still_improving_is_not_evaluable():
     # ...but it does flatter a not-reproduced one
     lost = verdicts.evaluate(WINS, better.assign(valid_bits=2.0 - better["valid_bits"] + 2.0), ["model.span.kind"])
     assert lost.status == "not evaluable" and lost.failed == ["trained claimed-better side"]
+
+
+def test_seed_means_of_many_summary_columns_raise_no_performance_warning():
+    """A summary has ~100 numeric keys: averaging them column by column fragmented the frame, and
+    ``repro report --all`` printed 42 pandas PerformanceWarnings."""
+    import warnings
+
+    runs = _replicated({"adaptive": [2.0, 2.1], "fixed": [2.2, 2.3]})
+    runs = pd.concat([runs, pd.DataFrame({f"m{i}": [float(i)] * len(runs) for i in range(150)})], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        means = verdicts.seed_means(runs, ["model.span.kind"])
+    assert list(means["valid_bits"]) == pytest.approx([2.05, 2.25]) and list(means["seeds"]) == [2, 2]
+    assert means["m7"].tolist() == [7.0, 7.0] and list(means.columns[:4]) == list(runs.columns[:4])
