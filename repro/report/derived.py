@@ -43,8 +43,9 @@ def add(runs: pd.DataFrame, root: Path, manifest: str, names: set[str]) -> pd.Da
     for name in wanted:
         values = []
         for _, run in out.iterrows():
-            finished = run.get("status") == "finished"
+            steps = run.get("steps")
+            finished = run.get("status") == "finished" and steps is not None and not pd.isna(steps)
             curve = RunDir(root, manifest, run["run_id"]).metrics() if finished else None
-            values.append(DERIVED[name](curve, int(run["steps"])) if finished else math.nan)
+            values.append(DERIVED[name](curve, int(steps)) if finished else math.nan)
         out[name] = values
     return out

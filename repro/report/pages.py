@@ -29,7 +29,7 @@ import pandas as pd
 from repro.config import lookup
 from repro.config.access import NONE, Access
 from repro.config.cells import value_text
-from repro.config.claims import is_sanity, parse
+from repro.config.claims import ClaimError, is_cost, is_sanity, parse
 from repro.config.document import SCALES as SCALE_ORDER
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
 from repro.files import atomic
@@ -77,11 +77,30 @@ class ClaimResult:
     text: str
     check: str
     verdict: verdicts.Verdict
+    data: str = ""  # the corpus and its unit, e.g. "linux-doc 6.1.192-3 (bits per byte)"
+    adjusted: tuple[str, str] | None = None  # (Holm's verdict, Benjamini-Hochberg's), in REPORT.md
 
     @property
     def sanity(self) -> bool:
         """Made only of ``learned[...]``: says the model trained, not what the paper found."""
         return is_sanity(self.check)
+
+    @property
+    def cost(self) -> bool:
+        """Made only of cost metrics (FLOPs, parameters, memory): a cost check, counted apart from findings."""
+        try:
+            return not self.sanity and is_cost(self.check)
+        except ClaimError:  # a renderer's own verdict: no check in the claim grammar
+            return False
+
+    @property
+    def counted(self) -> str:
+        """The column of the verdict tables this result is counted in."""
+        if self.status == "trained":
+            return "trained"
+        if self.cost and self.verdict.status != verdicts.NOT_EVALUABLE:
+            return COST
+        return self.verdict.status
 
     @property
     def status(self) -> str:
@@ -106,7 +125,9 @@ class ClaimResult:
 
     def line(self, labels: dict[str, str], scale: bool = False) -> str:
         """One line under :data:`LINE` characters: id, verdict, and its effect or what stopped it."""
-        head = f"- **{self.id}**{f' ({self.scale})' if scale else ''} — **{self.status}** — "
+        kind = " (cost check)" if self.cost else ""
+        adjusted = f" (Holm: {self.adjusted[0]}; BH: {self.adjusted[1]})" if self.adjusted else ""
+        head = f"- **{self.id}**{f' ({self.scale})' if scale else ''} — **{self.status}**{kind}{adjusted} — "
         return head + _clip(self.why(labels), LINE - len(head))
 
 
@@ -244,7 +265,9 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
             judged_rows = derived.add(rows, root, manifest.name, named)
             scale_results, block = _claims_at(manifest, scale, judged, judged_rows, keys, fill, confidence)
             for claim_id, text, verdict in drawn.judged:  # a renderer's own verdicts, counted with the claims
-                scale_results.append(ClaimResult(manifest.name, scale, claim_id, text, "(renderer)", verdict))
+                scale_results.append(
+                    ClaimResult(manifest.name, scale, claim_id, text, "(renderer)", verdict, corpus(rows))
+                )
                 block.insert(-1, scale_results[-1].line({}))
             results += scale_results
             lines += block
@@ -267,7 +290,9 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
     return path, results
 
 
-COUNTED = (*verdicts.VERDICTS, "trained")  # the last: sanity checks (the model learned) that held, apart
+COST = "cost check"
+# apart from the findings: sanity checks (the model learned) that held, and cost checks (FLOPs, memory)
+COUNTED = (*verdicts.VERDICTS, "trained", COST)
 
 
 def rule_line(confidence: float) -> str:
@@ -315,10 +340,18 @@ def _claims_at(
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, f"no run of the current resolution is stored: {fill}")
         )
-        result = ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict)
+        result = ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict, corpus(rows))
         results.append(result)
         lines.append(result.line(labels))
     return results, [*lines, ""]
+
+
+def corpus(rows: pd.DataFrame) -> str:
+    """The corpus of these runs and the unit their bits are per: ``linux-doc 6.1.192-3 (bits per byte)``."""
+    if rows.empty:
+        return ""
+    units = sorted({str(u) for u in rows.get("dataset_unit", pd.Series(dtype=object)).dropna()})
+    return renderers.datasets(rows) + (f" (bits per {', '.join(units)})" if units else "")
 
 
 def claims_csv(results: list[ClaimResult]) -> str:
@@ -330,6 +363,9 @@ def claims_csv(results: list[ClaimResult]) -> str:
                 "claim": r.id,
                 "verdict": r.status,
                 "seeds": r.verdict.seeds,
+                "p": r.verdict.p,
+                "mde": r.verdict.decided.mde if r.verdict.decided else math.nan,
+                "uninformative": r.verdict.uninformative,
                 "effect": r.verdict.effect,
                 "failed preconditions": "; ".join(r.verdict.failed),
                 "detail": r.verdict.detail,
@@ -380,7 +416,7 @@ def verdict_table(rows: list[tuple[str, str | None, list[ClaimResult]]], scales:
     for label, link, results in [("**every claim**", None, everything)] * (len(rows) > 1) + rows:
         cells = []
         for scale in used:
-            judged = [r.status if r.status == "trained" else r.verdict.status for r in results if r.scale == scale]
+            judged = [r.counted for r in results if r.scale == scale]
             text = " / ".join(str(judged.count(v)) for v in COUNTED) if judged else "—"
             cells.append(f"[{text}]({link})" if judged and link else text)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -489,6 +525,70 @@ def render_all(root: Path, confidence: float = CONFIDENCE, access: Access = NONE
         return _render_all(root, confidence, access)
 
 
+def multiplicity(results: list[ClaimResult], alpha: float) -> str:
+    """Adjust the t-judged findings among ``results`` for their number, counted over distinct run sets (a
+    comparison of the same runs reported by two manifests is one test), setting each one's ``adjusted``
+    (Holm's and Benjamini-Hochberg's verdicts); returns REPORT.md's paragraph saying so."""
+    judged = [
+        r
+        for r in results
+        if r.verdict.seeds >= 2
+        and r.verdict.status in (verdicts.REPRODUCED, verdicts.NOT_REPRODUCED, verdicts.WITHIN_NOISE)
+        and not (r.sanity or r.cost)
+        and not math.isnan(r.verdict.p)
+    ]
+
+    def key(r: ClaimResult) -> tuple:
+        return (r.verdict.runs or (r.manifest, r.scale, r.id), round(r.verdict.decided.mean, 9))
+
+    tests = {key(r): r.verdict.p for r in judged}  # one p per distinct test
+    holm, bh = verdicts.adjusted(list(tests.values()), alpha)
+    kept = {k: (h, b) for k, h, b in zip(tests, holm, bh)}
+    for r in judged:
+        h, b = kept[key(r)]
+        found = r.verdict.status != verdicts.WITHIN_NOISE
+        r.adjusted = tuple(r.verdict.status if found and ok else verdicts.WITHIN_NOISE for ok in (h, b))
+    findings = [r for r in judged if r.verdict.status != verdicts.WITHIN_NOISE]
+    return (
+        f"**Multiplicity:** {len(judged)} verdicts are judged by the t rule (sanity and cost checks apart), "
+        f"{len(tests)} distinct tests once verdicts on the same runs and margin are counted once. At "
+        f"{alpha:.0%} each, about {alpha * len(tests):.1f} of them would read reproduced or not reproduced by "
+        f"chance alone were no effect real. Beside each verdict, *Holm* (family-wise error at {alpha:.0%}) "
+        f"and *BH* (Benjamini-Hochberg, false discovery rate at {alpha:.0%}) say whether it survives the "
+        f"adjustment: of the {len(findings)} findings, {sum(r.adjusted[0] == r.verdict.status for r in findings)} "
+        f"survive Holm and {sum(r.adjusted[1] == r.verdict.status for r in findings)} survive BH."
+    )
+
+
+def stored_verdicts(root: Path) -> dict[tuple[str, str, str], str]:
+    """(manifest, scale, claim) -> verdict, as the reports stored last wrote them (their claims csvs)."""
+    out = {}
+    for path in sorted((root / "reports" / "tables").glob("*-claims.csv")):
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, ValueError, pd.errors.ParserError):
+            continue
+        name = path.name.removesuffix("-claims.csv")
+        for _, row in frame.iterrows():
+            out[(name, str(row["scale"]), str(row["claim"]))] = str(row["verdict"])
+    return out
+
+
+def moved_verdicts(before: dict[tuple[str, str, str], str], results: list[ClaimResult]) -> list[str]:
+    """REPORT.md's section on the verdicts this regeneration changed: before -> after, one line each."""
+    after = {(r.manifest, r.scale, r.id): r.status for r in results}
+    changed = [
+        (k, before.get(k, "—"), after.get(k, "—"))
+        for k in [*after, *[k for k in before if k not in after]]
+        if before.get(k) != after.get(k) and before
+    ]
+    if not changed:
+        return []
+    lines = [f"## Verdicts that moved since the reports stored before ({len(changed)})", ""]
+    lines += [f"- {m} ({s}) **{c}**: {old} -> **{new}**" for (m, s, c), old, new in changed]
+    return [*lines, ""]
+
+
 def paper_order(manifest: Manifest) -> tuple:
     """REPORT.md's order: the papers, then within each its tables, its figures (by number), the suite's
     ablations and the rest by name; pilots last."""
@@ -510,20 +610,26 @@ def _render_all(root: Path, confidence: float, access: Access) -> Path:
     sections: dict[str, list[str]] = {}
     summary: list[tuple[str, str | None, list[ClaimResult]]] = []
     heads = [
-        "| artefact | scale | headline claim | verdict | effect: margin [bounds], seeds |",
-        "|---|---|---|---|---|",
+        "| artefact | scale | corpus (unit) | headline claim | verdict | Holm / BH | effect: margin [bounds], seeds |",
+        "|---|---|---|---|---|---|---|",
     ]
     seen: list[str] = []
-    for manifest in manifests:
-        path, results = _render(manifest, root, confidence)
+    before = stored_verdicts(root)
+    rendered = [(manifest, *_render(manifest, root, confidence)) for manifest in manifests]
+    everything = [r for _, _, results in rendered for r in results]
+    family = multiplicity(everything, 1 - confidence)
+    for manifest, path, results in rendered:
         link = f"reports/{path.name}"
         if results:
             summary.append((f"[{manifest.name}]({link})", None, results))
             seen += [s for s in manifest.scale_names() if s not in seen]
         for scale in [s for s in manifest.scale_names() if any(r.scale == s for r in results)]:
             top = headline(manifest, [r for r in results if r.scale == scale])
+            adjusted = " / ".join(top.adjusted) if top.adjusted else "—"
             heads.append(
-                f"| [{manifest.name}]({link}) | {scale} | {top.id} | {top.status} | {_clip(top.why({}), 110)} |"
+                f"| [{manifest.name}]({link}) | {scale} | {top.data or '?'} | {top.id} | {top.status}"
+                f"{' (cost check)' if top.cost else ''} | {adjusted} "
+                f"| {_clip(top.why({}), 110)} |"
             )
         block = sections.setdefault(manifest.paper, [])
         block += [f"### [{manifest.title}]({link})", "", f"`{manifest.name}` — {stored_line(manifest, root)}", ""]
@@ -544,6 +650,8 @@ def _render_all(root: Path, confidence: float, access: Access) -> Path:
         "",
         rule_line(confidence),
         "",
+        textwrap.fill(family, 110, break_on_hyphens=False),
+        "",
         "## Headlines, in the papers' order",
         "",
         *heads,
@@ -552,6 +660,7 @@ def _render_all(root: Path, confidence: float, access: Access) -> Path:
         "",
         verdict_table(summary, [s for s in SCALE_ORDER if s in seen] + [s for s in seen if s not in SCALE_ORDER]),
         "",
+        *moved_verdicts(before, everything),
     ]
     for paper in sorted(sections, key=lambda p: PAPERS.index(p) if p in PAPERS else len(PAPERS)):
         lines += [f"## {paper}", "", *sections[paper]]

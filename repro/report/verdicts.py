@@ -160,6 +160,7 @@ class Verdict:
     failed: list[str] = field(default_factory=list)  # preconditions that did not hold (or could not be checked)
     holds: bool | None = None  # the direction an indicative (one-seed) verdict gave
     deciding: int | None = None  # the index in ``margins`` of the part that decided the verdict
+    control: str | None = None  # the gate on the judged verdict that made it not evaluable (its detail says why)
     runs: frozenset = frozenset()  # the run ids the verdict compared (REPORT.md's multiplicity counts run sets)
 
     @property
@@ -243,7 +244,7 @@ def _initial_span_control(
         f"compare with a lambda = 0 control; as judged: {verdict.effect or verdict.detail}",
         verdict.seeds,
         verdict.margins,
-        failed=["initial-span control"],
+        control="initial-span control",
         deciding=verdict.deciding,
         runs=verdict.runs,
     )
@@ -297,7 +298,7 @@ def _trained_baselines(verdict: Verdict) -> Verdict:
                 f"{verdict.effect or verdict.detail}",
                 verdict.seeds,
                 verdict.margins,
-                failed=[f"trained {side}"],
+                control=f"trained {side}",
                 deciding=verdict.deciding,
                 runs=verdict.runs,
             )
@@ -783,3 +784,20 @@ def _fmt(value: Any) -> str:
     if isinstance(value, pd.Series):
         return "{" + ", ".join(f"{k}: {v:.4g}" for k, v in value.items()) + "}"
     return f"{value:.4g}"
+
+
+def adjusted(p_values: list[float], alpha: float = 1 - CONFIDENCE) -> tuple[list[bool], list[bool]]:
+    """Which of a family's tests stay significant at ``alpha`` after adjusting for their number: (Holm's
+    step-down, which bounds the family-wise error; Benjamini-Hochberg's step-up, which bounds the false
+    discovery rate). One entry per p value, in the order given."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    holm, bh = [False] * m, [False] * m
+    for rank, i in enumerate(order):  # Holm: reject in order while p_(k) <= alpha / (m - k)
+        if p_values[i] > alpha / (m - rank):
+            break
+        holm[i] = True
+    passing = [rank for rank, i in enumerate(order) if p_values[i] <= alpha * (rank + 1) / m]
+    for rank, i in enumerate(order):  # BH: reject every p up to the largest p_(k) <= k alpha / m
+        bh[i] = bool(passing) and rank <= passing[-1]
+    return holm, bh

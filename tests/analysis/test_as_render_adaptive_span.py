@@ -189,7 +189,8 @@ def test_tables(tmp_path, name):
     assert "ours:" in body and "| 2.5 |" in body  # our first run's dev bits
     assert all(line in text for line in body.splitlines() if not line.startswith("#"))  # inlined in the report
     assert "scale: tiny" in body and "wiki-lead" in body
-    assert results and all(r.verdict.status == "indicative (one seed)" for r in results)  # one seed: judged
+    judged = [r for r in results if r.verdict.control != "initial-span control"]  # far below S holds at z = 0
+    assert judged and all(r.verdict.status == "indicative (one seed)" for r in judged)  # one seed: judged
 
 
 def _ramp(x, z, R):
@@ -278,7 +279,9 @@ def test_figures(tmp_path, name, stems, drawn):
     _check_drawn(name, m, root, drawn)
     text = path.read_text()
     assert "scale: tiny" in text
-    assert all(r.verdict.status != "not evaluable" for r in results), [r.verdict for r in results]
+    # every claim judged, except those the initial-span control stops: a span far below S holds at z = 0
+    judged = [r for r in results if r.verdict.control != "initial-span control"]
+    assert all(r.verdict.status != "not evaluable" for r in judged), [r.verdict for r in judged]
     if name == "as-fig4":
         judged = {r.id: r.verdict for r in results}  # synthetic spans grow with depth by more than R/4
         assert judged["upper-layers-longer"].holds and "upper-layers-longer" in text

@@ -326,7 +326,7 @@ def test_a_span_claim_gets_its_moved_precondition_without_its_author_writing_it(
     # initial-span control makes it not evaluable (it says nothing about what was learned)
     moved = longest.assign(avg_span=[30.0, 100.0])
     verdict = verdicts.evaluate(claim.check, moved, keys, claim.requires)
-    assert verdict.status == "not evaluable" and verdict.failed == ["initial-span control"], verdict
+    assert verdict.status == "not evaluable" and verdict.control == "initial-span control", verdict
     assert "holds at the initial spans too" in verdict.detail
 
 
@@ -339,7 +339,7 @@ def test_the_initial_span_control_passes_a_claim_against_a_lambda_zero_control()
     assert verdicts.evaluate(check, runs, ["model.span.loss_coef"]).status == "reproduced"
     # against S it is true by construction (R = 32 < 0.1 S at z = 0): not evaluable
     far = verdicts.evaluate("avg_span[loss_coef=2e-06] < 0.1 * 1024", runs, ["model.span.loss_coef"])
-    assert far.status == "not evaluable" and far.failed == ["initial-span control"]
+    assert far.status == "not evaluable" and far.control == "initial-span control"
 
 
 def test_a_claim_on_a_metric_no_run_stores_is_refused(tmp_path):
@@ -388,14 +388,14 @@ def test_a_bits_claim_on_a_baseline_still_improving_is_not_evaluable():
     # the baseline (fixed) still gained 0.05 bits over its last fifth: at least a quarter of the 0.11 margin
     gaining = runs.assign(valid_gain_last_fifth=[0.0 if k == "adaptive" else 0.05 for k in runs["model.span.kind"]])
     verdict = verdicts.evaluate(WINS, gaining, ["model.span.kind"])
-    assert verdict.status == "not evaluable" and verdict.failed == ["trained baseline"], verdict.detail
+    assert verdict.status == "not evaluable" and verdict.control == "trained baseline", verdict.detail
     assert "still gained 0.05 bits" in verdict.detail
     # the claimed-better side still improving does not flatter a reproduced claim: judged as before
     better = runs.assign(valid_gain_last_fifth=[0.05 if k == "adaptive" else 0.0 for k in runs["model.span.kind"]])
     assert verdicts.evaluate(WINS, better, ["model.span.kind"]).status == "reproduced"
     # ...but it does flatter a not-reproduced one
     lost = verdicts.evaluate(WINS, better.assign(valid_bits=2.0 - better["valid_bits"] + 2.0), ["model.span.kind"])
-    assert lost.status == "not evaluable" and lost.failed == ["trained claimed-better side"]
+    assert lost.status == "not evaluable" and lost.control == "trained claimed-better side"
 
 
 def test_seed_means_of_many_summary_columns_raise_no_performance_warning():

@@ -79,7 +79,9 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
     assert [(r.verdict.status, r.verdict.seeds) for r in results] == [("within noise", 3)]
     text = path.read_text()
     head = text[: text.index("## Scale")]
-    assert "| `t-tiny` | 0 / 0 / 1 / 0 / 0 / 0 |" in head and "**Rule:** a one-sided paired t interval at 95%" in head
+    assert (
+        "| `t-tiny` | 0 / 0 / 1 / 0 / 0 / 0 / 0 |" in head and "**Rule:** a one-sided paired t interval at 95%" in head
+    )
     assert "- **c** — **within noise** — -0.0167 [" in text and "3 seeds" in text
     assert "| 16 | finished | file | 3 ± 0.1 | 3 |" in text  # mean ± sd over the seeds, then n
     csv = (root / "reports" / "t-tiny.csv").read_text().splitlines()
@@ -106,12 +108,17 @@ def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
     b = judged("b", "tiny", "reproduced", "not reproduced", "reproduced")
     lines = verdict_table([("A", "reports/a.md", a), ("B", "reports/b.md", b)], ["tiny", "cpu"]).splitlines()
     assert lines[0] == "| artefact | tiny | cpu |"
-    assert lines[2] == "| **every claim** | 3 / 1 / 1 / 0 / 0 / 0 | 0 / 0 / 0 / 0 / 1 / 0 |"
-    assert lines[3] == "| A | [1 / 0 / 1 / 0 / 0 / 0](reports/a.md) | [0 / 0 / 0 / 0 / 1 / 0](reports/a.md) |"
-    assert lines[4] == "| B | [2 / 1 / 0 / 0 / 0 / 0](reports/b.md) | — |"
+    assert lines[2] == "| **every claim** | 3 / 1 / 1 / 0 / 0 / 0 / 0 | 0 / 0 / 0 / 0 / 1 / 0 / 0 |"
+    assert lines[3] == "| A | [1 / 0 / 1 / 0 / 0 / 0 / 0](reports/a.md) | [0 / 0 / 0 / 0 / 1 / 0 / 0](reports/a.md) |"
+    assert lines[4] == "| B | [2 / 1 / 0 / 0 / 0 / 0 / 0](reports/b.md) | — |"
     learned = [ClaimResult("c", "tiny", "l", "t", "learned[]", Verdict("reproduced", ""))]
-    assert verdict_table([("C", None, learned)], ["tiny"]).splitlines()[2] == "| C | 0 / 0 / 0 / 0 / 0 / 1 |"
+    assert verdict_table([("C", None, learned)], ["tiny"]).splitlines()[2] == "| C | 0 / 0 / 0 / 0 / 0 / 1 / 0 |"
     assert learned[0].status == "trained"
+    # a check made only of FLOPs or memory is a cost check, counted apart from the findings
+    cost = [
+        ClaimResult("d", "tiny", "f", "t", "flops_per_token[a=1] < flops_per_token[a=2]", Verdict("reproduced", ""))
+    ]
+    assert verdict_table([("D", None, cost)], ["tiny"]).splitlines()[2] == "| D | 0 / 0 / 0 / 0 / 0 / 0 / 1 |"
     one = verdict_table([("A", None, a)], ["tiny", "cpu"]).splitlines()
     assert len(one) == 3 and "every claim" not in one[2]  # one artefact: its row is the total
 
@@ -142,3 +149,46 @@ def test_a_comparison_with_a_model_still_improving_is_not_evaluable(tmp_path, wr
         path, (result,) = report.render(m, root)
         assert (result.verdict.status == "not evaluable") is not flat, result.verdict
         assert "P1 | `valid_gain_last_fifth[stride=16] < 0.02` | " + ("holds" if flat else "fails") in path.read_text()
+
+
+def test_holm_and_benjamini_hochberg_adjust_a_family_of_p_values():
+    from repro.report.verdicts import adjusted
+
+    # m = 4 at 5%: Holm needs 0.0125, 0.0167, 0.025, 0.05 in order; BH the largest p_(k) <= 0.0125 k
+    holm, bh = adjusted([0.01, 0.04, 0.03, 0.2])
+    assert holm == [True, False, False, False]  # 0.03 > 0.05 / 3 stops Holm at the second
+    assert bh == [True, False, False, False]  # 0.03 > 0.025 and 0.04 > 0.0375
+    holm, bh = adjusted([0.001, 0.012, 0.013, 0.2])
+    assert holm == [True, True, True, False] and bh == [True, True, True, False]
+    holm, bh = adjusted([0.02, 0.03, 0.035, 0.04])  # each < 5% alone; BH keeps all (0.04 <= 0.05), Holm none
+    assert holm == [False] * 4 and bh == [True] * 4
+
+
+def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_moved(tmp_path):
+    from repro.report.pages import ClaimResult, moved_verdicts, multiplicity
+    from repro.report.verdicts import Margin, Verdict
+
+    def found(name, runs, p, status="reproduced"):
+        margin = Margin(0, "", 0.1, 0.05, 0.15, 3, status=1 if status == "reproduced" else 0, p_holds=p, p_fails=1 - p)
+        return ClaimResult(
+            name, "tiny", "c", "t", "valid_bits[a=1] < valid_bits[a=2]", Verdict(status, "", 3, [margin], runs=runs)
+        )
+
+    same = frozenset({"r1", "r2"})
+    results = [found("a", same, 0.03), found("b", same, 0.03), found("c", frozenset({"r3"}), 0.001)]
+    text = multiplicity(results, 0.05)
+    assert "3 verdicts are judged by the t rule" in text and "2 distinct tests" in text
+    # two tests: Holm needs 0.05 for the second smallest; 0.03 passes, and BH keeps both
+    assert [r.adjusted for r in results] == [("reproduced", "reproduced")] * 3
+    results.append(found("d", frozenset({"r4"}), 0.04))  # three tests: Holm needs 0.025 for the second
+    multiplicity(results, 0.05)
+    assert results[0].adjusted == ("within noise", "reproduced") and results[3].adjusted == (
+        "within noise",
+        "reproduced",
+    )
+    assert "(Holm: within noise; BH: reproduced)" in results[0].line({})
+    before = {("a", "tiny", "c"): "within noise", ("gone", "cpu", "x"): "reproduced"}
+    lines = moved_verdicts(before, results[:1])
+    assert "- a (tiny) **c**: within noise -> **reproduced**" in lines
+    assert "- gone (cpu) **x**: reproduced -> **—**" in lines
+    assert moved_verdicts({("a", "tiny", "c"): "reproduced"}, results[:1]) == []
