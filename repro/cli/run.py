@@ -64,6 +64,11 @@ def cmd_run(args) -> int:
             f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
             f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
         )
+    judged = [m for m in plan if any(c.scales is None or args.scale in c.scales for c in m.claims)]
+    if judged and specs:  # before training: what these seeds can decide (the report gives each claim's MDE)
+        from repro.report.verdicts import power_note
+
+        echo(power_note(args.seeds or max(m.replicates(args.scale) for m in judged)))
     timings = eta.Timings(eta.default_roots(root))
     if args.dry_run:
         for m, s in specs:

@@ -801,3 +801,19 @@ def adjusted(p_values: list[float], alpha: float = 1 - CONFIDENCE) -> tuple[list
     for rank, i in enumerate(order):  # BH: reject every p up to the largest p_(k) <= k alpha / m
         bh[i] = bool(passing) and rank <= passing[-1]
     return holm, bh
+
+
+def power_note(seeds: int, confidence: float = CONFIDENCE) -> str:
+    """What ``seeds`` replicates can decide, before any run: the margin, in per-seed standard deviations of
+    the margin, that a t-judged claim must clear, and the true margin it finds at :data:`POWER`."""
+    if seeds < 2:
+        return "1 seed per cell: every claim is indicative only (no spread to judge it by); --seeds 3 judges them"
+    decide = t_quantile(confidence, seeds - 1) / math.sqrt(seeds)
+    detect = (t_quantile(confidence, seeds - 1) + t_quantile(POWER, seeds - 1)) / math.sqrt(seeds)
+    more = seeds + 1
+    detect_more = (t_quantile(confidence, more - 1) + t_quantile(POWER, more - 1)) / math.sqrt(more)
+    return (
+        f"{seeds} seeds per cell: a claim is decided only when its mean margin clears {decide:.2f} x the sd of "
+        f"its per-seed margins, and a true margin is found at {POWER:.0%} power only from {detect:.2f} sd "
+        f"({more} seeds: {detect_more:.2f} sd); smaller ones read within noise, uninformative"
+    )

@@ -410,3 +410,15 @@ def test_seed_means_of_many_summary_columns_raise_no_performance_warning():
         means = verdicts.seed_means(runs, ["model.span.kind"])
     assert list(means["valid_bits"]) == pytest.approx([2.05, 2.25]) and list(means["seeds"]) == [2, 2]
     assert means["m7"].tolist() == [7.0, 7.0] and list(means.columns[:4]) == list(runs.columns[:4])
+
+
+def test_the_power_note_says_before_a_run_what_its_seeds_can_decide(tmp_path, capsys):
+    from scipy import stats
+
+    from repro.cli import main
+
+    two = verdicts.power_note(2)
+    assert f"clears {stats.t.ppf(0.95, 1) / 2**0.5:.2f} x the sd" in two and "(3 seeds: 2.30 sd)" in two
+    assert "indicative only" in verdicts.power_note(1)
+    assert main(["--results", str(tmp_path), "run", "st-ablate-stride", "--seeds", "2", "--dry-run"]) == 0
+    assert two in capsys.readouterr().out
