@@ -21,8 +21,10 @@ The libraries choose their kernels once per process, at the first vectorised ope
 :func:`apply` must come before any tensor work, and a process keeps what it applied first (a later run
 that needs the other set is refused in one line, naming how to run it alone). Off x86-64, or on a CPU
 without AVX2, the pin applies nothing. A run's summary records what was pinned and what torch then runs
-(``environment.cpu_isa``: ``avx2`` or ``none``; ``environment.cpu_capability``: ``AVX2``, ``AVX512``, ...).
-Importing this module changes nothing.
+(``environment.cpu_isa``: ``avx2`` or ``none``; ``environment.cpu_capability``: ``AVX2``, ``AVX512``, ...),
+and the CPU's vendor (``environment.cpu_vendor``, :func:`vendor`): the pin holds the instruction set, not
+MKL's choice of GEMM kernels per vendor, so an Intel and an AMD CPU differ in the last bits under it too
+(docs/reproducibility.md). Importing this module changes nothing.
 """
 
 from __future__ import annotations
@@ -131,6 +133,24 @@ def model() -> str:
     """The CPU's model name (``/proc/cpuinfo``; the platform's word for it elsewhere). Not enough to tell
     two machines' kernels apart: "AMD EPYC" has named CPUs with and without AVX-512 here."""
     return _cpuinfo("model name") or platform.processor() or platform.machine() or "unknown"
+
+
+VENDORS = {"AMD": "AuthenticAMD", "Intel": "GenuineIntel"}  # a model name's first word -> its vendor_id
+
+
+def vendor() -> str:
+    """The CPU's vendor as ``/proc/cpuinfo`` names it (``vendor_id``: ``AuthenticAMD``, ``GenuineIntel``;
+    ``unknown`` where it cannot be read). It decides bits beside the instruction set: MKL dispatches its
+    GEMM kernels per vendor, and its AVX2 pin does not make an Intel and an AMD CPU run the same ones."""
+    return _cpuinfo("vendor_id") or "unknown"
+
+
+def vendor_of(model_name: str | None) -> str | None:
+    """The vendor a CPU model name implies (``AMD EPYC`` -> ``AuthenticAMD``, ``Intel(R) Xeon(R) ...`` ->
+    ``GenuineIntel``; None for another name, a GPU's among them): for runs stored before the vendor was
+    recorded, whose ``environment.device`` is the model name."""
+    first = (model_name or "").split(" ", 1)[0].split("(", 1)[0]
+    return VENDORS.get(first)
 
 
 def features() -> str:

@@ -19,7 +19,7 @@ from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
 from repro.cli.status import cmd_status
 from repro.cli.tracking import cmd_dashboard, cmd_pull, cmd_sync
-from repro.cli.verify import cmd_verify
+from repro.cli.verify import cmd_verify, tolerance
 from repro.config.manifest import DEFAULT_SCALE
 from repro.data import cli as data_cli
 from repro.report.verdicts import CONFIDENCE
@@ -210,10 +210,19 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         cmd_verify,
         "train stored runs again as they were made (their commit, threads, instruction set) and compare every "
-        "stored number bit for bit",
+        "stored number bit for bit (or within --tolerance), naming what of the environment differs",
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="run id (or unique prefix) or run directory")
     p.add_argument("--keep", action="store_true", help="keep the scratch folder (the code and the re-executed runs)")
+    p.add_argument(
+        "--tolerance",
+        type=tolerance,
+        default=None,
+        metavar="X",
+        help="pass a run whose every number is within a relative X of the stored one (|stored - here| <= "
+        "X |stored|; a stored 0 must be matched exactly), e.g. 1e-6; the line names the largest difference "
+        "(default: bit for bit)",
+    )
 
     p = command("sync", cmd_sync, "upload offline W&B runs not uploaded yet (needs W&B credentials)")
     p.add_argument("--entity", default=None, help="W&B entity (default: your login's)")

@@ -1,14 +1,31 @@
 """``repro verify RUN...``: stored runs re-executed as they were made, one line per run (repro.train.verify).
 
-Exit status: 0 every run gave its stored bits; 1 a run differs or cannot be verified; 2 bad input (a run
-that is not in the store)."""
+Exit status: 0 every run gave its stored bits (or, under ``--tolerance X``, numbers within a relative X
+of them); 1 a run differs or cannot be verified; 2 bad input (a run that is not in the store, a
+``--tolerance`` that is not a relative difference)."""
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 
 from repro.cli.common import store_root
 from repro.store.runs import find_run
+
+
+def tolerance(text: str) -> float:
+    """``repro verify --tolerance``: a relative difference, a finite number greater than 0 and below 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: expected a number") from None
+    if not (math.isfinite(value) and 0 < value < 1):
+        raise argparse.ArgumentTypeError(
+            f"{text}: allowed: a relative difference greater than 0 and less than 1, e.g. 1e-6 "
+            "(without --tolerance the numbers are compared bit for bit)"
+        )
+    return value
 
 
 def cmd_verify(args) -> int:
@@ -22,7 +39,11 @@ def cmd_verify(args) -> int:
             print(f"scratch folder (kept): {scratch}", file=sys.stderr)
         for run in runs:
             verdict = verify.verify(
-                run, scratch, echo=lambda line: print(line, file=sys.stderr, flush=True), access=args.access
+                run,
+                scratch,
+                echo=lambda line: print(line, file=sys.stderr, flush=True),
+                access=args.access,
+                tolerance=args.tolerance,
             )
             print(verdict, flush=True)
             same = same and verdict.same is True

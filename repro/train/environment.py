@@ -8,7 +8,8 @@ batches are made in the training process (no data-loader workers). The CPU instr
 use is applied here too, before the run's first tensor operation (repro/cpu_isa.py: native for a new run
 unless ``REPRO_CPU_ISA=avx2``; the one a stored run recorded when it is resumed or re-executed). The summary's
 ``environment`` names the rest: torch and Lightning versions, the CPU model or GPU name, the instruction
-set pinned and the one torch runs, the thread count and the precision it trained in.
+set pinned and the one torch runs, the CPU vendor (MKL chooses its GEMM kernels per vendor, whatever the
+instruction set) and the BLAS library's version, the thread count and the precision it trained in.
 
 ``train.precision: auto`` resolves here, per machine (:func:`resolve`): bf16-mixed where the hardware
 runs bf16 matrix products natively (a CUDA GPU with bf16; a CPU with AVX-512 BF16 or AMX under native
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -98,6 +100,20 @@ def describe(precision: str) -> dict[str, Any]:
         # what repro pinned: avx2, or none (native, or a CPU the pin does not apply to)
         "cpu_isa": cpu_isa.pin(cpu_isa.applied() or cpu_isa.DEFAULT, {}),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels torch runs: AVX2, AVX512, ...
+        "cpu_vendor": cpu_isa.vendor(),  # AuthenticAMD, GenuineIntel: MKL picks its GEMM kernels per vendor
+        "blas": blas(),  # the CPU GEMMs' library and version: MKL 2024.2, ...
         "threads": torch.get_num_threads(),
         "precision": precision,  # auto: what it resolved to here
     }
+
+
+def blas() -> str:
+    """The library torch's CPU build does its float32 GEMMs in, with its version where the build names
+    it (``MKL 2024.2``; else the build's ``BLAS_INFO``: ``open``, ``accelerate``, ...; ``unknown``). Read
+    from the build's configuration text (``torch.__config__.show()``: no work, no kernel chosen)."""
+    shown = torch.__config__.show()
+    found = re.search(r"Math Kernel Library Version (\d[\d.]*)", shown)
+    if found:
+        return f"MKL {found.group(1)}"
+    info = re.search(r"BLAS_INFO=([\w.-]+)", shown)
+    return info.group(1) if info else "unknown"

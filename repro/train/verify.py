@@ -11,7 +11,10 @@ The instruction set comes from the summary's ``environment.cpu_isa``: ``avx2`` r
 kernels, ``none`` on the libraries' own choice (which must be the recorded ``cpu_capability``). A run
 stored before the instruction set was recorded is tried on the AVX2 kernels and, where they differ, on
 this CPU's native ones too (docs/reproducibility.md: the stored runs came from AVX2 and AVX-512 EPYCs).
-The comparison is :mod:`repro.train.compare`.
+The comparison is :mod:`repro.train.compare`: bit for bit, or within a relative ``tolerance``. A line that
+is not the same bits names the largest difference beside the first, and which recorded property of the
+environment differs from this machine (the CPU vendor above all: MKL picks its GEMM kernels per vendor,
+and the AVX2 pin does not hold that, so an Intel CPU leaves an AMD one's bits in the last place).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +34,7 @@ from repro import cpu_isa
 from repro.bounds import ALLOW_READ, TRUST_CODE
 from repro.config.access import NONE, Access
 from repro.store.runs import RunDir, sources
-from repro.train.compare import first_difference
+from repro.train.compare import Comparison, compare
 
 # the libraries' instruction-set variables (repro/cpu_isa.py pins them to AVX2)
 ISA_VARIABLES = tuple(cpu_isa.AVX2)
@@ -56,10 +59,16 @@ class CannotVerify(Exception):
 
 
 def verify(
-    run: RunDir, scratch: Path, echo: Callable[[str], None] = lambda line: None, access: Access = NONE
+    run: RunDir,
+    scratch: Path,
+    echo: Callable[[str], None] = lambda line: None,
+    access: Access = NONE,
+    tolerance: float | None = None,
 ) -> Verdict:
     """Re-execute the stored ``run`` under ``scratch`` and compare; never writes the store. ``access``: the
-    folders the user allowed its manifest beyond its own (its corpus may lie elsewhere)."""
+    folders the user allowed its manifest beyond its own (its corpus may lie elsewhere). ``tolerance``: a
+    relative difference every number may have for the run to pass (:meth:`Gap.relative`; None: bit for
+    bit); the line names the largest difference either way, and what of the environment differs."""
     manifest = run.path.parent.name
     try:
         spec, summary = run.spec(), run.summary()
@@ -68,17 +77,94 @@ def verify(
         repo, commit = _commit(run, spec.get("code_version"))
         threads, isas = _environment(spec, summary)
         code = _worktree(repo, commit, scratch / "code" / commit)
-        tried = []
+        tried, within, note = [], None, ""
         for isa in isas:
             echo(f"verifying {run.run_id} ({manifest}) at {commit}, {threads} threads, {isa} kernels")
             here = _execute(run, spec, code, scratch / "results" / f"{run.run_id}-{isa}", threads, isa, access)
-            difference = first_difference(run, here)
-            if difference is None:
-                return Verdict(run.run_id, manifest, True, f"same bits ({_kernels(isa, summary)})")
-            tried.append(f"{difference} ({_kernels(isa, summary)})")
-        return Verdict(run.run_id, manifest, False, "; ".join(tried))
+            compared, kernels = compare(run, here), _kernels(isa, summary)
+            if compared.first is None:
+                return Verdict(run.run_id, manifest, True, f"same bits ({kernels})")
+            note = environment_note(summary.get("environment"), this_machine(here, threads), isa)
+            if tolerance is not None and within is None and compared.within(tolerance):
+                within = f"same within {tolerance:g}: largest difference {compared.largest} ({kernels}); {note}"
+            tried.append(f"{compared.first} ({kernels}){_beside(compared, tolerance)}")
+        if within is not None:
+            return Verdict(run.run_id, manifest, True, within)
+        return Verdict(run.run_id, manifest, False, "; ".join([*tried, note]))
     except CannotVerify as why:
         return Verdict(run.run_id, manifest, None, f"cannot verify: {why}")
+
+
+def _beside(compared: Comparison, tolerance: float | None) -> str:
+    """What a differing line says beside the first difference: the largest between numbers (and that it
+    is beyond the tolerance), and, under a tolerance, a difference no tolerance passes."""
+    said, largest, first = "", compared.largest, compared.first
+    if largest is not None:
+        if first is not None and (largest.step, largest.what) == (first.step, first.what):
+            said = f"; the largest difference too, |diff| {largest.absolute:.3g} (relative {largest.relative:.3g})"
+        else:
+            said = f"; largest difference {largest}"
+        if tolerance is not None and largest.relative > tolerance:
+            said += f", beyond the tolerance {tolerance:g}"
+    if tolerance is not None and compared.unnumbered is not None:
+        said += f"; not between two numbers, so beyond any tolerance: {compared.unnumbered}"
+    return said
+
+
+# the recorded properties of an environment that decide a run's bits, in the order a verdict names them
+PROPERTIES = ("cpu_vendor", "device", "cpu_capability", "threads", "torch", "lightning", "blas", "precision")
+
+
+def recorded_vendor(environment: Mapping | None) -> tuple[str | None, bool]:
+    """The CPU vendor a stored run trained on (None: unknown), and whether it was inferred: a run stored
+    before the vendor was recorded names it by its ``device``, the CPU's model name (:func:`cpu_isa.vendor_of`)."""
+    environment = environment or {}
+    if environment.get("cpu_vendor"):
+        return environment["cpu_vendor"], False
+    return cpu_isa.vendor_of(environment.get("device")), True
+
+
+def this_machine(here: RunDir, threads: int) -> dict:
+    """The environment of the re-executed run ``here``, as its code recorded it, completed with this
+    machine's own where that code records less (code older than the vendor's record)."""
+    recorded = dict(here.summary().get("environment") or {})
+    recorded.setdefault("cpu_vendor", cpu_isa.vendor())
+    recorded.setdefault("device", cpu_isa.model())
+    recorded.setdefault("threads", threads)
+    recorded.setdefault("torch", _torch_version())
+    return recorded
+
+
+def environment_note(stored: Mapping | None, here: Mapping, isa: str) -> str:
+    """Which recorded property of the stored run's environment differs from this machine's (``here``:
+    :func:`this_machine`), and what that does to the bits; or that none does."""
+    if not stored:
+        return "the run records no environment to compare with this machine's"
+    vendor, inferred = recorded_vendor(stored)
+    compared, said = [], []
+    if vendor and here.get("cpu_vendor"):
+        compared.append("cpu_vendor")
+        if vendor != here["cpu_vendor"]:
+            how = "; the vendor inferred from that model name" if inferred else ""
+            held = "which the AVX2 pin does not hold" if isa == "avx2" else "whatever the instruction set"
+            said.append(
+                f"recorded on {vendor} ({stored.get('device', 'unknown')}{how}), this CPU is {here['cpu_vendor']} "
+                f"({here.get('device', 'unknown')}): MKL picks its GEMM kernels per CPU vendor, {held}"
+            )
+    for key in PROPERTIES[1:]:
+        if key not in stored or key not in here:
+            continue
+        compared.append(key)
+        named = key == "device" and said  # the vendor's clause names both models
+        if stored[key] != here[key] and not named:
+            said.append(f"recorded {key} {_quoted(stored[key])}, here {_quoted(here[key])}")
+    if not said:
+        return f"no recorded property of the environment differs ({', '.join(compared)})"
+    return "; ".join(said) + " (docs/reproducibility.md)"
+
+
+def _quoted(value) -> str:
+    return f'"{value}"' if isinstance(value, str) and " " in value else str(value)
 
 
 def _commit(run: RunDir, version: str | None) -> tuple[Path, str]:

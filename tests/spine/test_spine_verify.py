@@ -1,6 +1,9 @@
 """``repro verify``: a stored run re-executed at its commit (a real git repository, real processes) gives
-its stored bits; a number changed in the store is found at its step with both values; a run that cannot
-be re-executed as it was made says why; bad input is one line, exit status 2."""
+its stored bits; a number changed in the store is found at its step with both values, beside the largest
+difference, and passes under a ``--tolerance`` it is within; a differing line names the recorded property
+of the environment that differs from this machine (the CPU vendor, recorded or inferred from an old run's
+model name); a run that cannot be re-executed as it was made says why; bad input is one line, exit
+status 2."""
 
 from __future__ import annotations
 
@@ -11,15 +14,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from spine_manifests import stored_run, tiny_manifest
 from textcorpus import write_corpus
 
+from repro import cpu_isa
+from repro.cli.main import main
 from repro.config import manifest as manifests
 from repro.store.runs import RunDir
-from repro.train import verify
-from repro.train.compare import first_difference
+from repro.train import environment, verify
+from repro.train.compare import compare, first_difference
 
 HERE = Path(__file__).resolve().parents[2]  # the checkout under test
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
@@ -74,6 +80,33 @@ def test_a_stored_run_re_executed_at_its_commit_gives_its_bits_and_a_changed_num
     assert differs.returncode == 1, differs.stderr[-2000:]
     (line,) = differs.stdout.splitlines()
     assert f"differs at step {row[0]}: train/bits stored {row[column]}, here {stored}" in line
+    # the one changed number is also the largest difference; this machine trained it: nothing recorded differs
+    gap = abs(float(row[column]) - float(stored))
+    relative = gap / abs(float(row[column]))
+    kernels = verify._kernels(recorded, run.summary())
+    assert (
+        f"here {stored} ({kernels}); the largest difference too, |diff| {gap:.3g} (relative {relative:.3g}); " in line
+    )
+    assert line.endswith(f"no recorded property of the environment differs ({', '.join(verify.PROPERTIES)})")
+    within = _repro(repo, "--results", "results", *allow, "verify", run.run_id, "--tolerance", repr(relative * 10))
+    assert within.returncode == 0, within.stderr[-2000:]
+    (line,) = within.stdout.splitlines()
+    assert f"same within {relative * 10:g}: largest difference train/bits at step {row[0]}, stored " in line
+
+
+def test_a_new_run_records_the_cpu_vendor_and_the_blas_it_ran(trained):
+    _, run = trained
+    recorded = run.summary()["environment"]
+    cpuinfo = Path("/proc/cpuinfo")
+    vendors = [
+        line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("vendor_id")
+    ]
+    assert recorded["cpu_vendor"] == (vendors[0] if vendors else "unknown")
+    assert recorded["blas"] == environment.blas()
+    import torch
+
+    if "BLAS_INFO=mkl" in torch.__config__.show():
+        assert recorded["blas"].startswith("MKL 2")  # the version torch's build names: MKL 2024.2, ...
 
 
 def test_runs_that_cannot_be_re_executed_as_made_say_why(tmp_path, write_manifest):
@@ -120,3 +153,158 @@ def test_the_child_gets_the_recorded_instruction_set_and_none_of_this_checkouts_
     assert pinned["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
     native = verify.child_environment(tmp_path, 1, "native")
     assert native["REPRO_CPU_ISA"] == "native" and not set(verify.ISA_VARIABLES) & native.keys()
+
+
+def test_the_vendor_of_a_run_stored_before_it_was_recorded_is_inferred_from_its_model_name():
+    assert cpu_isa.vendor_of("AMD EPYC") == "AuthenticAMD"
+    assert cpu_isa.vendor_of("AMD EPYC 9B14 96-Core Processor") == "AuthenticAMD"
+    assert cpu_isa.vendor_of("Intel(R) Xeon(R) Platinum 8480+") == "GenuineIntel"
+    assert cpu_isa.vendor_of("NVIDIA H200") is None and cpu_isa.vendor_of(None) is None
+    assert verify.recorded_vendor({"device": "Intel(R) Xeon(R) CPU @ 2.20GHz"}) == ("GenuineIntel", True)
+    assert verify.recorded_vendor({"cpu_vendor": "AuthenticAMD", "device": "x"}) == ("AuthenticAMD", False)
+    # a shipped run stored before the vendor was recorded (st-table4 tiny, trained on an AMD EPYC)
+    shipped = RunDir(HERE / "results", "st-table4", "130ec8aea7fe").summary()["environment"]
+    assert "cpu_vendor" not in shipped and verify.recorded_vendor(shipped) == ("AuthenticAMD", True)
+
+
+OTHER = {
+    "AuthenticAMD": ("GenuineIntel", "Intel(R) Xeon(R) Platinum 8480+"),
+    "GenuineIntel": ("AuthenticAMD", "AMD EPYC"),
+}
+
+
+def _write_bits(run: RunDir, bits: dict[int, float]) -> None:
+    rows = "".join(f"{step},{value!r},0.1\n" for step, value in bits.items())
+    run.metrics_path.write_text("step,train/bits,train/seconds_per_step\n" + rows)
+
+
+@pytest.fixture
+def reexecuted(tmp_path, write_manifest, monkeypatch):
+    """A stored run's re-execution on this machine, without training (the first test re-executes for
+    real): verify's checkout and training replaced by a run written here, with this machine's recorded
+    environment (under the AVX2 pin). Gives ``store(environment, moved)``: the stored run, its train bits
+    those of the re-execution times ``1 + moved[step]``; and the re-executed run."""
+    (spec,) = manifests.load(write_manifest()).expand("tiny")
+    here_env = environment.describe("32-true") | {"cpu_isa": "avx2", "cpu_capability": "AVX2", "threads": 2}
+    here = stored_run(tmp_path / "here", spec, steps=30, valid_bits=2.5, environment=here_env)
+    bits = {step: 4.0 + 1 / step for step in range(5, 31, 5)}
+    _write_bits(here, bits)
+
+    def store(recorded: dict, moved: dict[int, float]) -> RunDir:
+        stored = stored_run(tmp_path / "results", spec, steps=30, valid_bits=2.5, environment=recorded)
+        _write_bits(stored, {step: value * (1 + moved.get(step, 0.0)) for step, value in bits.items()})
+        return stored
+
+    monkeypatch.setattr(verify, "_commit", lambda run, version: (tmp_path, "abc1234"))
+    monkeypatch.setattr(verify, "_worktree", lambda repo, commit, where: where)
+    monkeypatch.setattr(verify, "_execute", lambda *args: here)
+    return store, here, here_env
+
+
+def _cell(run: RunDir, step: int) -> str:
+    return next(line.split(",")[1] for line in run.metrics_path.read_text().splitlines() if line.startswith(f"{step},"))
+
+
+def _gap(stored: RunDir, here: RunDir, step: int) -> str:
+    """How a line shows the difference of the train bits at ``step``, from the two files' cells."""
+    a, b = _cell(stored, step), _cell(here, step)
+    gap = abs(float(a) - float(b))
+    return f"train/bits at step {step}, stored {a}, here {b}, |diff| {gap:.3g} (relative {gap / abs(float(a)):.3g})"
+
+
+def test_a_differing_run_names_the_vendor_it_was_recorded_on_when_this_cpu_is_another(reexecuted, tmp_path):
+    store, here, here_env = reexecuted
+    if cpu_isa.vendor() not in OTHER:
+        pytest.skip(f"this CPU's vendor is {cpu_isa.vendor()}")
+    vendor, model = OTHER[cpu_isa.vendor()]
+    stored = store(here_env | {"cpu_vendor": vendor, "device": model}, {15: 1e-7, 25: 4e-7})
+    verdict = verify.verify(stored, tmp_path / "scratch")
+    assert verdict.same is False
+    assert verdict.text == (
+        f"differs at step 15: train/bits stored {_cell(stored, 15)}, here {_cell(here, 15)} (AVX2 kernels); "
+        f"largest difference {_gap(stored, here, 25)}; recorded on {vendor} ({model}), this CPU is "
+        f"{cpu_isa.vendor()} ({cpu_isa.model()}): MKL picks its GEMM kernels per CPU vendor, which the AVX2 pin "
+        "does not hold (docs/reproducibility.md)"
+    )
+    # stored before the vendor was recorded: inferred from the model name, and said so
+    old = {k: v for k, v in here_env.items() if k not in ("cpu_vendor", "blas")} | {"device": model}
+    verdict = verify.verify(store(old, {15: 1e-7}), tmp_path / "scratch")
+    assert f"recorded on {vendor} ({model}; the vendor inferred from that model name), this CPU is " in verdict.text
+
+
+def test_a_differing_run_whose_recorded_environment_is_this_machines_says_none_differs(reexecuted, tmp_path):
+    store, here, here_env = reexecuted
+    stored = store(here_env, {10: 1e-7})
+    verdict = verify.verify(stored, tmp_path / "scratch")
+    assert verdict.same is False
+    a, b = float(_cell(stored, 10)), float(_cell(here, 10))
+    assert verdict.text.endswith(  # the one number that differs is the first and the largest difference
+        f"(AVX2 kernels); the largest difference too, |diff| {abs(a - b):.3g} (relative {abs(a - b) / abs(a):.3g}); "
+        f"no recorded property of the environment differs ({', '.join(verify.PROPERTIES)})"
+    )
+    # another thread count recorded: named with both values
+    verdict = verify.verify(store(here_env | {"threads": 3}, {10: 1e-7}), tmp_path / "scratch")
+    assert verdict.text.endswith("; recorded threads 3, here 2 (docs/reproducibility.md)")
+
+
+def test_tolerance_passes_a_run_within_it_and_fails_one_beyond_naming_the_largest_difference(
+    reexecuted, tmp_path, capsys
+):
+    store, here, here_env = reexecuted
+    stored = store(here_env, {10: 1e-8, 20: 3e-7})
+    argv = ["--results", str(tmp_path / "results"), "verify", stored.run_id]
+    assert main([*argv, "--tolerance", "1e-6"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line == (
+        f"{stored.run_id}  {stored.path.parent.name}  same within 1e-06: largest difference "
+        f"{_gap(stored, here, 20)} (AVX2 kernels); no recorded property of the environment differs "
+        f"({', '.join(verify.PROPERTIES)})"
+    )
+    assert main([*argv, "--tolerance", "1e-7"]) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    first = f"differs at step 10: train/bits stored {_cell(stored, 10)}, here {_cell(here, 10)} (AVX2 kernels)"
+    assert f"{first}; largest difference {_gap(stored, here, 20)}, beyond the tolerance 1e-07; " in line
+    assert main(argv) == 1  # bit for bit: the same first and largest differences
+    (line,) = capsys.readouterr().out.splitlines()
+    assert f"{first}; largest difference {_gap(stored, here, 20)}; no recorded" in line
+    # a row the re-execution did not log is no difference of numbers: no tolerance passes it
+    stored = store(here_env, {10: 1e-8})
+    _write_bits(stored, {**{s: float(_cell(stored, s)) for s in range(5, 31, 5)}, 35: 4.0})
+    assert main([*argv, "--tolerance", "0.5"]) == 1
+    assert (
+        "not between two numbers, so beyond any tolerance: differs at step 35: metrics.csv row"
+        in capsys.readouterr().out
+    )
+
+
+def test_a_bad_tolerance_is_one_line_and_exit_status_2(tmp_path):
+    for bad, said in (
+        ("abc", "expected a number"),
+        ("-0.5", "allowed: a relative difference"),
+        ("0", "allowed"),
+        ("inf", "allowed"),
+    ):
+        proc = _repro(tmp_path, "--results", str(tmp_path / "results"), "verify", "0123abcd", "--tolerance", bad)
+        assert proc.returncode == 2 and proc.stdout == ""
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith(f"error: --tolerance {bad}: {said}")
+
+
+def test_one_walk_gives_the_first_and_the_largest_difference(tmp_path, write_manifest):
+    (spec,) = manifests.load(write_manifest()).expand("tiny")
+    stored = stored_run(tmp_path / "a", spec, steps=30, valid_bits=2.5, spans=[10.0, 20.0], name="x")
+    again = stored_run(tmp_path / "b", spec, steps=30, valid_bits=2.5 * (1 + 1e-9), spans=[10.0, 20.5], name="x")
+    np.savez(stored.path / "analysis.npz", attention=np.array([[1.0, 2.0], [3.0, 4.0]]))
+    np.savez(again.path / "analysis.npz", attention=np.array([[1.0, 2.0], [3.0, 4.4]]))
+    compared = compare(stored, again)
+    assert compared.first == first_difference(stored, again) and compared.first.what == "summary spans"
+    assert compared.unnumbered is None and compared.within(0.2) and not compared.within(0.05)
+    # the farthest apart, relatively: the array element (0.1) before the span's leaf (0.025)
+    assert (compared.largest.what, compared.largest.step) == ("attention[1, 1]", None)
+    assert compared.largest.relative == pytest.approx(0.1)
+    np.savez(again.path / "analysis.npz", attention=np.array([[1.0, 2.0], [3.0, 4.0]]))
+    largest = compare(stored, again).largest
+    assert (largest.what, largest.stored, largest.here, largest.step) == ("summary spans[1]", 20.0, 20.5, 30)
+    again.update_summary(name="y")  # not a number: no tolerance passes it
+    compared = compare(stored, again)
+    assert compared.unnumbered.what == "summary name" and not compared.within(0.5)
