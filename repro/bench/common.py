@@ -31,20 +31,27 @@ def interleaved(
     sync: Callable[[], None] = lambda: None,
     errors: dict[str, str] | None = None,
     cpu: dict[str, list[float]] | None = None,
+    warmup: int = 1,
+    after_round: Callable[[], None] | None = None,
 ) -> dict[str, list[float]]:
-    """Seconds of each function per round: one untimed warm-up each, then ``repeats`` rounds in turn.
-    A function that raises is dropped (its message goes to ``errors``). ``cpu`` receives the process's
-    CPU seconds per round (all threads: on a loaded CPU a steadier measure of the work than wall time)."""
+    """Seconds of each function per round: ``warmup`` untimed rounds (one call of each, in turn), then
+    ``repeats`` timed rounds in turn. A function that raises is dropped (its message goes to ``errors``).
+    ``cpu`` receives the process's CPU seconds per round (all threads: on a loaded CPU a steadier measure
+    of the work than wall time); ``after_round`` is called after each round, warm-up ones included,
+    outside the timing (a :class:`Load` mark)."""
     live = dict(fns)
-    for name, fn in list(live.items()):
-        try:
-            fn()
-            sync()
-        except Exception as err:  # one failing case (e.g. out of memory) must not lose the others
-            if errors is None:
-                raise
-            errors[name] = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
-            del live[name]
+    for _ in range(warmup):
+        for name, fn in list(live.items()):
+            try:
+                fn()
+                sync()
+            except Exception as err:  # one failing case (e.g. out of memory) must not lose the others
+                if errors is None:
+                    raise
+                errors[name] = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+                del live[name]
+        if after_round is not None:
+            after_round()
     times: dict[str, list[float]] = {name: [] for name in live}
     for _ in range(repeats):
         for name, fn in live.items():
@@ -55,7 +62,52 @@ def interleaved(
             times[name].append(time.perf_counter() - t0)
             if cpu is not None:
                 cpu.setdefault(name, []).append(time.process_time() - c0)
+        if after_round is not None:
+            after_round()
     return times
+
+
+class Load:
+    """The machine's load while a benchmark runs, from marks taken between its phases: the cores other
+    processes kept busy over each interval (:func:`repro.train.throughput.others_cores`: the machine's busy
+    CPU time, the hypervisor's steal included, less this process tree's), and the 1-minute load average at
+    each mark. :meth:`summary` splits the intervals at the ``timed`` mark: before it set-up and warm-up,
+    after it the timed rounds; the machine was idle when no interval had others above
+    :data:`repro.train.throughput.ALONE_SLACK` cores (``ran_alone``, the training runs' test)."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple | None] = []
+        self.averages: list[float] = []
+        self.timed: int | None = None  # the index of the mark the timed rounds start at
+
+    def mark(self, timed: bool = False) -> None:
+        from repro.train import throughput
+
+        if timed:
+            self.timed = len(self.samples)
+        self.samples.append(throughput.cpu_sample())
+        self.averages.append(round(os.getloadavg()[0], 2))
+
+    def summary(self) -> dict:
+        from repro.train import throughput
+
+        pairs = list(zip(self.samples, self.samples[1:]))
+        others = [throughput.others_cores(a, b) if a and b else None for a, b in pairs]
+        steal = [throughput.steal_cores(a, b) if a and b else None for a, b in pairs]
+        split = self.timed if self.timed is not None else 0
+        before, during = [o for o in others[:split] if o is not None], [o for o in others[split:] if o is not None]
+        every = before + during
+        return {
+            "load_average_before": self.averages[0] if self.averages else None,
+            "load_average_after": self.averages[-1] if self.averages else None,
+            "others_cores_before_max": round(max(before), 3) if before else None,
+            "others_cores_during_max": round(max(during), 3) if during else None,
+            "others_cores_during_mean": round(statistics.fmean(during), 3) if during else None,
+            "steal_cores_max": round(max(s for s in steal if s is not None), 3) if every else None,
+            "idle": throughput.ran_alone(max(every) if every else None),
+            "idle_rule": f"no interval (set-up and warm-up, then every timed round) had other processes "
+            f"keeping more than {throughput.ALONE_SLACK} of a core busy",
+        }
 
 
 def paired_speedup(base: list[float], times: list[float]) -> float | None:

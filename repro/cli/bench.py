@@ -13,7 +13,12 @@ from repro.errors import UserError
 from repro.files import atomic
 from repro.train import throughput
 
-BENCHES = {"adaptive": "repro.bench.adaptive", "attention": "repro.bench.attention", "st-step": "repro.bench.st_step"}
+BENCHES = {
+    "adaptive": "repro.bench.adaptive",
+    "attention": "repro.bench.attention",
+    "frontier": "repro.bench.frontier",
+    "st-step": "repro.bench.st_step",
+}
 
 
 def cmd_bench(args) -> int:
@@ -27,7 +32,7 @@ def cmd_bench(args) -> int:
     if args.json:
         print(json.dumps(records, indent=2))
     elif records:
-        cols = list(records[0])
+        cols = list(getattr(args.bench_module, "COLUMNS", None) or records[0])  # a bench may name what to print
         print_table([cols, *([fmt(r.get(c)) for c in cols] for r in records)])
         print(f"stored in {out}")
     return 0
