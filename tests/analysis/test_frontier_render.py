@@ -4,6 +4,8 @@ comparisons), which runs its time panel leaves out and what its caption and tabl
 
 from __future__ import annotations
 
+import json
+
 import matplotlib.axes
 import numpy as np
 import pandas as pd
@@ -216,3 +218,93 @@ def test_the_table_gives_each_attention_its_spreads_and_whether_it_was_still_imp
     assert frame["still improving"].to_dict() == {n: n == "dense" for n in SEEDS}
     md = table.read_text()
     assert "still improving" in md and "dense" in caption.split("Still improving")[1]
+
+
+# a `repro bench frontier` record per attention: median, min and max seconds per step (dense among them,
+# though none of its training seeds ran alone)
+BENCH = {
+    "dense": (0.050, 0.048, 0.055),
+    "window": (0.031, 0.030, 0.033),
+    "adaptive": (0.027, 0.026, 0.029),
+    "dynamic": (0.044, 0.041, 0.047),
+    "strided": (0.035, 0.034, 0.036),
+    "fixed": (0.029, 0.028, 0.031),
+    "longformer": (0.033, 0.032, 0.035),
+}
+
+
+def _bench_file(path, scale="tiny", measured="2026-12-05T10:00:00Z", scale_of=BENCH, idle=True):
+    records = [
+        {
+            "attention": a,
+            "manifest": "frontier",
+            "scale": scale,
+            "seconds_per_step": med,
+            "seconds_per_step_min": lo,
+            "seconds_per_step_max": hi,
+            "rounds": 20,
+            "warmup": 3,
+            "threads": 2,
+            "kernels": "native AVX512",
+            "measured": measured,
+            "idle": idle,
+            "others_cores_during_max": 0.05,
+        }
+        for a, (med, lo, hi) in scale_of.items()
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records))
+
+
+def test_a_stored_bench_record_is_the_time_panel_with_min_max_bars_and_its_label(tmp_path, drawn, monkeypatch):
+    labels = []
+    save = Context.save_figure
+
+    def capture(self, fig, stem):
+        labels.append(fig.axes[1].get_xlabel())
+        return save(self, fig, stem)
+
+    monkeypatch.setattr(Context, "save_figure", capture)
+    bench = tmp_path / "bench"
+    _bench_file(bench / "frontier.json")
+    older = {a: (1.0, 0.9, 1.1) for a in BENCH}  # an earlier bench beside it, and another scale's: not drawn
+    _bench_file(bench / "frontier.20261201T000000Z.json", measured="2026-12-01T00:00:00Z", scale_of=older)
+    _bench_file(bench / "frontier.20261206T000000Z.json", scale="cpu", measured="2026-12-06T00:00:00Z", scale_of=older)
+    table, caption, _, time_ax = _render(tmp_path, drawn)
+    points = _points(time_ax)
+    assert set(points) == set(SEEDS)  # every attention, dense too: no training seed needs to have run alone
+    for name, (med, lo, hi) in BENCH.items():
+        assert points[name] == pytest.approx((med, np.mean(SEEDS[name][0])))
+        assert _bar_at(_bars(time_ax, False), points[name][1], lo, hi), name
+    assert labels == ["seconds per step, idle interleaved bench (repro bench frontier)"]
+    assert (
+        "Seconds per step from `repro bench frontier` (2026-12-05T10:00:00Z): each attention's median over 20"
+        in caption
+    )
+    assert "the machine idle throughout" in caption and "ran alone" not in caption
+    frame = pd.read_csv(table.with_suffix(".csv")).set_index("attention")
+    assert frame.loc["dense", "s/step (bench)"] == 0.050 and frame.loc["dense", "s/step bench max"] == 0.055
+    timed = {n: (BENCH[n][0], y) for n, (_, y) in points.items()}
+    assert set(frame.index[frame["on bits/time front"]]) == _front(timed)
+    assert np.isnan(frame.loc["dense", "s/step (alone)"])  # the runs' own timing stays in the table
+
+
+def test_a_bench_on_a_busy_machine_says_so_and_without_one_the_runs_alone_are_drawn(tmp_path, drawn, monkeypatch):
+    labels = []
+    save = Context.save_figure
+
+    def capture(self, fig, stem):
+        labels.append(fig.axes[1].get_xlabel())
+        return save(self, fig, stem)
+
+    monkeypatch.setattr(Context, "save_figure", capture)
+    _bench_file(tmp_path / "bench" / "frontier.json", scale="cpu")  # another scale's only: the fallback
+    _, caption, _, time_ax = _render(tmp_path, drawn)
+    assert "dense" not in _points(time_ax) and "Seconds per step only from runs that ran alone" in caption
+    _bench_file(tmp_path / "bench" / "frontier.json", idle=False)
+    _, caption, _, _ = _render(tmp_path, drawn)
+    assert labels == [
+        "seconds per training step (runs alone)",
+        "seconds per step, interleaved bench (repro bench frontier; machine not idle)",
+    ]
+    assert "the machine NOT idle (other processes kept up to 0.05 cores busy)" in caption
