@@ -1,6 +1,7 @@
-"""``repro bench frontier``: seconds per training step of each of the frontier's seven attentions at one
-scale's shape, stepped interleaved on a machine whose load is recorded (the time panel of the frontier
-report: docs/frontier.md).
+"""``repro bench frontier``: seconds per training step of the frontier's seven attentions, interleaved.
+
+Each attention at one scale's shape, stepped round-robin on a machine whose load is recorded: the time
+panel of the frontier report (analysis/frontier.py, docs/frontier.md).
 
 The cases are the frontier manifest's grid cells at ``--scale`` (experiments/suite/frontier.yaml: dense,
 window, adaptive, dynamic, strided, fixed, longformer), each the spec of its seed-0 run: its model, its
