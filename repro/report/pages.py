@@ -574,6 +574,22 @@ def stored_verdicts(root: Path) -> dict[tuple[str, str, str], str]:
     return out
 
 
+MOVED = "## Verdicts that moved at the last regeneration that moved any"
+
+
+def last_moved(report: Path) -> list[str]:
+    """The moved-verdicts section of the REPORT.md stored before, kept when this regeneration moved none
+    (so that regenerating an unchanged store writes the same bytes)."""
+    try:
+        text = report.read_text()
+    except OSError:
+        return []
+    if MOVED not in text:
+        return []
+    section = text[text.index(MOVED) :].split("\n## ", 1)[0].rstrip("\n")
+    return [*section.splitlines(), ""]
+
+
 def moved_verdicts(before: dict[tuple[str, str, str], str], results: list[ClaimResult]) -> list[str]:
     """REPORT.md's section on the verdicts this regeneration changed: before -> after, one line each."""
     after = {(r.manifest, r.scale, r.id): r.status for r in results}
@@ -584,7 +600,7 @@ def moved_verdicts(before: dict[tuple[str, str, str], str], results: list[ClaimR
     ]
     if not changed:
         return []
-    lines = [f"## Verdicts that moved since the reports stored before ({len(changed)})", ""]
+    lines = [f"{MOVED} ({len(changed)})", ""]
     lines += [f"- {m} ({s}) **{c}**: {old} -> **{new}**" for (m, s, c), old, new in changed]
     return [*lines, ""]
 
@@ -660,7 +676,7 @@ def _render_all(root: Path, confidence: float, access: Access) -> Path:
         "",
         verdict_table(summary, [s for s in SCALE_ORDER if s in seen] + [s for s in seen if s not in SCALE_ORDER]),
         "",
-        *moved_verdicts(before, everything),
+        *(moved_verdicts(before, everything) or last_moved(root / "REPORT.md")),
     ]
     for paper in sorted(sections, key=lambda p: PAPERS.index(p) if p in PAPERS else len(PAPERS)):
         lines += [f"## {paper}", "", *sections[paper]]

@@ -192,3 +192,8 @@ def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_m
     assert "- a (tiny) **c**: within noise -> **reproduced**" in lines
     assert "- gone (cpu) **x**: reproduced -> **—**" in lines
     assert moved_verdicts({("a", "tiny", "c"): "reproduced"}, results[:1]) == []
+    # a regeneration that moves nothing keeps the last section, so an unchanged store gives the same bytes
+    from repro.report.pages import last_moved
+
+    (tmp_path / "REPORT.md").write_text("# Results\n\n" + "\n".join(lines) + "\n## adaptive_span\n\n- x\n")
+    assert last_moved(tmp_path / "REPORT.md") == lines and last_moved(tmp_path / "none.md") == []
