@@ -64,19 +64,17 @@ def cmd_run(args) -> int:
             f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
             f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
         )
-    judged = [m for m in plan if any(c.scales is None or args.scale in c.scales for c in m.claims)]
-    if judged and specs:  # before training: what these seeds can decide (the report gives each claim's MDE)
-        from repro.report.verdicts import power_note
-
-        echo(power_note(args.seeds or max(m.replicates(args.scale) for m in judged)))
+    power = _power(plan, specs, root, args)
     timings = eta.Timings(eta.default_roots(root))
     if args.dry_run:
         for m, s in specs:
             state = run_state(RunDir(root, m.name, s.run_id))
             why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
             echo(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
-        echo(eta.plan([s for m, s in specs if not RunDir(root, m.name, s.run_id).finished], timings))
+        echo(eta.plan([s for m, s in specs if not RunDir(root, m.name, s.run_id).finished], timings) + power)
         return 0
+    if power:  # before training: what these seeds can decide (the report gives each claim's MDE after)
+        echo(power.removeprefix("; "))
     if args.launcher:
         return _launch(
             args,
@@ -189,6 +187,17 @@ def _train(
             f"on {s.get('dataset')}"
         )
     return 1 if failed else 3 if busy else 0
+
+
+def _power(plan, specs, root: Path, args) -> str:
+    """``; <what the seeds can decide>`` when a run is left to train for a manifest with claims at this
+    scale (verdicts.power_note), else ""."""
+    from repro.report.verdicts import power_note
+
+    judged = [m for m in plan if any(c.scales is None or args.scale in c.scales for c in m.claims)]
+    if not judged or all(RunDir(root, m.name, s.run_id).finished for m, s in specs):
+        return ""
+    return "; " + power_note(args.seeds or max(m.replicates(args.scale) for m in judged))
 
 
 def _picked(cell: dict, only: list[str]) -> bool:

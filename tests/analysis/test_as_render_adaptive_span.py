@@ -107,7 +107,7 @@ def test_manifests_validate(capsys):
     assert all(f"ok  {n}" in out for n in NAMES)
     for name in NAMES:
         m = _load(name)
-        cpu = {"cpu"} if name in {"as-fig3", "as-fig4", "as-table1", "as-table3"} else set()  # the central ones
+        cpu = {"cpu"} if name in {"as-fig3", "as-fig4", "as-table1", "as-table3", "as-ablate-lambda"} else set()
         gpu10 = {"gpu10"} if name in {"as-fig3", "as-fig4"} else set()  # the lent GPU's findings campaign
         assert set(m.scale_names()) == {"tiny", "small", "paper"} | cpu | gpu10, name
         assert set(m.renders) <= set(registry()), name

@@ -256,15 +256,21 @@ def _bench_file(path, scale="tiny", measured="2026-12-05T10:00:00Z", scale_of=BE
     path.write_text(json.dumps(records))
 
 
-def test_a_stored_bench_record_is_the_time_panel_with_min_max_bars_and_its_label(tmp_path, drawn, monkeypatch):
-    labels = []
+@pytest.fixture
+def labels(monkeypatch):
+    """The time panel's x labels of every figure saved while the test runs."""
+    seen = []
     save = Context.save_figure
 
     def capture(self, fig, stem):
-        labels.append(fig.axes[1].get_xlabel())
+        seen.append(fig.axes[1].get_xlabel())
         return save(self, fig, stem)
 
     monkeypatch.setattr(Context, "save_figure", capture)
+    return seen
+
+
+def test_a_stored_bench_record_is_the_time_panel_with_min_max_bars_and_its_label(tmp_path, drawn, labels):
     bench = tmp_path / "bench"
     _bench_file(bench / "frontier.json")
     older = {a: (1.0, 0.9, 1.1) for a in BENCH}  # an earlier bench beside it, and another scale's: not drawn
@@ -289,15 +295,7 @@ def test_a_stored_bench_record_is_the_time_panel_with_min_max_bars_and_its_label
     assert np.isnan(frame.loc["dense", "s/step (alone)"])  # the runs' own timing stays in the table
 
 
-def test_a_bench_on_a_busy_machine_says_so_and_without_one_the_runs_alone_are_drawn(tmp_path, drawn, monkeypatch):
-    labels = []
-    save = Context.save_figure
-
-    def capture(self, fig, stem):
-        labels.append(fig.axes[1].get_xlabel())
-        return save(self, fig, stem)
-
-    monkeypatch.setattr(Context, "save_figure", capture)
+def test_a_bench_on_a_busy_machine_says_so_and_without_one_the_runs_alone_are_drawn(tmp_path, drawn, labels):
     _bench_file(tmp_path / "bench" / "frontier.json", scale="cpu")  # another scale's only: the fallback
     _, caption, _, time_ax = _render(tmp_path, drawn)
     assert "dense" not in _points(time_ax) and "Seconds per step only from runs that ran alone" in caption
