@@ -64,25 +64,21 @@ def cmd_run(args) -> int:
             f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
             f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
         )
-    power = _power(plan, specs, root, args)
+    unfinished = [(m, s) for m, s in specs if not RunDir(root, m.name, s.run_id).finished]
+    power = _power(plan, args.scale, args.seeds) if unfinished else ""
     timings = eta.Timings(eta.default_roots(root))
     if args.dry_run:
         for m, s in specs:
             state = run_state(RunDir(root, m.name, s.run_id))
             why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
             echo(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
-        echo(eta.plan([s for m, s in specs if not RunDir(root, m.name, s.run_id).finished], timings) + power)
+        echo(eta.plan([s for _, s in unfinished], timings) + power)
         return 0
     if power:  # before training: what these seeds can decide (the report gives each claim's MDE after)
         echo(power.removeprefix("; "))
     if args.launcher:
-        return _launch(
-            args,
-            root,
-            [(m.name, _job(args, root, s.run_id)) for m, s in specs if not RunDir(root, m.name, s.run_id).finished],
-            len(specs),
-        )
-    if not args.retrain_checkpoint and specs and all(RunDir(root, m.name, s.run_id).finished for m, s in specs):
+        return _launch(args, root, [(m.name, _job(args, root, s.run_id)) for m, s in unfinished], len(specs))
+    if not args.retrain_checkpoint and specs and not unfinished:
         echo(
             f"all {len(specs)} run(s) already finished under {root}/: nothing to train (`repro report "
             f"{args.name}` reports them; `--results DIR` trains them afresh into DIR)"
@@ -189,15 +185,12 @@ def _train(
     return 1 if failed else 3 if busy else 0
 
 
-def _power(plan, specs, root: Path, args) -> str:
-    """``; <what the seeds can decide>`` when a run is left to train for a manifest with claims at this
-    scale (verdicts.power_note), else ""."""
+def _power(plan, scale: str, seeds: int | None) -> str:
+    """``; <what the seeds can decide>`` for a plan with claims at ``scale`` (verdicts.power_note), else ""."""
     from repro.report.verdicts import power_note
 
-    judged = [m for m in plan if any(c.scales is None or args.scale in c.scales for c in m.claims)]
-    if not judged or all(RunDir(root, m.name, s.run_id).finished for m, s in specs):
-        return ""
-    return "; " + power_note(args.seeds or max(m.replicates(args.scale) for m in judged))
+    judged = [m for m in plan if any(c.scales is None or scale in c.scales for c in m.claims)]
+    return "; " + power_note(seeds or max(m.replicates(scale) for m in judged)) if judged else ""
 
 
 def _picked(cell: dict, only: list[str]) -> bool:

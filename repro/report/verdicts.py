@@ -47,7 +47,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,7 +63,6 @@ POWER = 0.8  # the power at which a minimum detectable effect is stated
 BASELINE_GAIN = 0.25  # of the margin: the most a bits comparison's baseline may still gain over its last fifth
 BITS = ("valid_bits", "test_bits")
 GAIN = "valid_gain_last_fifth"
-UNINFORMATIVE = "uninformative"  # a within-noise verdict whose seeds could not have decided it
 SEED = "train.seed"  # the column that tells a cell's replicates apart
 REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE = (
     "reproduced",
@@ -220,51 +219,39 @@ def _initial_span_control(
     """Not evaluable when the claim holds and would hold at the spans' initial value too (z = 0): true
     by construction, it says nothing about the penalty (a lambda = 0 control starts alike, so a claim
     against one passes this control)."""
-    metrics = {m for m, _ in claims.parse(check)[1]}
-    if not (metrics & set(claims.INITIAL)) or not (verdict.status == REPRODUCED or verdict.holds):
-        return verdict
+    spans = [f for m, f in claims.parse(check)[1] if m in claims.INITIAL]
     learned = _learned(means)
+    if not spans or learned is None or not (verdict.status == REPRODUCED or verdict.holds):
+        return verdict
     try:
-        touched = learned is not None and any(
-            learned[_matching(means, cell_keys, f).index].any()
-            for m, f in claims.parse(check)[1]
-            if m in claims.INITIAL
-        )
+        touched = any(learned[_matching(means, cell_keys, f).index].any() for f in spans)
     except NotEvaluable:
         touched = False
-    start = initial_spans(means) if touched else None
-    if start is None:  # no learned span among the runs its span metrics select
-        return verdict
-    at_start = _judge(check, start, [start], cell_keys, confidence)
-    if not at_start.holds:
-        return verdict
-    return Verdict(
-        NOT_EVALUABLE,
-        f"holds at the initial spans too (z = 0, avg_span = min(S, R)), so it says nothing about the penalty: "
-        f"compare with a lambda = 0 control; as judged: {verdict.effect or verdict.detail}",
-        verdict.seeds,
-        verdict.margins,
-        control="initial-span control",
-        deciding=verdict.deciding,
-        runs=verdict.runs,
+    start = initial_spans(means, learned) if touched else None
+    if start is None or not _judge(check, start, [start], cell_keys, confidence).holds:
+        return verdict  # no learned span among the runs its span metrics select, or it fails at z = 0
+    return _stopped(
+        verdict,
+        "initial-span control",
+        "holds at the initial spans too (z = 0, avg_span = min(S, R)), so it says nothing about the penalty: "
+        "compare with a lambda = 0 control",
     )
 
 
-def initial_spans(rows: pd.DataFrame) -> pd.DataFrame | None:
-    """``rows`` with each learned span's metrics at their initial value (z = 0: :data:`claims.INITIAL`);
-    None where the rows do not say which spans are learned, or their S and R."""
-    out, learned = rows.copy(), _learned(rows)
-    if learned is None:
-        return None
+def initial_spans(rows: pd.DataFrame, learned: pd.Series) -> pd.DataFrame | None:
+    """``rows`` with each learned span's metrics (``learned``: which rows) at their initial value (z = 0):
+    the average effective span at min(S, R), the mean z of :data:`claims.INITIAL`'s others at 0; None
+    where the rows do not record S and R."""
+    out = rows.copy()
     limit = out["span_limit"] if "span_limit" in out else out.get("model.span.limit")
     ramp = out.get("model.span.ramp")
-    if "avg_span" in out and (limit is None or ramp is None):
-        return None
-    if "avg_span" in out:
-        out["avg_span"] = out["avg_span"].where(~learned, np.minimum(limit, ramp))
-    for metric in ("span_lower_half", "span_upper_half"):
-        if metric in out:
+    for metric in [m for m in claims.INITIAL if m in out]:
+        if metric != "avg_span":
             out[metric] = out[metric].where(~learned, 0.0)
+        elif limit is None or ramp is None:
+            return None
+        else:
+            out[metric] = out[metric].where(~learned, np.minimum(limit, ramp))
     return out
 
 
@@ -275,6 +262,12 @@ def _learned(rows: pd.DataFrame) -> pd.Series | None:
     if "model.span.kind" in rows:
         return rows["model.span.kind"] != "fixed"
     return None
+
+
+def _stopped(verdict: Verdict, control: str, why: str) -> Verdict:
+    """``verdict`` made not evaluable by the gate ``control``, saying why and what it was judged."""
+    detail = f"{why}; as judged: {verdict.effect or verdict.detail}"
+    return replace(verdict, status=NOT_EVALUABLE, detail=detail, control=control, holds=None)
 
 
 def _trained_baselines(verdict: Verdict) -> Verdict:
@@ -291,16 +284,11 @@ def _trained_baselines(verdict: Verdict) -> Verdict:
         if not math.isnan(gain) and gain >= BASELINE_GAIN * abs(m.mean):
             side = "baseline" if reading > 0 else "claimed-better side"
             where = f" at {m.cell}" if m.cell else ""
-            return Verdict(
-                NOT_EVALUABLE,
+            return _stopped(
+                verdict,
+                f"trained {side}",
                 f"the {side}{where} still gained {gain:.3g} bits over its last fifth of training, at least "
-                f"{BASELINE_GAIN:g} of the margin {m.mean:+.3g}: the verdict may be the budget's; as judged: "
-                f"{verdict.effect or verdict.detail}",
-                verdict.seeds,
-                verdict.margins,
-                control=f"trained {side}",
-                deciding=verdict.deciding,
-                runs=verdict.runs,
+                f"{BASELINE_GAIN:g} of the margin {m.mean:+.3g}: the verdict may be the budget's",
             )
     return verdict
 
@@ -610,7 +598,7 @@ class _Judge:
         else:
             status = 1 if (lower > 0 if strict else lower >= 0) else -1 if (upper <= 0 if strict else upper < 0) else 0
         p_holds, p_fails = _p_values(m, se, n, k, status) if n > 1 else (math.nan, math.nan)
-        mde = (t_quantile(self.c, n - 1) + t_quantile(POWER, n - 1)) * se if n > 1 else math.nan
+        mde = detectable(n, self.c) * se if n > 1 else math.nan
         self.margins.append(
             Margin(self.comparisons - 1, cell, m, lower, upper, n, k, status, p_holds, p_fails, mde, gains)
         )
@@ -633,12 +621,17 @@ def _p_values(m: float, se: float, n: int, k: float | None, status: int) -> tupl
     return inside, beyond
 
 
-def t_quantile(confidence: float, df: int, two_sided: bool = False) -> float:
-    """Student's t quantile for ``confidence`` at ``df`` degrees of freedom (one-sided unless told)."""
+def t_quantile(confidence: float, df: int) -> float:
+    """Student's one-sided t quantile for ``confidence`` at ``df`` degrees of freedom."""
     from scipy.special import stdtrit  # here: scipy is slow to import, and only judging needs it
 
-    p = 1 - (1 - confidence) / 2 if two_sided else confidence
-    return float(stdtrit(df, p))
+    return float(stdtrit(df, confidence))
+
+
+def detectable(n: int, confidence: float = CONFIDENCE) -> float:
+    """The minimum detectable effect at :data:`POWER` with ``n`` seeds, in standard errors of the mean margin:
+    ``t(c, n - 1) + t(POWER, n - 1)``."""
+    return t_quantile(confidence, n - 1) + t_quantile(POWER, n - 1)
 
 
 def _band(op: type, left: ast.AST, right: ast.AST) -> tuple[ast.AST, ast.AST] | None:
@@ -809,9 +802,9 @@ def power_note(seeds: int, confidence: float = CONFIDENCE) -> str:
     if seeds < 2:
         return "1 seed per cell: every claim is indicative only (no spread to judge it by); --seeds 3 judges them"
     decide = t_quantile(confidence, seeds - 1) / math.sqrt(seeds)
-    detect = (t_quantile(confidence, seeds - 1) + t_quantile(POWER, seeds - 1)) / math.sqrt(seeds)
+    detect = detectable(seeds, confidence) / math.sqrt(seeds)
     more = seeds + 1
-    detect_more = (t_quantile(confidence, more - 1) + t_quantile(POWER, more - 1)) / math.sqrt(more)
+    detect_more = detectable(more, confidence) / math.sqrt(more)
     return (
         f"{seeds} seeds per cell: a claim is decided only when its mean margin clears {decide:.2f} x the sd of "
         f"its per-seed margins, and a true margin is found at {POWER:.0%} power only from {detect:.2f} sd "

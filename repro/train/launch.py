@@ -93,17 +93,12 @@ class Job:
     verbose: bool = False
 
 
-def job(work: Callable[[Job], Ended], description: Job) -> Ended:
-    """What a local job runs: ``work`` (the CLI hands it down: it imports this module) on its description.
-    A failed run is returned, not raised: the parent prints its reason in one line, and the job's log holds
-    the run's own ``error:`` line, no traceback."""
-    return work(description)
-
-
 def slurm_job(work: Callable[[Job], Ended], description: Job) -> Ended:
-    """What a SLURM task runs: :func:`job`, a failed run raised (the scheduler then records FAILED, which
-    ``repro status`` reads back)."""
-    ended = job(work, description)
+    """What a SLURM task runs: ``work`` (the CLI hands it down: it imports this module) on its description,
+    a failed run raised (the scheduler then records FAILED, which ``repro status`` reads back). A local job
+    runs ``work`` itself: its failed run is returned, not raised, so the parent prints its reason in one
+    line and the job's log holds the run's own ``error:`` line, no traceback."""
+    ended = work(description)
     if ended.failed:
         raise JobFailed(f"run {description.run_id} of {description.ref}: {ended}")
     return ended
@@ -276,7 +271,7 @@ def run_local(
         while waiting and len(running) < parallel:
             manifest, description = waiting.pop(0)
             run_id = description.run_id
-            started = executor.submit(job, work, description)
+            started = executor.submit(work, description)
             record(root, manifest, run_id, "local", started.job_id, started.paths.stdout)
             echo(f"started {manifest} {run_id} as local job {started.job_id} (log {started.paths.stdout})")
             running.append((manifest, run_id, started))
