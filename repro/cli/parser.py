@@ -11,6 +11,7 @@ import importlib
 
 import shtab
 
+from repro.claims.stats import CONFIDENCE
 from repro.cli import options
 from repro.cli.bench import BENCHES, cmd_bench
 from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
@@ -22,7 +23,6 @@ from repro.cli.tracking import cmd_dashboard, cmd_pull, cmd_sync
 from repro.cli.verify import cmd_verify, tolerance
 from repro.config.manifest import DEFAULT_SCALE
 from repro.data import cli as data_cli
-from repro.report.verdicts import CONFIDENCE
 from repro.train import launch
 
 DESCRIPTION = """Reproduce the tables and figures of Adaptive Attention Span (Sukhbaatar et al. 2019) and

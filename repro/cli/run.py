@@ -186,8 +186,8 @@ def _train(
 
 
 def _power(plan, scale: str, seeds: int | None) -> str:
-    """``; <what the seeds can decide>`` for a plan with claims at ``scale`` (verdicts.power_note), else ""."""
-    from repro.report.verdicts import power_note
+    """``; <what the seeds can decide>`` for a plan with claims at ``scale`` (repro.claims.power.power_note), else ""."""
+    from repro.claims.power import power_note
 
     judged = [m for m in plan if any(c.scales is None or scale in c.scales for c in m.claims)]
     return "; " + power_note(seeds or max(m.replicates(scale) for m in judged)) if judged else ""

@@ -12,7 +12,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
-from repro.config import claims, keys, metrics
+from repro.claims import language as claims
+from repro.config import claim_checks, keys, metrics
 from repro.config.families import FAMILIES
 from repro.config.fields import Section, expect, refuse
 from repro.config.keys import show
@@ -54,9 +55,9 @@ Scale = Annotated[dict, expect(lambda v: isinstance(v, dict), "expected a mappin
 
 
 class ClaimDocument(Section):
-    """One of ``claims:``: a finding written as a check (:mod:`repro.config.claims`)."""
+    """One of ``claims:``: a finding written as a check (:mod:`repro.claims.language`)."""
 
-    shape: ClassVar[str] = "expected a mapping with id, text, check (and scales, requires)"
+    shape: ClassVar[str] = "expected a mapping with id, text, check (and scales, requires, controls, sesoi)"
 
     id: Any = None  # default: the claim's index
     text: Str = ""
@@ -65,6 +66,14 @@ class ClaimDocument(Section):
         list[str] | None, expect(lambda v: v is None or _strings(v), "expected a list of scale names")
     ] = None  # judged only at these scales (None: every scale)
     requires: Strings = Field(default_factory=list)  # preconditions, after the manifest's
+    controls: Strings = Field(default_factory=list)  # comparisons a reproduced claim must also pass
+    sesoi: Annotated[
+        float | None,
+        expect(
+            lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0),
+            "expected a positive number",
+        ),
+    ] = None  # the smallest effect of interest (None: the metric's default, repro.claims.power)
 
 
 class ReferenceRun(Section):
@@ -147,6 +156,8 @@ class Document(Section):
         for i, claim in enumerate(self.claims):
             for j, check in enumerate(claim.requires):
                 _check_claim(f"claims[{i}].requires[{j}]", check, family)
+            for j, check in enumerate(claim.controls):
+                _check_claim(f"claims[{i}].controls[{j}]", check, family)
             _check_claim(f"claims[{i}]", claim.check, family)
         ids = self.claim_ids()
         if self.headline is not None and str(self.headline) not in ids:
@@ -172,10 +183,10 @@ class Document(Section):
         grid, at every scale the claim is judged at: a typo is refused here, not judged 'not evaluable'."""
         for i, (claim, id) in enumerate(zip(self.claims, self.claim_ids())):
             scales = [s for s in scale_names(self.scales) if claim.scales is None or s in claim.scales]
-            for check in [*self.requires, *claim.requires, claim.check]:
+            for check in [*self.requires, *claim.requires, *claim.controls, claim.check]:
                 for scale in scales:
                     grid = scale_grid(self.grid, self.scales, scale)
-                    for key, value, full in claims.filter_keys(check, list(grid)):
+                    for key, value, full in claim_checks.filter_keys(check, list(grid)):
                         where = f"claims[{i}] ({id}), scale {scale}"
                         if full is None:
                             raise refuse(
@@ -292,7 +303,7 @@ def _check_claim(where: str, check: str, family: str | None) -> None:
     """A check that parses and names only metrics a run of ``family`` stores (or spec keys)."""
     try:
         claims.parse(check)
-        unknown = claims.unknown_metrics(check, family)
+        unknown = claim_checks.unknown_metrics(check, family)
     except claims.ClaimError as err:
         raise refuse(str(err), where) from None
     for metric, close in unknown:

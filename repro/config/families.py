@@ -119,14 +119,6 @@ def _split_heads(model: Section, widths: dict[str, int]) -> None:
             )
 
 
-def learns_span(family: str, model: Section) -> bool:
-    """Whether a model's spans are learned (the adaptive or the dynamic span), so that a claim on them needs
-    them to have moved (repro.config.claims.mechanism_requires)."""
-    if family == "adaptive_span":
-        return model.span.kind != "fixed"
-    return family == "frontier" and model.attention in ("adaptive", "dynamic")
-
-
 FAMILIES: dict[str, type[Section]] = {
     "sparse_transformer": SparseTransformerConfig,
     "adaptive_span": AdaptiveSpanConfig,

@@ -2,7 +2,7 @@
 
 ``base`` is the paper's configuration, ``grid`` maps dotted keys to value lists (cartesian product),
 ``scales`` deep-merge overrides into ``base`` (a scale may also replace grid lists with its own ``grid``),
-``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (``repro.config.claims``).
+``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (:mod:`repro.claims.language`).
 The scale ``paper`` is ``base`` itself unless the manifest overrides it. A manifest without ``base``
 trains nothing: its renderers draw from the manifest alone (e.g. a mask function, a pattern picture).
 ``renders`` names renderers: the shipped ones (the files of the repository's ``analysis/``) and those
@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from repro.bounds import MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
-from repro.config import claims, fields, keys
+from repro.config import claim_checks, fields
 from repro.config.access import NONE, Access
 from repro.config.cells import cell_text
 from repro.config.document import VARIANT, Document, scale_grid, scale_names
-from repro.config.families import learns_span
 from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml
@@ -76,6 +75,8 @@ class Claim:
     check: str
     scales: list[str] | None = None  # judged only at these scales (None: every scale)
     requires: list[str] = field(default_factory=list)  # preconditions (the manifest's, then the claim's)
+    controls: list[str] = field(default_factory=list)  # comparisons a reproduced claim must also pass
+    sesoi: float | None = None  # the smallest effect of interest (None: its metric's default)
 
 
 @dataclass
@@ -132,7 +133,7 @@ class Manifest:
         out = []
         for claim in self.claims:
             keys = list(dict.fromkeys(k for s in self.scale_names() for k in self.grid_for(s)))
-            out += [f"claims {claim.id}: {w}" for w in claims.by_construction(claim.check, keys)]
+            out += [f"claims {claim.id}: {w}" for w in claim_checks.by_construction(claim.check, keys)]
         return out
 
     def replicates(self, scale: str) -> int:
@@ -366,6 +367,8 @@ def build(
                 check=c.check,
                 scales=c.scales,
                 requires=list(dict.fromkeys([*doc.requires, *c.requires])),
+                controls=list(c.controls),
+                sesoi=c.sesoi,
             )
             for i, c in zip(doc.claim_ids(), doc.claims)
         ],
@@ -383,31 +386,7 @@ def build(
     expanded = [manifest._expand(scale) for scale in manifest.scale_names()]  # an invalid cell raises here
     if not any(runs for runs, _ in expanded) and any(left for _, left in expanded):  # overrides that leave no run
         raise next(left[0][1] for _, left in expanded if left)
-    _add_moved(manifest, [spec for runs, _ in expanded for spec in runs])
     return manifest
-
-
-def _add_moved(manifest: Manifest, specs: list[RunSpec]) -> None:
-    """Each claim's ``moved[...]`` preconditions that its span metrics bring by themselves
-    (:func:`repro.config.claims.mechanism_requires`), after its own: those that select, at some scale, a
-    run whose span is learned (a fixed span's z is S by construction; dense or factorised attention has none)."""
-    family = specs[0].family if specs else None
-    for claim in manifest.claims:
-        auto = [
-            word
-            for word, filters in claims.mechanism_requires(claim.check, family)
-            if any(learns_span(spec.family, spec.model) and _selects(spec, filters) for spec in specs)
-        ]
-        claim.requires = list(dict.fromkeys([*claim.requires, *auto]))
-
-
-def _selects(spec: RunSpec, filters: dict[str, str]) -> bool:
-    """Whether ``spec``'s grid cell matches every filter."""
-    for key, value in filters.items():
-        named = keys.matching(key, spec.cell)
-        if not named or str(spec.cell[named[0]]) != value:
-            return False
-    return True
 
 
 @functools.lru_cache(maxsize=64)

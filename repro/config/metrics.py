@@ -40,6 +40,7 @@ FAMILY = {
         "avg_span",  # mean over heads of the effective span min(S, z + R)
         "span_max",  # the longest head's z (tokens)
         "span_limit",
+        "span_growth",  # avg_span minus its initial value min(S, R) (repro.report.derived)
         "span_lower_half",  # mean z of the lower half of the layers
         "span_upper_half",
         "dynamic_span_mean",
@@ -50,6 +51,7 @@ FAMILY = {
         "avg_span",
         "span_max",
         "span_limit",
+        "span_growth",
         "span_lower_half",
         "span_upper_half",
     ),

@@ -1,5 +1,10 @@
-"""Metrics a claim may name that no summary stores: read from a run's training curve (metrics.csv) when a
-claim asks for them, so every stored run has them without retraining.
+"""Metrics a claim may name that no summary stores, computed from what every stored run has (its summary,
+spec and training curve) when a claim asks for them, so stored runs have them without retraining; and the
+loaders the verdict gates read (:func:`curves`, :func:`same_code`).
+
+``span_growth``: how far the average effective span grew from its initial value (z = 0: min(S, R)), in
+tokens: the estimated quantity a claim *about* span growth judges, with its own interval (it replaced the
+``moved`` gate, which asked a knife-edge threshold of every span claim).
 
 ``valid_gain_last_fifth``: how much the quick validation still improved over the last fifth of training,
 the bits at the last quick validation at or before 80% of the steps minus the bits at the last one. A
@@ -14,6 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from repro.errors import UserError
+from repro.store import provenance
 from repro.store.runs import RunDir
 
 QUICK = "valid/bits_quick"
@@ -34,12 +41,43 @@ def valid_gain_last_fifth(curve: pd.DataFrame, steps: int) -> float:
 DERIVED = {"valid_gain_last_fifth": valid_gain_last_fifth}
 
 
+def span_growth(row: pd.Series) -> float:
+    """The average effective span minus its initial value min(S, R) (NaN: the run records no span)."""
+    limit = row.get("span_limit", row.get("model.span.limit"))
+    ramp, span = row.get("model.span.ramp"), row.get("avg_span")
+    if any(v is None or pd.isna(v) for v in (limit, ramp, span)):
+        return math.nan
+    return float(span) - min(float(limit), float(ramp))
+
+
+def curves(root: Path, manifest: str):
+    """A run id -> its training curve (metrics.csv; None when unreadable), for the trajectory gate."""
+
+    def load(run_id: str) -> pd.DataFrame | None:
+        try:
+            return RunDir(root, manifest, run_id).metrics()
+        except (UserError, OSError):
+            return None
+
+    return load
+
+
+def same_code(first: str, second: str) -> str | None:
+    """Why runs trained at commits ``first`` and ``second`` could differ in bits (None: they cannot)."""
+    bits = provenance.could_differ(first, second)
+    return bits.reason if bits.could_differ else None
+
+
 def add(runs: pd.DataFrame, root: Path, manifest: str, names: set[str]) -> pd.DataFrame:
     """``runs`` with a column for each derived metric of ``names`` (finished runs only; NaN otherwise)."""
-    wanted = [n for n in DERIVED if n in names]
-    if not wanted or runs.empty:
+    if runs.empty:
         return runs
     out = runs.copy()
+    if "span_growth" in names:
+        out["span_growth"] = [span_growth(row) for _, row in out.iterrows()]
+    if "code_version" in names:
+        out["code_version"] = [_code_version(root, manifest, run_id) for run_id in out["run_id"]]
+    wanted = [n for n in DERIVED if n in names]
     for name in wanted:
         values = []
         for _, run in out.iterrows():
@@ -49,3 +87,10 @@ def add(runs: pd.DataFrame, root: Path, manifest: str, names: set[str]) -> pd.Da
             values.append(DERIVED[name](curve, int(steps)) if finished else math.nan)
         out[name] = values
     return out
+
+
+def _code_version(root: Path, manifest: str, run_id: str) -> str | None:
+    try:
+        return RunDir(root, manifest, run_id).spec().get("code_version")
+    except (UserError, OSError):
+        return None

@@ -16,6 +16,7 @@ suffixes, an empty match fits every run) and shows ``paper <metric>`` beside its
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 import textwrap
@@ -26,17 +27,20 @@ from typing import Any
 
 import pandas as pd
 
+from repro.claims import gates, power, stats
+from repro.claims import verdict as verdicts
+from repro.claims.language import ClaimError, is_cost, is_sanity, parse
+from repro.claims.select import SEED, seed_means
+from repro.claims.stats import CONFIDENCE
 from repro.config import lookup
 from repro.config.access import NONE, Access
 from repro.config.cells import value_text
-from repro.config.claims import ClaimError, is_cost, is_sanity, parse
 from repro.config.document import SCALES as SCALE_ORDER
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
 from repro.files import atomic
 from repro.files.locks import FileLock
-from repro.report import derived, relatives, renderers, verdicts
+from repro.report import derived, relatives, renderers
 from repro.report.renderers import Context, format_value, markdown_table, reference_for, table_csv
-from repro.report.verdicts import CONFIDENCE, SEED, seed_means
 from repro.store.runs import scan, short_names, table
 
 COLUMNS = [
@@ -64,7 +68,6 @@ SCALE_NOTE = {
 }
 
 
-LINE = 250  # a claim's line in a report is at most this long; the claims csv has the full numbers
 PAPERS = ("adaptive_span", "sparse_transformer", "suite", "pilot")  # REPORT.md's order of papers
 KINDS = ("table", "fig")  # then the suite's ablations, by name
 
@@ -95,19 +98,23 @@ class ClaimResult:
 
     @property
     def counted(self) -> str:
-        """The column of the verdict tables this result is counted in."""
-        if self.status == "trained":
-            return "trained"
+        """The column of the verdict tables this result is counted in (a sanity check, whatever it read, is
+        never counted among the findings)."""
+        if self.sanity:
+            return SANITY
         if self.cost and self.verdict.status != verdicts.NOT_EVALUABLE:
             return COST
         return self.verdict.status
 
     @property
     def status(self) -> str:
-        """The verdict as a row shows it: a sanity check reads *trained* / *did not learn*."""
+        """The verdict as a row shows it: a sanity check reads *trained* / *did not learn* / *learning
+        unclear* (within noise)."""
         v = self.verdict
         if self.sanity and (v.status in (verdicts.REPRODUCED, verdicts.NOT_REPRODUCED) or v.holds is not None):
             return "trained" if v.status == verdicts.REPRODUCED or v.holds else "did not learn"
+        if self.sanity and v.status == verdicts.WITHIN_NOISE:
+            return "learning unclear (within noise)"
         return v.status
 
     def why(self, labels: dict[str, str]) -> str:
@@ -123,12 +130,37 @@ class ClaimResult:
             why = v.effect or v.detail
         return why
 
-    def line(self, labels: dict[str, str], scale: bool = False) -> str:
-        """One line under :data:`LINE` characters: id, verdict, and its effect or what stopped it."""
+    def short(self) -> str:
+        """What REPORT.md's cells say, whole: the effect, or the failed preconditions, or the gate that
+        stopped the verdict (its full reason is on the manifest's page)."""
+        v = self.verdict
+        if v.status == verdicts.NOT_EVALUABLE and not v.failed and v.control:
+            return f"stopped by its {v.control} (the page says why)"
+        if v.status == verdicts.NOT_EVALUABLE and not v.failed:
+            return "its runs are missing or unfinished (the page says which)"
+        return self.why({})
+
+    def line(self, labels: dict[str, str], scale: bool = False, short: bool = False) -> str:
+        """One line: id, verdict, and its effect or what stopped it, written whole (``short``: as
+        REPORT.md's lists write it)."""
         kind = " (cost check)" if self.cost else ""
-        adjusted = f" (Holm: {self.adjusted[0]}; BH: {self.adjusted[1]})" if self.adjusted else ""
-        head = f"- **{self.id}**{f' ({self.scale})' if scale else ''} — **{self.status}**{kind}{adjusted} — "
-        return head + _clip(self.why(labels), LINE - len(head))
+        lead = self.adjusted[0] if self.adjusted else self.status
+        adjusted = f" (Holm; unadjusted: {self.status}; BH: {self.adjusted[1]})" if self.adjusted else ""
+        head = f"- **{self.id}**{f' ({self.scale})' if scale else ''} — **{lead}**{kind}{adjusted} — "
+        return head + (self.short() if short else self.why(labels))
+
+
+def ran_on(manifest: Manifest, runs: pd.DataFrame) -> str:
+    """`` — run here on wiki-lead8 (tiny), linux-doc 6.1.192-3 (cpu)``: the corpus each stored scale ran
+    on, for a title that names the paper's (a stand-in corpus is never passed off as the paper's)."""
+    if runs.empty or "scale" not in runs:
+        return ""
+    named = [
+        f"{renderers.datasets(runs[runs['scale'] == scale])} ({scale})"
+        for scale in manifest.scale_names()
+        if (runs["scale"] == scale).any()
+    ]
+    return f" — run here on {', '.join(named)}" if named else ""
 
 
 def cell_keys(manifest: Manifest, scale: str) -> list[str]:
@@ -195,7 +227,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
     runs, corrupt = scan(root, manifest.name)
     out_dir = root / "reports"
     lines = [
-        f"# {manifest.title}",
+        f"# {manifest.title}{ran_on(manifest, runs)}",
         "",
         f"Manifest `{manifest.name}` ({manifest.path.name}), paper `{manifest.paper}`.",
         "",
@@ -261,9 +293,9 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
         if judged or drawn.judged:
             lines += [f"### Claims at scale `{scale}`", ""]
             named = {m for c in judged for check in (*c.requires, c.check) for m, _ in parse(check)[1]}
-            named |= {verdicts.GAIN} if named & set(verdicts.BITS) else set()  # the trained-baseline gate's
+            named |= {"code_version"}  # the provenance gate's
             judged_rows = derived.add(rows, root, manifest.name, named)
-            scale_results, block = _claims_at(manifest, scale, judged, judged_rows, keys, fill, confidence)
+            scale_results, block = _claims_at(manifest, scale, judged, judged_rows, keys, fill, confidence, root)
             for claim_id, text, verdict in drawn.judged:  # a renderer's own verdicts, counted with the claims
                 scale_results.append(
                     ClaimResult(manifest.name, scale, claim_id, text, "(renderer)", verdict, corpus(rows))
@@ -292,7 +324,8 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
 
 COST = "cost check"
 # apart from the findings: sanity checks (the model learned) that held, and cost checks (FLOPs, memory)
-COUNTED = (*verdicts.VERDICTS, "trained", COST)
+SANITY = "sanity check"
+COUNTED = (*verdicts.VERDICTS, SANITY, COST)
 
 
 def rule_line(confidence: float) -> str:
@@ -314,7 +347,14 @@ def _claims_defined(manifest: Manifest) -> list[str]:
 
 
 def _claims_at(
-    manifest: Manifest, scale: str, judged: list, rows: pd.DataFrame, keys: list[str], fill: str, confidence: float
+    manifest: Manifest,
+    scale: str,
+    judged: list,
+    rows: pd.DataFrame,
+    keys: list[str],
+    fill: str,
+    confidence: float,
+    root: Path,
 ) -> tuple[list[ClaimResult], list[str]]:
     """The claims judged at one scale: their preconditions in a table, once, then a line per claim."""
     pre = list(dict.fromkeys(p for c in judged for p in c.requires if p != c.check))
@@ -322,21 +362,31 @@ def _claims_at(
     lines: list[str] = []
     if pre and not rows.empty:
         lines += [
-            "Preconditions, on the seed means (*moved*: the longest head's z reached R; *learned*: bits "
-            "below 0.8 x the unigram bits):",
+            "Preconditions, each on every seed (*learned*: bits below 0.8 x the unigram bits):",
             "",
             "| | precondition | | values |",
             "|---|---|---|---|",
         ]
         for p in pre:
-            v = verdicts.precondition(p, rows, keys)
+            v = gates.precondition(p, rows, keys)
             held = {verdicts.REPRODUCED: "holds", verdicts.NOT_REPRODUCED: "fails"}.get(v.status, "not evaluable")
-            lines.append(f"| {labels[p]} | `{p}` | {held} | {_clip(v.detail, 160)} |")
+            lines.append(f"| {labels[p]} | `{p}` | {held} | {v.detail} |")
         lines.append("")
     results = []
     for claim in judged:
+        sesoi = claim.sesoi if claim.sesoi is not None else power.default_sesoi(claim.check)
         verdict = (
-            verdicts.evaluate(claim.check, rows, keys, claim.requires, confidence)
+            gates.evaluate(
+                claim.check,
+                rows,
+                keys,
+                claim.requires,
+                confidence,
+                controls=claim.controls,
+                sesoi=sesoi,
+                curves=derived.curves(root, manifest.name),
+                same_code=derived.same_code,
+            )
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, f"no run of the current resolution is stored: {fill}")
         )
@@ -364,10 +414,15 @@ def claims_csv(results: list[ClaimResult]) -> str:
                 "verdict": r.status,
                 "seeds": r.verdict.seeds,
                 "p": r.verdict.p,
+                "p two-sided": r.verdict.p_two_sided,
+                "p sign-flip": r.verdict.decided.p_sign_flip if r.verdict.decided else math.nan,
+                "sesoi": r.verdict.sesoi,
                 "mde": r.verdict.decided.mde if r.verdict.decided else math.nan,
                 "uninformative": r.verdict.uninformative,
                 "effect": r.verdict.effect,
                 "failed preconditions": "; ".join(r.verdict.failed),
+                "gate": r.verdict.control or "",
+                "held": "; ".join(r.verdict.held),
                 "detail": r.verdict.detail,
                 "check": r.check,
             }
@@ -375,10 +430,6 @@ def claims_csv(results: list[ClaimResult]) -> str:
         ]
     )
     return frame.to_csv(index=False)
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 _BASE_NOTES = (
@@ -525,43 +576,65 @@ def render_all(root: Path, confidence: float = CONFIDENCE, access: Access = NONE
         return _render_all(root, confidence, access)
 
 
-def multiplicity(results: list[ClaimResult], alpha: float) -> str:
-    """Adjust the t-judged findings among ``results`` for their number, counted over distinct run sets (a
-    comparison of the same runs reported by two manifests is one test), setting each one's ``adjusted``
-    (Holm's and Benjamini-Hochberg's verdicts); returns REPORT.md's paragraph saying so."""
+def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str]) -> str:
+    """Adjust the t-judged findings among ``results`` for their number, in families of one paper at one
+    scale (``papers``: manifest -> paper), each test fed its two-sided p (the direction is read from the
+    data) and counted once over distinct run sets, setting each one's ``adjusted`` (Holm's and
+    Benjamini-Hochberg's verdicts); returns REPORT.md's paragraph saying so."""
     judged = [
         r
         for r in results
         if r.verdict.seeds >= 2
         and r.verdict.status in (verdicts.REPRODUCED, verdicts.NOT_REPRODUCED, verdicts.WITHIN_NOISE)
         and not (r.sanity or r.cost)
-        and not math.isnan(r.verdict.p)
+        and not math.isnan(r.verdict.p_two_sided)
     ]
 
     def key(r: ClaimResult) -> tuple:
         return (r.verdict.runs or (r.manifest, r.scale, r.id), round(r.verdict.decided.mean, 9))
 
-    tests = {key(r): r.verdict.p for r in judged}  # one p per distinct test
-    holm, bh = verdicts.adjusted(list(tests.values()), alpha)
-    kept = {k: (h, b) for k, h, b in zip(tests, holm, bh)}
+    families: dict[tuple[str, str], dict[tuple, float]] = {}
+    for r in judged:
+        families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_two_sided
+    kept = {}
+    for tests in families.values():
+        holm, bh = stats.adjusted(list(tests.values()), alpha)
+        kept |= {k: (h, b) for k, h, b in zip(tests, holm, bh)}
     for r in judged:
         h, b = kept[key(r)]
         found = r.verdict.status != verdicts.WITHIN_NOISE
         r.adjusted = tuple(r.verdict.status if found and ok else verdicts.WITHIN_NOISE for ok in (h, b))
     findings = [r for r in judged if r.verdict.status != verdicts.WITHIN_NOISE]
+    directional = sum(1 for r in judged if r.verdict.decided.band is None)
+    bands = len(judged) - directional
+    sizes = ", ".join(f"{paper} {scale}: {len(tests)}" for (paper, scale), tests in sorted(families.items()))
     return (
-        f"**Multiplicity:** {len(judged)} verdicts are judged by the t rule (sanity and cost checks apart), "
-        f"{len(tests)} distinct tests once verdicts on the same runs and margin are counted once. At "
-        f"{alpha:.0%} each, about {alpha * len(tests):.1f} of them would read reproduced or not reproduced by "
-        f"chance alone were no effect real. Beside each verdict, *Holm* (family-wise error at {alpha:.0%}) "
-        f"and *BH* (Benjamini-Hochberg, false discovery rate at {alpha:.0%}) say whether it survives the "
-        f"adjustment: of the {len(findings)} findings, {sum(r.adjusted[0] == r.verdict.status for r in findings)} "
-        f"survive Holm and {sum(r.adjusted[1] == r.verdict.status for r in findings)} survive BH."
+        f"**Multiplicity:** {len(judged)} findings are judged by the t rule (sanity and cost checks apart), "
+        f"{sum(len(t) for t in families.values())} distinct tests once verdicts on the same runs and margin are "
+        f"counted once, in families of one paper at one scale ({sizes}). A directional verdict at {alpha:.0%} per "
+        f"tail reads a zero effect as a finding {2 * alpha:.0%} of the time: its {directional} directional tests "
+        f"alone expect {2 * alpha * directional:.1f} false readings were no effect real, its {bands} bands "
+        f"{alpha * bands:.1f}. Each family is adjusted on the tests' two-sided p values: *Holm* (family-wise error "
+        f"at {alpha:.0%}) and *BH* (Benjamini-Hochberg, false discovery rate at {alpha:.0%}); the verdict columns "
+        f"lead with Holm's. Of the {len(findings)} findings, {sum(r.adjusted[0] == r.verdict.status for r in findings)} "
+        f"survive Holm and {sum(r.adjusted[1] == r.verdict.status for r in findings)} survive BH. The seeds vary "
+        f"the initialisation only (one data order, one test split): the intervals speak for that variation alone. "
+        f"The claims csvs give each verdict's sign-flip permutation p beside its t p."
     )
 
 
+VERDICTS_JSON = "verdicts.json"  # reports/: every claim's verdict at the last regeneration, as data
+MOVED_PAGE = "moved.md"  # reports/: the verdicts that moved at the last regeneration that moved any
+
+
 def stored_verdicts(root: Path) -> dict[tuple[str, str, str], str]:
-    """(manifest, scale, claim) -> verdict, as the reports stored last wrote them (their claims csvs)."""
+    """(manifest, scale, claim) -> verdict, as the last regeneration stored them (``reports/verdicts.json``;
+    before there was one, the claims csvs)."""
+    try:
+        stored = json.loads((root / "reports" / VERDICTS_JSON).read_text(encoding="utf-8"))
+        return {tuple(k.split("\x1f")): str(v["verdict"]) for k, v in stored.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
     out = {}
     for path in sorted((root / "reports" / "tables").glob("*-claims.csv")):
         try:
@@ -574,34 +647,34 @@ def stored_verdicts(root: Path) -> dict[tuple[str, str, str], str]:
     return out
 
 
-MOVED = "## Verdicts that moved at the last regeneration that moved any"
-
-
-def last_moved(report: Path) -> list[str]:
-    """The moved-verdicts section of the REPORT.md stored before, kept when this regeneration moved none
-    (so that regenerating an unchanged store writes the same bytes)."""
-    try:
-        text = report.read_text()
-    except OSError:
-        return []
-    if MOVED not in text:
-        return []
-    section = text[text.index(MOVED) :].split("\n## ", 1)[0].rstrip("\n")
-    return [*section.splitlines(), ""]
+def verdicts_json(results: list[ClaimResult]) -> str:
+    """Every claim's verdict as data (what the next regeneration compares with), in report order."""
+    data = {
+        "\x1f".join((r.manifest, r.scale, r.id)): {
+            "verdict": r.status,
+            "gate": r.verdict.control or "",
+            "effect": r.short(),
+        }
+        for r in results
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
 def moved_verdicts(before: dict[tuple[str, str, str], str], results: list[ClaimResult]) -> list[str]:
-    """REPORT.md's section on the verdicts this regeneration changed: before -> after, one line each."""
-    after = {(r.manifest, r.scale, r.id): r.status for r in results}
+    """The page of the verdicts this regeneration changed: before -> after, with the reason, one line each
+    (empty: none moved)."""
+    after = {(r.manifest, r.scale, r.id): r for r in results}
     changed = [
-        (k, before.get(k, "—"), after.get(k, "—"))
+        (k, before.get(k, "—"), after[k].status if k in after else "—", after[k].short() if k in after else "")
         for k in [*after, *[k for k in before if k not in after]]
-        if before.get(k) != after.get(k) and before
+        if before and before.get(k) != (after[k].status if k in after else None)
     ]
     if not changed:
         return []
-    lines = [f"{MOVED} ({len(changed)})", ""]
-    lines += [f"- {m} ({s}) **{c}**: {old} -> **{new}**" for (m, s, c), old, new in changed]
+    lines = [f"# Verdicts that moved at the last regeneration that moved any ({len(changed)})", ""]
+    lines += [
+        f"- {m} ({s}) **{c}**: {old} -> **{new}**{f' — {why}' if why else ''}" for (m, s, c), old, new, why in changed
+    ]
     return [*lines, ""]
 
 
@@ -626,14 +699,14 @@ def _render_all(root: Path, confidence: float, access: Access) -> Path:
     sections: dict[str, list[str]] = {}
     summary: list[tuple[str, str | None, list[ClaimResult]]] = []
     heads = [
-        "| artefact | scale | corpus (unit) | headline claim | verdict | Holm / BH | effect: margin [bounds], seeds |",
+        "| artefact | scale | corpus (unit) | headline claim | verdict (Holm) | unadjusted / BH | effect: margin [bounds], seeds |",
         "|---|---|---|---|---|---|---|",
     ]
     seen: list[str] = []
     before = stored_verdicts(root)
     rendered = [(manifest, *_render(manifest, root, confidence)) for manifest in manifests]
     everything = [r for _, _, results in rendered for r in results]
-    family = multiplicity(everything, 1 - confidence)
+    family = multiplicity(everything, 1 - confidence, {m.name: m.paper for m in manifests})
     for manifest, path, results in rendered:
         link = f"reports/{path.name}"
         if results:
@@ -641,15 +714,17 @@ def _render_all(root: Path, confidence: float, access: Access) -> Path:
             seen += [s for s in manifest.scale_names() if s not in seen]
         for scale in [s for s in manifest.scale_names() if any(r.scale == s for r in results)]:
             top = headline(manifest, [r for r in results if r.scale == scale])
-            adjusted = " / ".join(top.adjusted) if top.adjusted else "—"
+            lead = top.adjusted[0] if top.adjusted else top.status
+            beside = f"{top.status} / {top.adjusted[1]}" if top.adjusted else "—"
             heads.append(
-                f"| [{manifest.name}]({link}) | {scale} | {top.data or '?'} | {top.id} | {top.status}"
-                f"{' (cost check)' if top.cost else ''} | {adjusted} "
-                f"| {_clip(top.why({}), 110)} |"
+                f"| [{manifest.name}]({link}) | {scale} | {top.data or '?'} | {top.id} | {lead}"
+                f"{' (cost check)' if top.cost else ''} | {beside} "
+                f"| {top.short()} |"
             )
         block = sections.setdefault(manifest.paper, [])
-        block += [f"### [{manifest.title}]({link})", "", f"`{manifest.name}` — {stored_line(manifest, root)}", ""]
-        block += [r.line({}, scale=True) for r in results]
+        title = f"{manifest.title}{ran_on(manifest, table(root, manifest.name))}"
+        block += [f"### [{title}]({link})", "", f"`{manifest.name}` — {stored_line(manifest, root)}", ""]
+        block += [r.line({}, scale=True, short=True) for r in results]
         block.append("")
     intro = (
         "Generated by `repro report --all` from the run store. Every number is labelled with its scale; `tiny` "
@@ -676,8 +751,14 @@ def _render_all(root: Path, confidence: float, access: Access) -> Path:
         "",
         verdict_table(summary, [s for s in SCALE_ORDER if s in seen] + [s for s in seen if s not in SCALE_ORDER]),
         "",
-        *(moved_verdicts(before, everything) or last_moved(root / "REPORT.md")),
+        f"The verdicts that moved at the last regeneration that moved any: [reports/{MOVED_PAGE}](reports/{MOVED_PAGE}); "
+        f"every verdict as data: [reports/{VERDICTS_JSON}](reports/{VERDICTS_JSON}).",
+        "",
     ]
+    moved = moved_verdicts(before, everything)
+    if moved:  # none moved: the page stays as it was, so an unchanged store regenerates byte for byte
+        atomic.write_text(root / "reports" / MOVED_PAGE, "\n".join(moved))
+    atomic.write_text(root / "reports" / VERDICTS_JSON, verdicts_json(everything))
     for paper in sorted(sections, key=lambda p: PAPERS.index(p) if p in PAPERS else len(PAPERS)):
         lines += [f"## {paper}", "", *sections[paper]]
     path = root / "REPORT.md"

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from repro.claims import verdict as verdicts
 from repro.config import renders
 from repro.config.keys import matching
 from repro.config.manifest import Manifest, ManifestError, analysis_root
 from repro.files import atomic
-from repro.report import verdicts
 from repro.store.runs import RunDir
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
@@ -61,7 +61,7 @@ class Context:
 
     def judge(self, claim_id: str, text: str, holds: bool | None, detail: str) -> str:
         """A verdict a renderer reaches from what it computed (a check the claim grammar cannot write): stored
-        as a :class:`repro.report.verdicts.Verdict` on the seed means, so the report lists and counts it with
+        as a :class:`repro.claims.verdict.Verdict` on the seed means, so the report lists and counts it with
         the manifest's claims; with one seed it is *indicative*, with ``holds`` None *not evaluable*.
         Returns the verdict's words, for the renderer's caption."""
         seeds = int(self.runs["seeds"].min()) if "seeds" in self.runs and not self.runs.empty else 1
@@ -230,7 +230,7 @@ def datasets(runs: pd.DataFrame) -> str:
 
 def spread(row: Any, key: str) -> float:
     """The standard deviation over the seeds of ``row``'s cell of the summary key ``key`` (the context's
-    ``<key> sd`` column, verdicts.seed_means); NaN when the cell has one seed, which matplotlib draws as no bar."""
+    ``<key> sd`` column, repro.claims.select.seed_means); NaN when the cell has one seed, which matplotlib draws as no bar."""
     try:
         return float(row.get(f"{key} sd"))
     except (TypeError, ValueError):

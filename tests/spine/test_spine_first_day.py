@@ -14,7 +14,8 @@ from spine_manifests import stored_run
 from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.cells import cell_text, value_text
-from repro.report import prune, verdicts
+from repro.claims import gates as verdicts
+from repro.report import prune
 
 ROW = {"name": "moh-audio", "seq_len": 1024, "block": 1024}
 

@@ -97,9 +97,9 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
 
 def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
     """REPORT.md's table: a first row sums each scale's verdicts over every artefact, then one row each; a
-    check that the model learned counts as *trained*, apart."""
+    check that the model learned counts as a sanity check, apart."""
     from repro.report.pages import ClaimResult, verdict_table
-    from repro.report.verdicts import Verdict
+    from repro.claims.verdict import Verdict
 
     def judged(manifest, scale, *statuses):
         return [ClaimResult(manifest, scale, f"c{i}", "t", "x", Verdict(s, "")) for i, s in enumerate(statuses)]
@@ -114,6 +114,10 @@ def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
     learned = [ClaimResult("c", "tiny", "l", "t", "learned[]", Verdict("reproduced", ""))]
     assert verdict_table([("C", None, learned)], ["tiny"]).splitlines()[2] == "| C | 0 / 0 / 0 / 0 / 0 / 1 / 0 |"
     assert learned[0].status == "trained"
+    # a sanity check within noise (st-table1-cifar10 tiny) is still a sanity check, never a finding
+    unclear = [ClaimResult("c", "tiny", "l", "t", "learned[]", Verdict("within noise", "", 3))]
+    assert verdict_table([("C", None, unclear)], ["tiny"]).splitlines()[2] == "| C | 0 / 0 / 0 / 0 / 0 / 1 / 0 |"
+    assert unclear[0].status == "learning unclear (within noise)"
     # a check made only of FLOPs or memory is a cost check, counted apart from the findings
     cost = [
         ClaimResult("d", "tiny", "f", "t", "flops_per_token[a=1] < flops_per_token[a=2]", Verdict("reproduced", ""))
@@ -123,36 +127,37 @@ def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
     assert len(one) == 3 and "every claim" not in one[2]  # one artefact: its row is the total
 
 
-def test_a_comparison_with_a_model_still_improving_is_not_evaluable(tmp_path, write_manifest):
-    """``valid_gain_last_fifth`` is read from each run's curve when a claim names it: a baseline whose quick
-    validation still fell by 0.3 bits over its last fifth had not learned what it can."""
+def test_a_bits_verdict_is_not_evaluable_where_its_paired_curves_flip_or_are_missing(tmp_path, write_manifest):
+    """The trajectory gate reads each run's stored curve: a verdict whose margin flips sign in the last 40%
+    of the training curve is the budget's; one with no curve cannot show otherwise (the old last-fifth gate
+    passed a missing curve silently)."""
     from repro.config import manifest as manifests
     from repro.report import pages as report
 
     grid = "grid:\n  model.stride: [16, 8]\n"
-    claims = (
-        "claims:\n  - {id: c, text: stride 8 within 0.05 of 16, check: 'abs(test_bits[stride=8] - test_bits[stride=16]) < 0.05',"
-        " requires: ['valid_gain_last_fifth[stride=16] < 0.02']}\n"
-    )
+    claims = "claims:\n  - {id: c, text: stride 8 wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
     m = manifests.load(write_manifest(grid=grid, claims=claims))
-    for flat in (False, True):
-        root = tmp_path / f"results-{flat}"
+    for case in ("steady", "flips", "none"):
+        root = tmp_path / f"results-{case}"
         for spec in m.expand("tiny"):
-            run = stored_run(root, spec, test_bits=3.0, steps=100)
-            falling = [3.9, 3.6, 3.3, 3.0]  # at steps 24, 49, 74, 99: 0.3 over the last fifth
-            run.append_metrics(
-                [
-                    {"step": s, "valid/bits_quick": 3.0 if flat and s > 50 else b}
-                    for s, b in zip((24, 49, 74, 99), falling)
-                ]
-            )
-        path, (result,) = report.render(m, root)
-        assert (result.verdict.status == "not evaluable") is not flat, result.verdict
-        assert "P1 | `valid_gain_last_fifth[stride=16] < 0.02` | " + ("holds" if flat else "fails") in path.read_text()
+            eight = spec.cell["model.stride"] == 8
+            run = stored_run(root, spec, curve=False, test_bits=2.9 if eight else 3.0, steps=100)
+            curve = [4.0 - 0.1 * i - (0.05 if eight else 0.0) for i in range(10)]
+            if case == "flips" and eight:
+                curve[-2] += 0.2
+            if case != "none":
+                run.append_metrics([{"step": 10 * i + 9, "train/bits": b} for i, b in enumerate(curve)])
+        _, (result,) = report.render(m, root)
+        v = result.verdict
+        if case == "steady":
+            assert v.status.startswith("indicative") and any("trajectory" in h for h in v.held), v
+        else:
+            assert v.status == "not evaluable" and v.control == "trajectory", v
+            assert ("sign flips" if case == "flips" else "no learning curve") in v.detail
 
 
 def test_holm_and_benjamini_hochberg_adjust_a_family_of_p_values():
-    from repro.report.verdicts import adjusted
+    from repro.claims.stats import adjusted
 
     # m = 4 at 5%: Holm needs 0.0125, 0.0167, 0.025, 0.05 in order; BH the largest p_(k) <= 0.0125 k
     holm, bh = adjusted([0.01, 0.04, 0.03, 0.2])
@@ -166,34 +171,48 @@ def test_holm_and_benjamini_hochberg_adjust_a_family_of_p_values():
 
 def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_moved(tmp_path):
     from repro.report.pages import ClaimResult, moved_verdicts, multiplicity
-    from repro.report.verdicts import Margin, Verdict
+    from repro.claims.verdict import Margin, Verdict
 
     def found(name, runs, p, status="reproduced"):
         margin = Margin(0, "", 0.1, 0.05, 0.15, 3, status=1 if status == "reproduced" else 0, p_holds=p, p_fails=1 - p)
         return ClaimResult(
-            name, "tiny", "c", "t", "valid_bits[a=1] < valid_bits[a=2]", Verdict(status, "", 3, [margin], runs=runs)
+            name,
+            "tiny",
+            "c",
+            "t",
+            "valid_bits[a=1] < valid_bits[a=2]",
+            Verdict(status, "", 3, [margin], runs=runs, p_holds=p, p_fails=1 - p),
         )
 
     same = frozenset({"r1", "r2"})
-    results = [found("a", same, 0.03), found("b", same, 0.03), found("c", frozenset({"r3"}), 0.001)]
-    text = multiplicity(results, 0.05)
-    assert "3 verdicts are judged by the t rule" in text and "2 distinct tests" in text
+    # the one-sided p of the direction found; the families are fed the two-sided one (twice it)
+    results = [found("a", same, 0.015), found("b", same, 0.015), found("c", frozenset({"r3"}), 0.0005)]
+    papers = {name: "adaptive_span" for name in "abcd"}
+    text = multiplicity(results, 0.05, papers)
+    assert "3 findings are judged by the t rule" in text and "2 distinct tests" in text
+    assert "expect 0.3 false readings" in text  # 3 directional tests x 10% (5% per tail)
     # two tests: Holm needs 0.05 for the second smallest; 0.03 passes, and BH keeps both
     assert [r.adjusted for r in results] == [("reproduced", "reproduced")] * 3
-    results.append(found("d", frozenset({"r4"}), 0.04))  # three tests: Holm needs 0.025 for the second
-    multiplicity(results, 0.05)
+    results.append(found("d", frozenset({"r4"}), 0.02))  # three tests: Holm needs 0.025 for the second
+    multiplicity(results, 0.05, papers)
     assert results[0].adjusted == ("within noise", "reproduced") and results[3].adjusted == (
         "within noise",
         "reproduced",
     )
-    assert "(Holm: within noise; BH: reproduced)" in results[0].line({})
+    line = results[0].line({})
+    assert "**within noise** (Holm; unadjusted: reproduced; BH: reproduced)" in line  # led by the adjusted
+    # another paper's test is another family: it does not count against these
+    other = found("e", frozenset({"r5"}), 0.02)
+    multiplicity([*results, other], 0.05, {**papers, "e": "sparse_transformer"})
+    assert other.adjusted == ("reproduced", "reproduced")
     before = {("a", "tiny", "c"): "within noise", ("gone", "cpu", "x"): "reproduced"}
     lines = moved_verdicts(before, results[:1])
-    assert "- a (tiny) **c**: within noise -> **reproduced**" in lines
-    assert "- gone (cpu) **x**: reproduced -> **—**" in lines
+    assert any(line.startswith("- a (tiny) **c**: within noise -> **reproduced** — +0.1") for line in lines)
+    assert any(line.startswith("- gone (cpu) **x**: reproduced -> **—**") for line in lines)
     assert moved_verdicts({("a", "tiny", "c"): "reproduced"}, results[:1]) == []
-    # a regeneration that moves nothing keeps the last section, so an unchanged store gives the same bytes
-    from repro.report.pages import last_moved
+    # the verdicts are kept as data, not parsed back out of REPORT.md's prose
+    from repro.report.pages import stored_verdicts, verdicts_json
 
-    (tmp_path / "REPORT.md").write_text("# Results\n\n" + "\n".join(lines) + "\n## adaptive_span\n\n- x\n")
-    assert last_moved(tmp_path / "REPORT.md") == lines and last_moved(tmp_path / "none.md") == []
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "verdicts.json").write_text(verdicts_json(results))
+    assert stored_verdicts(tmp_path)[("a", "tiny", "c")] == results[0].status

@@ -1,0 +1,204 @@
+"""A claim judged with its requirements: the one entry point, :func:`evaluate`.
+
+What keeps a verdict honest, each *not evaluable* with its numbers when it fails, and listed in the
+verdict's ``held`` when it holds:
+
+- **preconditions** (``requires``): each must hold on *every* seed the claim pairs (a gate, never a seed
+  mean); a claim that the models learned is no precondition of itself;
+- **controls** (``controls``): comparisons judged like the claim, at its seeds; a claim that reads
+  reproduced (or holds on one seed) stands only when each of its controls is reproduced too (e.g. adaptive
+  span must also beat a fixed S = R window, which a span stuck at R would be): a control within noise, not
+  reproduced or not trained makes it not evaluable, saying which;
+- **the initial-span control**: a claim on a span metric (:data:`language.INITIAL`) that would also hold
+  with every learned span at its initial value (z = 0) says nothing about the penalty;
+- **the trajectory** (:mod:`repro.claims.trajectory`): a bits verdict must keep its sign along the paired
+  training curves and their fits;
+- **provenance**: no verdict rests on a run trained from uncommitted code (``+dirty``), nor on arms whose
+  code versions could differ in bits (``same_code``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from repro.claims import language, trajectory
+from repro.claims.judge import judge
+from repro.claims.select import NotEvaluable, complete_seeds, matching_rows, run_ids, seed_means, seeds_of
+from repro.claims.stats import CONFIDENCE
+from repro.claims.verdict import (
+    INDICATIVE,
+    NOT_EVALUABLE,
+    NOT_REPRODUCED,
+    READING,
+    REPRODUCED,
+    Verdict,
+    failed_text,
+    stopped,
+)
+
+SameCode = Callable[[str, str], "str | None"]  # (commit, commit) -> why their runs could differ in bits, or None
+
+
+def evaluate(
+    check: str,
+    runs: pd.DataFrame,
+    cell_keys: list[str],
+    requires: list[str] = (),
+    confidence: float = CONFIDENCE,
+    controls: list[str] = (),
+    sesoi: float = math.nan,
+    curves: trajectory.Curves | None = None,
+    same_code: SameCode | None = None,
+) -> Verdict:
+    """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
+    metrics, ``train.seed`` for replicates, ``code_version`` where known) after its requirements."""
+    failed = [p for p in requires if p != check and precondition(p, runs, cell_keys).status != REPRODUCED]
+    if failed:
+        return Verdict(NOT_EVALUABLE, failed_text([f"`{p}`" for p in failed]), failed=failed)
+    frames, means = paired(runs, cell_keys, [check])
+    verdict = judge(check, means, frames, cell_keys, confidence)
+    verdict.sesoi = sesoi
+    reading = READING.get(verdict.status, (1 if verdict.holds else -1) if verdict.status == INDICATIVE else 0)
+    for gate in (
+        lambda v: _controls(v, controls, runs, cell_keys, confidence, reading),
+        lambda v: _initial_span_control(check, v, means, cell_keys, confidence),
+        lambda v: _trajectory(check, v, frames, cell_keys, curves, reading),
+        lambda v: _provenance(v, runs, same_code),
+    ):
+        if verdict.status == NOT_EVALUABLE:
+            break
+        verdict = gate(verdict)
+    return verdict
+
+
+def paired(runs: pd.DataFrame, cell_keys: list[str], checks: list[str]) -> tuple[list[pd.DataFrame], pd.DataFrame]:
+    """(each complete seed's runs, the seed means of those runs) for ``checks``."""
+    runs = runs.reset_index(drop=True)  # rows are told apart by position
+    seeds = complete_seeds(runs, cell_keys, [sel for c in checks for sel in language.parse(c)[1]])
+    frames = [runs[seeds_of(runs) == seed] for seed in seeds]
+    return frames, seed_means(pd.concat(frames), cell_keys) if len(frames) > 1 else frames[0]
+
+
+def precondition(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
+    """A precondition judged alone: it holds (*reproduced*) only when it holds on every seed of the seeds
+    that complete it, never on a seed mean; the detail gives its values' spread and the seeds it fails on."""
+    frames, means = paired(runs, cell_keys, [check])
+    verdict = judge(check, means, [means], cell_keys, CONFIDENCE, gate=True)
+    if verdict.status == NOT_EVALUABLE or len(frames) < 2:
+        return verdict
+    verdict.detail = judge(check, means, frames, cell_keys, CONFIDENCE, gate=True).detail
+    verdict.seeds = len(frames)
+    each = [judge(check, frame, [frame], cell_keys, CONFIDENCE, gate=True).status for frame in frames]
+    failing = [str(seeds_of(frame).iloc[0]) for frame, status in zip(frames, each) if status != REPRODUCED]
+    verdict.status = NOT_REPRODUCED if failing else REPRODUCED
+    if failing:
+        verdict.detail += f"; fails on seed{'s' * (len(failing) > 1)} {', '.join(failing)} of {len(frames)}"
+    return verdict
+
+
+def _controls(verdict: Verdict, controls, runs, cell_keys, confidence, reading: int) -> Verdict:
+    """A claim that holds stands only when each control is reproduced (see the module docstring)."""
+    if reading <= 0:
+        return verdict
+    for control in controls:
+        frames, means = paired(runs, cell_keys, [control])
+        judged = judge(control, means, frames, cell_keys, confidence)
+        if judged.status != REPRODUCED:
+            said = judged.effect or judged.detail
+            return stopped(verdict, "control", f"control `{control}` is {judged.status} ({said})")
+        verdict.held.append(f"control `{control}`: {judged.effect}")
+        verdict.runs = verdict.runs | judged.runs
+    return verdict
+
+
+def _initial_span_control(check: str, verdict: Verdict, means: pd.DataFrame, cell_keys, confidence) -> Verdict:
+    """Not evaluable when the claim holds and would hold at the spans' initial value too (z = 0): true
+    by construction, it says nothing about the penalty (a lambda = 0 control starts alike, so a claim
+    against one passes this control)."""
+    spans = [f for m, f in language.parse(check)[1] if m in language.INITIAL]
+    learned = _learned(means)
+    if not spans or learned is None or not (verdict.status == REPRODUCED or verdict.holds):
+        return verdict
+    try:
+        touched = any(learned[matching_rows(means, cell_keys, f).index].any() for f in spans)
+    except NotEvaluable:
+        touched = False
+    start = initial_spans(means, learned) if touched else None
+    if start is None or not judge(check, start, [start], cell_keys, confidence).holds:
+        return verdict  # no learned span among the runs its span metrics select, or it fails at z = 0
+    return stopped(
+        verdict,
+        "initial-span control",
+        "holds at the initial spans too (z = 0, avg_span = min(S, R)), so it says nothing about the penalty: "
+        "compare with a lambda = 0 control",
+    )
+
+
+def initial_spans(rows: pd.DataFrame, learned: pd.Series) -> pd.DataFrame | None:
+    """``rows`` with each learned span's metrics (``learned``: which rows) at their initial value (z = 0):
+    the average effective span at min(S, R), the mean z of :data:`language.INITIAL`'s others at 0; None
+    where the rows do not record S and R."""
+    out = rows.copy()
+    limit = out["span_limit"] if "span_limit" in out else out.get("model.span.limit")
+    ramp = out.get("model.span.ramp")
+    for metric in [m for m in language.INITIAL if m in out]:
+        if metric != "avg_span":
+            out[metric] = out[metric].where(~learned, 0.0)
+        elif limit is None or ramp is None:
+            return None
+        else:
+            out[metric] = out[metric].where(~learned, np.minimum(limit, ramp))
+    return out
+
+
+def _learned(rows: pd.DataFrame) -> pd.Series | None:
+    """Which rows' spans are learned (the adaptive or dynamic span; None: the rows do not say)."""
+    if "model.attention" in rows:
+        return rows["model.attention"].isin(["adaptive", "dynamic"])
+    if "model.span.kind" in rows:
+        return rows["model.span.kind"] != "fixed"
+    return None
+
+
+def _trajectory(check: str, verdict: Verdict, frames, cell_keys, curves, reading: int) -> Verdict:
+    """Each bits comparison that decided the reading keeps its sign along the curves (module docstring)."""
+    if reading == 0 or curves is None:
+        return verdict
+    selections = language.parse(check)[1]
+    for m in verdict.margins:
+        if m.status != reading or None in m.sides:
+            continue
+        pairs = []
+        for frame in frames:
+            ids = [run_ids(frame, cell_keys, selections[s][1]) for s in m.sides]
+            pairs.append(tuple(str(i[m.cell]) if isinstance(i, pd.Series) else i for i in ids))
+        try:
+            verdict.held.append(trajectory.check(pairs, curves, reading) + (f" at {m.cell}" if m.cell else ""))
+        except trajectory.Fails as why:
+            return stopped(verdict, "trajectory", f"{why}{f' at {m.cell}' if m.cell else ''}")
+    return verdict
+
+
+def _provenance(verdict: Verdict, runs: pd.DataFrame, same_code: SameCode | None) -> Verdict:
+    """No verdict on a ``+dirty`` run, nor on runs whose code versions could differ in bits."""
+    if "code_version" not in runs or not verdict.runs:
+        return verdict
+    versions = runs[runs["run_id"].isin(verdict.runs)].drop_duplicates("run_id")
+    dirty = sorted(versions.loc[versions["code_version"].astype(str).str.endswith("+dirty"), "run_id"])
+    if dirty:
+        return stopped(
+            verdict,
+            "provenance",
+            f"rests on {len(dirty)} run(s) trained from uncommitted code ({', '.join(dirty[:3])}"
+            f"{', ...' if len(dirty) > 3 else ''}): retrain them from a commit",
+        )
+    commits = sorted({str(c) for c in versions["code_version"].dropna()})
+    for other in commits[1:]:
+        why = same_code(commits[0], other) if same_code is not None else None
+        if why:
+            return stopped(verdict, "provenance", f"its arms were trained at {commits[0]} and {other}: {why}")
+    return verdict

@@ -1,0 +1,144 @@
+"""What judging a claim gives: a :class:`Verdict`, made of the :class:`Margin` of each comparison, with its
+p values, its minimum detectable effect against the claim's smallest effect of interest, and the gate that
+stopped it when one did."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from repro.claims.stats import CONFIDENCE, POWER
+
+REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE = (
+    "reproduced",
+    "not reproduced",
+    "within noise",
+    "indicative (one seed)",
+    "not evaluable",
+)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE)
+STATUS = {1: REPRODUCED, -1: NOT_REPRODUCED, 0: WITHIN_NOISE}
+READING = {REPRODUCED: 1, NOT_REPRODUCED: -1, WITHIN_NOISE: 0}
+
+
+def rule(confidence: float = CONFIDENCE) -> str:
+    """The rule in one line, as every report states it."""
+    c = f"{confidence:.0%}"
+    return (
+        f"a one-sided paired t interval at {c} over the seeds, centred on the mean of the per-seed margins (a "
+        f"band: two one-sided tests at {1 - confidence:.0%}, the {2 * confidence - 1:.0%} interval): reproduced "
+        f"when it clears the claim's threshold, not reproduced when it clears the opposite, within noise otherwise "
+        f"(uninformative when its minimum detectable effect at {POWER:.0%} power exceeds the claim's smallest "
+        f"effect of interest); parts of an `or`, the failing side of an `and` and the cells of a cell-wise claim "
+        f"are Bonferroni-corrected inside the claim; [lower, upper] are its bounds on the margin (positive favours "
+        f"the claim); one seed: indicative; a precondition must hold on every seed, a control must be reproduced, "
+        f"a bits verdict must keep its sign along the training curves, and no verdict rests on uncommitted code"
+    )
+
+
+@dataclass
+class Margin:
+    """One comparison: the mean margin (the claim's side positive), its bounds, and the seeds behind it."""
+
+    comparison: int  # which comparison of the check (0: the first)
+    cell: str  # "" for a comparison of numbers
+    mean: float
+    lower: float
+    upper: float
+    n: int
+    band: float | None = None  # abs(x) < band: mean/lower/upper are x's
+    status: int = 0  # +1 holds, -1 fails, 0 within noise
+    p_holds: float = math.nan  # one-sided p of "holds" (a band: the TOST's larger p)
+    p_fails: float = math.nan  # one-sided p of "fails"
+    mde: float = math.nan  # minimum detectable effect at POWER (NaN: one seed)
+    per_seed: tuple[float, ...] = ()  # the margin on each seed, in seed order
+    sides: tuple[int | None, int | None] = (None, None)  # the selections (claimed-lower, baseline) of a bits comparison
+    p_two_sided: float = math.nan  # of a zero margin: what a family adjustment is fed
+    p_sign_flip: float = math.nan  # the exact sign-flip permutation p of the reading's direction
+
+    def text(self) -> str:
+        where = f"{self.cell}: " if self.cell else ""
+        if self.n < 2 or self.lower == self.upper:
+            core = f"{self.mean:+.3g}"
+        else:
+            core = f"{self.mean:+.3g} [{self.lower:+.3g}, {self.upper:+.3g}]"
+        if self.band is None:
+            return f"{where}{core}"
+        # the band's words follow its outcome: inside, outside, or across its edge
+        word = {1: "inside", -1: "outside"}.get(self.status, "across the edge of")
+        return f"{where}{core}, {word} ±{self.band:.3g}"
+
+    def p(self, status: int) -> float:
+        """The p value of this margin's reading ``status`` (+1 holds, -1 fails; 0: the smaller of the two)."""
+        return self.p_holds if status > 0 else self.p_fails if status < 0 else min(self.p_holds, self.p_fails)
+
+
+@dataclass
+class Verdict:
+    status: str  # one of VERDICTS
+    detail: str  # the numbers behind it
+    seeds: int = 0  # the replicates it was judged on (0: not judged)
+    margins: list[Margin] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # preconditions that did not hold (or could not be checked)
+    holds: bool | None = None  # the direction an indicative (one-seed) verdict gave
+    deciding: int | None = None  # the index in ``margins`` of the part that decided the verdict
+    control: str | None = None  # the gate on the judged verdict that made it not evaluable (its detail says why)
+    runs: frozenset = frozenset()  # the run ids the verdict compared (REPORT.md's multiplicity counts run sets)
+    p_holds: float = math.nan  # the claim's own p of "holds", its parts combined (Bonferroni inside the claim)
+    p_fails: float = math.nan
+    sesoi: float = math.nan  # the smallest effect of interest the claim declares (or its metric's default)
+    held: list[str] = field(default_factory=list)  # the gates and controls it passed, each with its numbers
+
+    @property
+    def decided(self) -> Margin | None:
+        """The margin that decided: ``and``'s weakest part, ``or``'s strongest, a cell-wise claim's worst cell."""
+        if not self.margins:
+            return None
+        return self.margins[self.deciding if self.deciding is not None else 0]
+
+    @property
+    def p(self) -> float:
+        """The one-sided p value of the verdict's reading (NaN: not judged by t)."""
+        if self.seeds < 2 or self.status not in READING:
+            return math.nan
+        reading = READING[self.status]
+        return self.p_holds if reading > 0 else self.p_fails if reading < 0 else min(self.p_holds, self.p_fails)
+
+    @property
+    def p_two_sided(self) -> float:
+        """The two-sided p of "no effect": a family adjustment's input (a band's: its TOST p)."""
+        if self.seeds < 2 or self.status not in READING:
+            return math.nan
+        m = self.decided
+        if m is not None and m.band is not None:
+            return self.p_holds
+        return min(1.0, 2 * min(self.p_holds, self.p_fails))
+
+    @property
+    def uninformative(self) -> bool:
+        """Within noise, with a minimum detectable effect above the smallest effect of interest: these seeds
+        could not have decided it."""
+        m = self.decided
+        return self.status == WITHIN_NOISE and m is not None and m.mde > self.sesoi
+
+    @property
+    def effect(self) -> str:
+        """The headline number: the margin and bounds of the part (and cell) that decided, the seeds, and the
+        minimum detectable effect where the verdict could not decide."""
+        m = self.decided
+        if m is None:
+            return ""
+        seeds = f"{self.seeds} seed" + "s" * (self.seeds != 1)
+        mde = f"; MDE {m.mde:.3g} > {self.sesoi:.3g}: uninformative" if self.uninformative else ""
+        return f"{m.text()}, {seeds}{mde}"
+
+
+def stopped(verdict: Verdict, control: str, why: str) -> Verdict:
+    """``verdict`` made not evaluable by the gate ``control``, saying why and what it was judged."""
+    detail = f"{why}; as judged: {verdict.effect or verdict.detail}"
+    return replace(verdict, status=NOT_EVALUABLE, detail=detail, control=control, holds=None)
+
+
+def failed_text(names: list[str]) -> str:
+    """``precondition P1 fails`` / ``preconditions P1, P2 fail``."""
+    return f"precondition {names[0]} fails" if len(names) == 1 else f"preconditions {', '.join(names)} fail"
