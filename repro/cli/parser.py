@@ -14,6 +14,7 @@ import shtab
 from repro.cli import options
 from repro.cli.bench import BENCHES, cmd_bench
 from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
+from repro.cli.pretrained import cmd_import
 from repro.cli.report import cmd_renderers, cmd_report
 from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
@@ -222,6 +223,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="pass a run whose every number is within a relative X of the stored one (|stored - here| <= "
         "X |stored|; a stored 0 must be matched exactly), e.g. 1e-6; the line names the largest difference "
         "(default: bit for bit)",
+    )
+
+    p = command(
+        "import",
+        cmd_import,
+        "import an official adaptive-span checkpoint into the suite's model and score it on the suite's data by "
+        "the official protocol and the suite's own, stored as a run (`repro run as-table1 --scale pretrained` "
+        "does it for the released models)",
+    )
+    p.add_argument("source", choices=["official"], help="whose checkpoint: the official adaptive-span code's")
+    p.add_argument("file", metavar="FILE", help="the checkpoint (.pt) its main.py saved")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="set a dotted key of the run's spec (a file corpus: data.name=file data.path=P data.kind=text8)",
+    )
+    p.add_argument(
+        "--like",
+        choices=["enwik8", "enwik8_large", "text8", "text8_large"],
+        default="text8",
+        help="the released script whose flags fill what the tensors do not say: dataset, block, ramp, dropout, "
+        "lambda (default text8)",
+    )
+    p.add_argument("--manifest", default="official-import", help="the store folder the run goes under")
+    p.add_argument(
+        "--limit-bytes",
+        type=options.positive("tokens"),
+        default=None,
+        metavar="N",
+        help="score only each split's first N tokens (bytes, characters): a quick look, a run of its own",
     )
 
     p = command("sync", cmd_sync, "upload offline W&B runs not uploaded yet (needs W&B credentials)")

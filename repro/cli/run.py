@@ -65,7 +65,8 @@ def cmd_run(args) -> int:
             f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
         )
     unfinished = [(m, s) for m, s in specs if not RunDir(root, m.name, s.run_id).finished]
-    power = _power(plan, args.scale, args.seeds) if unfinished else ""
+    trains = [s for _, s in unfinished if s.train.weights is None]  # pretrained weights: scored, no seeds
+    power = _power(plan, args.scale, args.seeds) if trains else ""
     timings = eta.Timings(eta.default_roots(root))
     if args.dry_run:
         for m, s in specs:
