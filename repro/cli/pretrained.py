@@ -52,7 +52,7 @@ def config(file: Path, like: str, items: list[str], limit: int | None) -> dict[s
 
 def cmd_import(args) -> int:
     from repro.config.spec import build_run
-    from repro.train import runner
+    from repro.pretrained import imported
 
     file = Path(args.file).expanduser()
     sections = config(file, args.like, args.overrides, args.limit_bytes)
@@ -60,7 +60,7 @@ def cmd_import(args) -> int:
     manifest = Manifest(args.manifest, f"official checkpoint {file.name}", "adaptive_span", file, sections)
     root = store_root(args)
     say(f"importing {file} as run {spec.run_id} of {args.manifest} (scale {SCALE}, data {spec.data.label})")
-    outcome = runner.run_spec(spec, manifest, root, echo=say, weights=file.resolve())
+    outcome = imported.score(spec, manifest, root, say, weights=file.resolve())
     s = outcome.summary
     prefix = f" (the first {spec.eval.prefix:,} tokens of each split only)" if spec.eval.prefix else ""
     for split in spec.eval.splits:

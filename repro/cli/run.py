@@ -164,7 +164,9 @@ def _train(
             f"data {spec.data.label})"
         )
         try:
-            if retrain_checkpoint:
+            if spec.train.weights is not None:  # the authors' weights: scored, not trained (repro.pretrained)
+                outcome = _score(spec, m, root, echo, devices * num_nodes)
+            elif retrain_checkpoint:
                 outcome = retrain.checkpoint(spec, m, root, echo=echo)
             else:
                 outcome = runner.run_spec(
@@ -184,6 +186,17 @@ def _train(
             f"on {s.get('dataset')}"
         )
     return 1 if failed else 3 if busy else 0
+
+
+def _score(spec, m, root: Path, echo, processes: int):
+    """A run of pretrained weights, scored in this one process."""
+    from repro.pretrained import imported
+
+    if processes > 1:
+        raise UserError(
+            f"run {spec.run_id} scores pretrained weights in one process; allowed: --devices 1 --num-nodes 1"
+        )
+    return imported.score(spec, m, root, echo)
 
 
 def _power(plan, scale: str, seeds: int | None) -> str:

@@ -23,15 +23,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from repro import cpu_isa
+from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
 from repro.errors import UserError
 from repro.pretrained import checkpoint, mapping, protocol, released, symbols
 from repro.progress import duration
 from repro.store.provenance import code_version
 from repro.store.runs import FAILED, FINISHED, RUNNING, RunDir, refresh_index
-from repro.train import environment
+from repro.store.settle import settle
+from repro.train import environment, runner
 from repro.train.evaluation import evaluate, unigram_bits
-from repro.train.rundata import RunData
+from repro.train.rundata import RunData, open_data
 
 SHAPE_KEYS = ("layers", "d_model", "d_ff", "heads")  # the model keys an official checkpoint's tensors fix
 OFFICIAL_KEYS = {"window": "past", "mask_norm": "official", "init": "official"}
@@ -170,7 +173,25 @@ def _eta(spec: RunSpec, streams: dict, seconds_per_block: float) -> str:
     return f"evaluation ETA {duration((blocks + suite) * seconds_per_block)} (first block: {seconds_per_block:.2f} s)"
 
 
-def run(spec: RunSpec, run: RunDir, got: Prepared, echo: Callable[[str], None], precision: str) -> tuple[str, dict]:
+def score(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[str], None], weights: Path | None = None):
+    """What ``repro run`` does with a spec of pretrained weights (and ``repro import`` with its file,
+    ``weights``): the run settled in the store as a trained run is (its data, the file and the mapped model
+    checked before anything is written), then scored, not trained; its :class:`runner.Outcome`."""
+    run = RunDir(root, spec.manifest, spec.run_id)
+    stored = None if run.finished else runner.recorded_environment(run)
+    isa = None if run.finished else cpu_isa.for_run(stored)
+    with environment.pinned(spec, isa, environment.recorded_precision(stored)) as precision:
+
+        def ready() -> Prepared:
+            return prepare(spec, open_data(spec, manifest), weights_file(spec, echo, weights), echo)
+
+        with settle(run, spec.resolved(), spec.cell, ready, echo) as got:
+            if not got.trains:
+                return runner.Outcome(spec, got.action, got.summary)
+            return runner.Outcome(spec, *scored(spec, run, got.prepared, echo, precision))
+
+
+def scored(spec: RunSpec, run: RunDir, got: Prepared, echo: Callable[[str], None], precision: str) -> tuple[str, dict]:
     """Score the settled run ``run`` of ``spec`` (its lock held) and store it: (status, summary). A failure
     while scoring marks it failed with the reason (the next `repro run` scores it again)."""
     run.write_spec(spec.record(code_version()))

@@ -49,25 +49,19 @@ def run_spec(
     echo: Callable[[str], None] = say,
     isa: str | None = None,
     precision: str | None = None,
-    weights: Path | None = None,
 ) -> Outcome:
     """Train ``spec`` into ``root`` (or resume it, or skip it when finished). ``isa``: the instruction set
     (repro/cpu_isa.py); default: the one the stored run recorded, else ``REPRO_CPU_ISA``'s. ``precision``:
     what ``train.precision: auto`` resolves to (repro/train/environment.py); default: the one the stored run
-    recorded, else this machine's. A run of pretrained weights (``train.weights``) is scored instead
-    (:mod:`repro.pretrained.imported`), from ``weights``, the file `repro import` names, or its download."""
+    recorded, else this machine's."""
     world = distributed.world(devices, num_nodes)
     check_processes(spec, manifest, world)
-    if spec.train.weights is not None and world.processes > 1:
-        raise UserError(f"run {spec.run_id} scores pretrained weights in one process; allowed: --devices 1")
     distributed.start(world)
     run = RunDir(root, spec.manifest, spec.run_id)
     stored = None if run.finished else recorded_environment(run)
     if isa is None and not run.finished:
         isa = cpu_isa.for_run(stored)
     with environment.pinned(spec, isa, precision or environment.recorded_precision(stored)) as precision:
-        if spec.train.weights is not None:
-            return _score(spec, manifest, run, echo, precision, weights)
         if not world.leads:
             return _follow(spec, manifest, run, world, callbacks, precision)
         return _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision)
@@ -100,21 +94,6 @@ def _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision) ->
             tell(("done", got.action))
             return Outcome(spec, got.action, got.summary)
         return Outcome(spec, *fit.train(spec, precision, manifest, run, got, world, wandb_mode, callbacks, echo, tell))
-
-
-def _score(spec, manifest, run, echo, precision, weights: Path | None) -> Outcome:
-    """A run of pretrained weights: settled as a trained run is (its data, the file and the mapped model
-    checked before anything is written), then scored, not trained."""
-    from repro.pretrained import imported
-
-    def prepare() -> imported.Prepared:
-        data = open_data(spec, manifest)
-        return imported.prepare(spec, data, imported.weights_file(spec, echo, weights), echo)
-
-    with settle(run, spec.resolved(), spec.cell, prepare, echo) as got:
-        if not got.trains:
-            return Outcome(spec, got.action, got.summary)
-        return Outcome(spec, *imported.run(spec, run, got.prepared, echo, precision))
 
 
 def check_processes(spec: RunSpec, manifest: Manifest, world: distributed.World) -> None:
