@@ -121,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="cap every run at N steps (a different run id: kept out of reports)",
     )
+    p.add_argument(
+        "--limit-bytes",
+        type=options.positive("tokens"),
+        default=None,
+        metavar="N",
+        help="runs of pretrained weights (scale pretrained): score only each split's first N tokens, a quick "
+        "look (the override eval.prefix=N: a manifest of its own, reported apart)",
+    )
     seeds_arg(p, "train")
     p.add_argument(
         "--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing"

@@ -39,6 +39,8 @@ def cmd_run(args) -> int:
             "submit from a plain shell"
         )
     world = None if args.launcher else distributed.world(args.devices, args.num_nodes)
+    if args.limit_bytes is not None:
+        args.overrides.append(f"eval.prefix={args.limit_bytes}")
     found = select(args)
     plan = at_scale(lookup.with_parts(found, override_args(args)), args.scale)
     for m in [m for m in plan if m.base is None]:

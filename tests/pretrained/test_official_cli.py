@@ -56,6 +56,15 @@ def test_import_scores_both_protocols_and_stores_a_run(capsys, tmp_path):
     assert code == 0 and "pretrained  finished" in out
 
 
+def test_limit_bytes_scores_a_prefix_as_a_run_of_its_own(capsys, tmp_path):
+    code, out, err = cli(capsys, "import", "official", str(CHECKPOINT), *OVERRIDES, "--limit-bytes", "1500")
+    assert code == 0, err
+    spec, summary = stored(results(tmp_path), "official-import")
+    assert spec["eval"]["prefix"] == 1500 and summary["eval_prefix"] == 1500
+    assert summary["valid_targets"] == 2 * 8 * 64 and summary["valid_targets_suite"] == 1499  # 1,500 tokens
+    assert "(the first 1,500 tokens of each split only)" in out
+
+
 def write(tmp_path: Path, edit) -> Path:
     raw = torch.load(CHECKPOINT, weights_only=True)
     edit(raw["model"])
