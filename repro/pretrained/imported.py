@@ -106,6 +106,7 @@ class Prepared:
     syms: symbols.Symbols
     order: np.ndarray  # the model id of each official id
     model: torch.nn.Module
+    streams: dict[str, tuple[np.ndarray, np.ndarray]]  # split_streams
     fit: dict
     device: torch.device
 
@@ -119,14 +120,15 @@ def prepare(spec: RunSpec, data: RunData, path: Path, echo: Callable[[str], None
         raise UserError(f"{path}: sha256 {ckpt.sha256}, but train.weights.sha256 is {weights.sha256}")
     check_model(spec, ckpt)
     syms = symbols.symbols(data.vocab, spec.data.label)
-    order = symbols.official_order(syms, data.train, ckpt.shape.vocab, str(path))
+    train = syms.stream(data.train)
+    order = symbols.official_order(syms, train, ckpt.shape.vocab, str(path))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     section = {"family": spec.family, **spec.resolved()["model"]}
     model = mapping.build(ckpt, section, order, syms.size, spec.data.block).to(device)
-    valid = syms.stream(data.splits["valid"])
-    fit = check_fit(model, valid, syms.stream(data.train), spec.data.block, device, str(path))
-    echo(f"  {path.name}: {ckpt.shape.describe()}; " + _eta(spec, split_streams(spec, data, syms), fit["seconds"]))
-    return Prepared(data, ckpt, syms, order, model, fit, device)
+    fit = check_fit(model, syms.stream(data.splits["valid"]), train, spec.data.block, device, str(path))
+    streams = split_streams(spec, data, syms)
+    echo(f"  {path.name}: {ckpt.shape.describe()}; " + _eta(spec, streams, fit["seconds"]))
+    return Prepared(data, ckpt, syms, order, model, streams, fit, device)
 
 
 def scores(spec: RunSpec, got: Prepared, echo: Callable[[str], None]) -> dict[str, Any]:
@@ -135,7 +137,7 @@ def scores(spec: RunSpec, got: Prepared, echo: Callable[[str], None]) -> dict[st
     started = time.perf_counter()
     out: dict[str, Any] = {}
     name = spec.train.weights.name
-    for split, (ids, stream) in split_streams(spec, got.data, got.syms).items():
+    for split, (ids, stream) in got.streams.items():
         official = protocol.official_bits(got.model, stream, spec.data.block, device=got.device)
         ours = evaluate(got.model, ids, spec, got.device, got.syms.size, progress=split)
         published = f"; the paper and the official README: {released.published(name, split):.2f}" if name else ""

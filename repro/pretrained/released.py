@@ -29,14 +29,12 @@ RECORD = "recorded.json"
 
 @dataclass(frozen=True)
 class Released:
-    """One released checkpoint and the flags of the script that trained it."""
+    """One released checkpoint and the flags of ``experiments/<name>.sh``, which trained it (its shapes are
+    in the file: :mod:`repro.pretrained.checkpoint`)."""
 
     name: str
     dataset: str  # the suite's dataset (its splits are the official ones: repro.pretrained.symbols)
     vocab: str | None  # the suite's data.vocab for it
-    layers: int
-    d_model: int
-    d_ff: int
     dropout: float
     valid: float  # the paper's and the official README's dev bits (the same numbers)
     test: float
@@ -45,16 +43,10 @@ class Released:
     ramp: int = 32  # --adapt-span-ramp: the scripts keep the default
     block: int = 512
     loss_coef: float = 5e-7  # --adapt-span-loss
-    heads: int = 8
-    limit: int = 8192
 
     @property
     def url(self) -> str:
         return f"{os.environ.get(URL_ROOT_ENV) or URL_ROOT}/{self.name}.pt"
-
-    @property
-    def script(self) -> str:
-        return f"experiments/{self.name}.sh"
 
     def recipe(self) -> dict:
         """The script's training flags as the suite's ``train`` section (Adagrad with the per-tensor clip)."""
@@ -73,10 +65,10 @@ class Released:
 RELEASED: dict[str, Released] = {
     r.name: r
     for r in (
-        Released("enwik8", "enwik8", "as205", 12, 512, 2048, 0.3, 1.04, 1.02, 600_000),
-        Released("enwik8_large", "enwik8", "as205", 24, 768, 4096, 0.4, 1.00, 0.98, 170_000, 20_000),
-        Released("text8", "text8", None, 12, 512, 2048, 0.3, 1.05, 1.11, 900_000),
-        Released("text8_large", "text8", None, 24, 768, 4096, 0.4, 1.01, 1.07, 270_000, 20_000),
+        Released("enwik8", "enwik8", "as205", 0.3, 1.04, 1.02, 600_000),
+        Released("enwik8_large", "enwik8", "as205", 0.4, 1.00, 0.98, 170_000, 20_000),
+        Released("text8", "text8", None, 0.3, 1.05, 1.11, 900_000),
+        Released("text8_large", "text8", None, 0.4, 1.01, 1.07, 270_000, 20_000),
     )
 }
 

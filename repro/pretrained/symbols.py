@@ -75,14 +75,16 @@ class Symbols:
         return self.names[self.suite :]
 
     def stream(self, ids: np.ndarray) -> np.ndarray:
-        """The official token stream of a suite split ``ids``, in the model's numbering (int64)."""
+        """The official token stream of a suite split ``ids``, in the model's numbering (the narrowest
+        unsigned dtype that holds it: a 90M-token train split stays 90 MB)."""
         ids = np.asarray(ids)
+        dtype = np.uint8 if self.size <= 256 else np.uint16
         if self.prep == TEXT8:
             kept = np.flatnonzero(ids != self.strip)
             ids = ids[kept[0] : kept[-1] + 1] if len(kept) else ids[:0]
-            return np.concatenate([ids.astype(np.int64), np.array([self.eos], dtype=np.int64)])
+            return np.concatenate([ids.astype(dtype), np.array([self.eos], dtype=dtype)])
         ends = len(ids) > 0 and ids[-1] == self.newline
-        return np.concatenate([ids.astype(np.int64), np.array([] if ends else [self.eos], dtype=np.int64)])
+        return np.concatenate([ids.astype(dtype), np.array([] if ends else [self.eos], dtype=dtype)])
 
 
 def symbols(vocab: Vocab, dataset: str) -> Symbols:
@@ -98,11 +100,10 @@ def symbols(vocab: Vocab, dataset: str) -> Symbols:
 
 
 def official_order(syms: Symbols, train: np.ndarray, rows: int, where: str) -> np.ndarray:
-    """Model id of each official id: the symbols of the official train stream in order of first appearance,
-    as the official ``data.Dictionary`` numbers them. ``rows``: the checkpoint's symbols, which must be
-    exactly these (``where`` names the checkpoint in the error)."""
-    stream = syms.stream(train)
-    present, first = np.unique(stream, return_index=True)
+    """Model id of each official id: the symbols of the official train stream ``train`` (:meth:`Symbols.stream`
+    of the train split) in order of first appearance, as the official ``data.Dictionary`` numbers them.
+    ``rows``: the checkpoint's symbols, which must be exactly these (``where`` names the checkpoint)."""
+    present, first = np.unique(train, return_index=True)
     order = present[np.argsort(first, kind="stable")]
     if len(order) != rows:
         raise ImportRefused(
@@ -115,4 +116,4 @@ def official_order(syms: Symbols, train: np.ndarray, rows: int, where: str) -> n
             f"{where}: symbol {syms.names[absent[0]]!r} of the suite's vocabulary never occurs in the train split, "
             "so the official vocabulary lacks it and the model cannot predict it"
         )
-    return order
+    return order.astype(np.int64)

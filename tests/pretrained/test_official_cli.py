@@ -192,3 +192,28 @@ def test_run_at_scale_pretrained_downloads_imports_scores_and_reports(capsys, tm
     assert "the authors' weights (text8.pt)" in table and "official protocol" in table and "their training" in table
     assert "the authors' released weights, not trained here" in next(reports.glob("as-table1*.md")).read_text()
     assert not list(reports.rglob("*curves*"))  # nothing trained: no training curve
+
+
+def test_the_tables_pretrained_rows_are_the_released_models_with_their_scripts_flags():
+    """as-table1 / as-table2 at scale pretrained name the four released files, each with the flags of the
+    script that trained it (what the tensors do not hold), and the official variant of the model."""
+    from repro.config import manifest as manifests
+
+    seen = set()
+    for name in ("as-table1", "as-table2"):
+        for spec in manifests.resolve(name).expand("pretrained"):
+            r = released.released(spec.train.weights.name)
+            seen.add(r.name)
+            assert (spec.data.name, spec.data.vocab, spec.data.block) == (r.dataset, r.vocab, r.block)
+            assert (spec.model.dropout, spec.model.span.ramp, spec.model.span.loss_coef) == (
+                r.dropout,
+                r.ramp,
+                r.loss_coef,
+            )
+            assert (spec.train.steps, spec.train.final_phase) == (r.steps, r.final_phase)
+            assert (spec.model.window, spec.model.mask_norm, spec.eval.batch_size) == ("past", "official", 8)
+            large = r.name.endswith("_large")
+            assert (spec.model.layers, spec.model.d_model, spec.model.span.limit) == (
+                (24, 768) if large else (12, 512)
+            ) + (8192,)
+    assert seen == set(released.RELEASED)

@@ -26,7 +26,7 @@ def imported(tmp_path_factory):
     vocab = datasets.open_split("file", "train", root=root, **OPTIONS)[1]
     ckpt = checkpoint.read(CHECKPOINT)
     syms = symbols.symbols(vocab, "tiny8.txt")
-    order = symbols.official_order(syms, splits["train"], ckpt.shape.vocab, "tiny8.pt")
+    order = symbols.official_order(syms, syms.stream(splits["train"]), ckpt.shape.vocab, "tiny8.pt")
     section = mapping.model_section(ckpt, ramp=32, dropout=0.1, loss_coef=2e-6, init=0.125)
     return mapping.build(ckpt, section, order, syms.size, 64), syms, order, splits
 
