@@ -53,6 +53,9 @@ def config(file: Path, like: str, items: list[str], limit: int | None) -> dict[s
 def cmd_import(args) -> int:
     from repro.config.spec import build_run
     from repro.pretrained import imported
+    from repro.train import signals
+
+    signals.install()  # SIGTERM, SIGINT, SIGHUP: the run marked interrupted, exit 143, 130, 129
 
     file = Path(args.file).expanduser()
     sections = config(file, args.like, args.overrides, args.limit_bytes)

@@ -30,9 +30,9 @@ from repro.errors import UserError
 from repro.pretrained import checkpoint, mapping, protocol, released, symbols
 from repro.progress import duration
 from repro.store.provenance import code_version
-from repro.store.runs import FAILED, FINISHED, RUNNING, RunDir, refresh_index
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, refresh_index
 from repro.store.settle import settle
-from repro.train import environment, runner
+from repro.train import environment, runner, signals
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.rundata import RunData, open_data
 
@@ -195,7 +195,8 @@ def score(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[str], N
 
 def scored(spec: RunSpec, run: RunDir, got: Prepared, echo: Callable[[str], None], precision: str) -> tuple[str, dict]:
     """Score the settled run ``run`` of ``spec`` (its lock held) and store it: (status, summary). A failure
-    while scoring marks it failed with the reason (the next `repro run` scores it again)."""
+    while scoring marks it failed with the reason, a signal interrupted (at once: there is no step to
+    finish); the next `repro run` or `repro import` scores it again."""
     run.write_spec(spec.record(code_version()))
     run.write_summary(
         {
@@ -215,6 +216,10 @@ def scored(spec: RunSpec, run: RunDir, got: Prepared, echo: Callable[[str], None
     )
     try:
         final = scores(spec, got, echo)
+    except signals.Interrupted as err:  # SIGTERM, SIGINT, SIGHUP: nothing to checkpoint, scored again later
+        run.update_summary(status=INTERRUPTED)
+        err.detail = f"run {spec.run_id} of {spec.manifest} marked interrupted; `repro run` scores it again"
+        raise
     except Exception as err:
         run.update_summary(
             status=FAILED, error=str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__

@@ -217,3 +217,31 @@ def test_the_tables_pretrained_rows_are_the_released_models_with_their_scripts_f
                 (24, 768) if large else (12, 512)
             ) + (8192,)
     assert seen == set(released.RELEASED)
+
+
+@pytest.mark.faults
+def test_sigterm_while_scoring_marks_the_run_interrupted_and_the_next_import_scores_it(capsys, tmp_path):
+    """A real `repro import` process, signalled once its scoring has begun (after its first progress line):
+    exit 143, one line, the run marked interrupted; the same command again scores it to the end."""
+    import signal
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "repro", "import", "official", str(CHECKPOINT), *OVERRIDES]
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in child.stdout:
+        if "evaluating valid" in line:
+            child.send_signal(signal.SIGTERM)
+            break
+    _, err = child.communicate(timeout=300)
+    assert child.returncode == 143, err
+    assert err.strip().splitlines() == [
+        f"interrupted by SIGTERM: run {err.split('run ')[1].split()[0]} of official-import marked interrupted; "
+        "`repro run` scores it again"
+    ]
+    _, summary = stored(results(tmp_path), "official-import")
+    assert summary["status"] == "interrupted" and "valid_bits" not in summary
+    code, _, err = cli(capsys, "import", "official", str(CHECKPOINT), *OVERRIDES)
+    assert code == 0, err
+    _, summary = stored(results(tmp_path), "official-import")
+    assert summary["status"] == "finished" and abs(summary["test_bits"] / OFFICIAL["test_bits"] - 1) < 1e-6
