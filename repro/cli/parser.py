@@ -23,6 +23,7 @@ from repro.cli.tracking import cmd_dashboard, cmd_pull, cmd_sync
 from repro.cli.verify import cmd_verify, tolerance
 from repro.config.manifest import DEFAULT_SCALE
 from repro.data import cli as data_cli
+from repro.pretrained.released import RELEASED
 from repro.report.verdicts import CONFIDENCE
 from repro.train import launch
 
@@ -250,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--like",
-        choices=["enwik8", "enwik8_large", "text8", "text8_large"],
+        choices=list(RELEASED),
         default="text8",
         help="the released script whose flags fill what the tensors do not say: dataset, block, ramp, dropout, "
         "lambda (default text8)",

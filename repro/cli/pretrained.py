@@ -15,7 +15,7 @@ from typing import Any
 
 from repro.cli.common import store_root
 from repro.config import overrides
-from repro.config.manifest import Manifest
+from repro.config.manifest import Manifest, set_key
 from repro.data.fetch import digest_file
 from repro.progress import say
 
@@ -36,13 +36,8 @@ def config(file: Path, like: str, items: list[str], limit: int | None) -> dict[s
         "train": {**r.recipe(), "weights": {"source": "official", "sha256": ckpt.sha256}},
         "eval": {"batch_size": 8, **({"prefix": limit} if limit else {})},
     }
-    values, _ = overrides.parse(items, multirun=False)
-    for key, value in values.items():
-        *parents, last = key.split(".")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
+    for key, value in overrides.parse(items, multirun=False)[0].items():
+        set_key(out, key, value)
     corpus = out["data"]
     if corpus.get("name") == "file" and corpus.get("path"):
         path = Path(corpus["path"]).expanduser().resolve()
