@@ -13,7 +13,10 @@ from repro.report.renderers import Context, legend, pyplot, renderer
 @renderer("curves", reads=("metrics.csv:train/bits", "metrics.csv:valid/bits_quick"))
 def curves(ctx: Context) -> list[tuple[Path, str]]:
     """Training bits against step for every run, and in the same colour its quick validation bits where
-    logged (``train.val_every``); the title says when no run logged them (tiny scales do not)."""
+    logged (``train.val_every``); the title says when no run logged them (tiny scales do not). Runs of
+    pretrained weights (scored, never trained here) get no figure."""
+    if "weights_source" in ctx.runs and ctx.runs["weights_source"].notna().all():
+        return []  # the authors' weights, scored (scale pretrained): nothing was trained here, no curve
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     validated = False

@@ -136,6 +136,11 @@ def plan(specs: list, timings: Timings) -> str:
     """``ETA 52m10s for 9 run(s), from stored runs of the same shape under results/``: their training steps
     at the seconds per step and their evaluation at the seconds of those runs; naming the evaluations
     estimated and the runs of a shape never stored (left out of the sum)."""
+    scored = [spec for spec in specs if spec.train.weights is not None]  # released weights: no training
+    specs = [spec for spec in specs if spec.train.weights is None]
+    if scored:
+        told = f"{len(scored)} evaluation(s) of pretrained weights, each timed on its first block before it goes on"
+        return told if not specs else f"{plan(specs, timings)}; + {told}"
     seconds, sources, unknown, estimated = 0.0, {}, 0, 0
     for spec in specs:
         timing = timings.of(spec.resolved())

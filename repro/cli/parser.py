@@ -15,6 +15,7 @@ from repro.claims.stats import CONFIDENCE
 from repro.cli import options
 from repro.cli.bench import BENCHES, cmd_bench
 from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
+from repro.cli.pretrained import cmd_import
 from repro.cli.report import cmd_renderers, cmd_report
 from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
@@ -23,6 +24,7 @@ from repro.cli.tracking import cmd_dashboard, cmd_pull, cmd_sync
 from repro.cli.verify import cmd_verify, tolerance
 from repro.config.manifest import DEFAULT_SCALE
 from repro.data import cli as data_cli
+from repro.pretrained.released import RELEASED
 from repro.train import launch
 
 DESCRIPTION = """Reproduce the tables and figures of Adaptive Attention Span (Sukhbaatar et al. 2019) and
@@ -119,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="cap every run at N steps (a different run id: kept out of reports)",
+    )
+    p.add_argument(
+        "--limit-bytes",
+        type=options.positive("tokens"),
+        default=None,
+        metavar="N",
+        help="runs of pretrained weights (scale pretrained): score only each split's first N tokens, a quick "
+        "look (the override eval.prefix=N: a manifest of its own, reported apart)",
     )
     seeds_arg(p, "train")
     p.add_argument(
@@ -222,6 +232,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="pass a run whose every number is within a relative X of the stored one (|stored - here| <= "
         "X |stored|; a stored 0 must be matched exactly), e.g. 1e-6; the line names the largest difference "
         "(default: bit for bit)",
+    )
+
+    p = command(
+        "import",
+        cmd_import,
+        "import an official adaptive-span checkpoint into the suite's model and score it on the suite's data by "
+        "the official protocol and the suite's own, stored as a run (`repro run as-table1 --scale pretrained` "
+        "does it for the released models)",
+    )
+    p.add_argument("source", choices=["official"], help="whose checkpoint: the official adaptive-span code's")
+    p.add_argument("file", metavar="FILE", help="the checkpoint (.pt) its main.py saved")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="set a dotted key of the run's spec (a file corpus: data.name=file data.path=P data.kind=text8)",
+    )
+    p.add_argument(
+        "--like",
+        choices=list(RELEASED),
+        default="text8",
+        help="the released script whose flags fill what the tensors do not say: dataset, block, ramp, dropout, "
+        "lambda (default text8)",
+    )
+    p.add_argument("--manifest", default="official-import", help="the store folder the run goes under")
+    p.add_argument(
+        "--limit-bytes",
+        type=options.positive("tokens"),
+        default=None,
+        metavar="N",
+        help="score only each split's first N tokens (bytes, characters): a quick look, a run of its own",
     )
 
     p = command("sync", cmd_sync, "upload offline W&B runs not uploaded yet (needs W&B credentials)")

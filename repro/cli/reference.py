@@ -159,6 +159,22 @@ the manifest's folder needs `--allow-read`, as for `repro run`. Exit status: 0 e
 bits; 1 one differs or cannot be verified; 2 a RUN that is not in the store. A verify killed by a signal
 leaves its scratch folder (`repro-verify-*` in the temporary directory): delete it, then `git worktree prune`.
 What verify found across the stored runs: [reproducibility.md](reproducibility.md).""",
+    "import": """\
+Reads the checkpoint with torch's weights-only unpickler (a pickle that needs code is refused), checks
+every key and shape against the model its tensors describe (a missing, extra or mis-shaped key, a
+persistent-memory or adaptive-input model: one line naming the key, exit 2, nothing written), puts it
+into the suite's adaptive-span model (`model.window: past`, `model.mask_norm: official`), numbers the
+symbols as the official code does (first appearance in the train split) and maps them onto the suite's
+vocabulary, checks that the mapped weights beat the unigram level on the first valid block, then scores
+every split by the official protocol (`<split>_bits`) and the suite's (`<split>_bits_suite`). The run is
+stored under `runs/<--manifest>/` at scale `pretrained`, its spec naming the file by its sha256. The
+fixture the tests import, and what this proves: [pretrained.md](pretrained.md).
+
+```
+repro import official tests/pretrained/fixtures/official-tiny8/tiny8.pt data.name=file \\
+  data.path=tests/pretrained/fixtures/official-tiny8/tiny8.txt data.kind=text8 data.block=64 \\
+  model.dropout=0.1 model.span.loss_coef=2e-6 model.span.init=0.125
+```""",
     "sample": """\
 Generates from a stored run's checkpoint into the run's `samples/` folder, named `seed<S>-temp<T>`
 (text, an image grid, or WAV files). Text samples are printed, all N of them, each after its prompt.

@@ -39,6 +39,8 @@ def cmd_run(args) -> int:
             "submit from a plain shell"
         )
     world = None if args.launcher else distributed.world(args.devices, args.num_nodes)
+    if args.limit_bytes is not None:
+        args.overrides.append(f"eval.prefix={args.limit_bytes}")
     found = select(args)
     plan = at_scale(lookup.with_parts(found, override_args(args)), args.scale)
     for m in [m for m in plan if m.base is None]:
@@ -65,7 +67,8 @@ def cmd_run(args) -> int:
             f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
         )
     unfinished = [(m, s) for m, s in specs if not RunDir(root, m.name, s.run_id).finished]
-    power = _power(plan, args.scale, args.seeds) if unfinished else ""
+    trains = [s for _, s in unfinished if s.train.weights is None]  # pretrained weights: scored, no seeds
+    power = _power(plan, args.scale, args.seeds) if trains else ""
     timings = eta.Timings(eta.default_roots(root))
     if args.dry_run:
         for m, s in specs:
@@ -163,7 +166,9 @@ def _train(
             f"data {spec.data.label})"
         )
         try:
-            if retrain_checkpoint:
+            if spec.train.weights is not None:  # the authors' weights: scored, not trained (repro.pretrained)
+                outcome = _score(spec, m, root, echo, devices * num_nodes)
+            elif retrain_checkpoint:
                 outcome = retrain.checkpoint(spec, m, root, echo=echo)
             else:
                 outcome = runner.run_spec(
@@ -183,6 +188,17 @@ def _train(
             f"on {s.get('dataset')}"
         )
     return 1 if failed else 3 if busy else 0
+
+
+def _score(spec, m, root: Path, echo, processes: int):
+    """A run of pretrained weights, scored in this one process."""
+    from repro.pretrained import imported
+
+    if processes > 1:
+        raise UserError(
+            f"run {spec.run_id} scores pretrained weights in one process; allowed: --devices 1 --num-nodes 1"
+        )
+    return imported.score(spec, m, root, echo)
 
 
 def _power(plan, scale: str, seeds: int | None) -> str:

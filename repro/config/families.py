@@ -66,6 +66,9 @@ class AdaptiveSpanConfig(Section):
     # which distances query t sees (repro.models.adaptive_span): ``self_and_past`` r = t-S+1 .. t, ``past``
     # eq. 5's r = t-S .. t-1; ``paper`` and ``official``, their names before, are read and hashed by run ids
     window: Window = later("self_and_past", id_names={"self_and_past": "paper", "past": "official"})
+    # how the soft mask enters the weights (repro.models.adaptive_span): ``eq5`` a = m exp(s) / sum m exp(s);
+    # ``official`` the official code's softmax, then the mask, then renormalised with + 1e-8 (imported models)
+    mask_norm: Literal["eq5", "official"] = later("eq5")
     span: SpanConfig = Field(default_factory=SpanConfig)
     # train the fixed and adaptive spans' layers under torch.compile (repro.models.adaptive_span): the same
     # model, other rounding, so a new run id; off (the default) leaves the id out, eager as every stored run
@@ -74,6 +77,11 @@ class AdaptiveSpanConfig(Section):
     @model_validator(mode="after")
     def _rules(self) -> AdaptiveSpanConfig:
         _split_heads(self, {"d_model": self.d_model})
+        if self.mask_norm == "official" and self.span.kind == "dynamic":
+            raise refuse(
+                "got 'official'; allowed: eq5 with span.kind: dynamic (the official code has no dynamic span)",
+                "mask_norm",
+            )
         return self
 
 

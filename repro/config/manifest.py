@@ -192,9 +192,9 @@ class Manifest:
             for key, value in cell.items():
                 for k, v in value.items() if key == VARIANT else [(key, value)]:
                     if not (key == VARIANT and k == "name"):
-                        _set(resolved, k, v)
+                        set_key(resolved, k, v)
             for key, value in self.set.items():
-                _set(resolved, key, value)
+                set_key(resolved, key, value)
             cell = {k: v["name"] if k == VARIANT else v for k, v in cell.items()}
             try:
                 run = build_run(self.name, scale, cell, resolved)
@@ -418,7 +418,8 @@ def _merge(base: dict, over: dict) -> dict:
     return base
 
 
-def _set(tree: dict, dotted: str, value: Any) -> None:
+def set_key(tree: dict, dotted: str, value: Any) -> None:
+    """``tree`` with the dotted key set to ``value`` (a copy), its missing parents made."""
     *parents, last = dotted.split(".")
     node = tree
     for part in parents:

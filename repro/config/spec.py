@@ -52,6 +52,21 @@ class DataSpec(Section):
         }
 
 
+class WeightsSpec(Section):
+    """Trained weights a run evaluates instead of training (repro.pretrained): the official adaptive-span
+    code's released checkpoint ``name`` (downloaded), or an imported checkpoint file by its ``sha256``."""
+
+    source: Literal["official"] = "official"
+    name: str | None = None  # enwik8 | enwik8_large | text8 | text8_large (repro.pretrained.released)
+    sha256: str | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> WeightsSpec:
+        if (self.name is None) == (self.sha256 is None):
+            raise refuse("give exactly one of name (a released checkpoint) and sha256 (an imported file)", "name")
+        return self
+
+
 class TrainSpec(Section):
     optimizer: Literal["adagrad", "adam", "adamw"] = "adam"
     lr: Float = Field(3e-4, gt=0, le=10)
@@ -86,6 +101,8 @@ class TrainSpec(Section):
     # intra-op threads the run trains and evaluates with, whatever OMP_NUM_THREADS says (the bits depend on
     # it: repro.train.environment); the stored runs were trained with 2
     threads: Int = later(2, ge=1)
+    # evaluate these trained weights instead of training (the other train keys then say how they were trained)
+    weights: WeightsSpec | None = later(None)
 
     @model_validator(mode="after")
     def _rules(self) -> TrainSpec:
@@ -109,6 +126,8 @@ class EvalSpec(Section):
     # stateless models: also score the test split at each of these minimum contexts (one trained
     # model, several evaluations; the Sparse Transformer's Table 3) -> summary `test_bits_ctx<N>`
     context_sweep: list[Annotated[Int, Field(ge=0)]] = Field(default_factory=list)
+    # evaluated weights (train.weights): score only each split's first `prefix` tokens, a quick look, labelled
+    prefix: Int | None = later(None, ge=2)
 
     @model_validator(mode="after")
     def _rules(self) -> EvalSpec:
@@ -214,6 +233,12 @@ def check_relations(spec: RunSpec) -> None:
     for key, value, allowed in (("kind", d.kind, FILE_KINDS), ("vocab", d.vocab, BYTE_VOCABS)):
         if value is not None and value not in allowed:
             raise SpecError(f"data.{key}", f"got {value!r}; allowed: one of {', '.join(allowed)}")
+    if spec.train.weights is not None and spec.family != "adaptive_span":
+        raise SpecError("train.weights", f"official weights are adaptive-span models; model.family is {spec.family}")
+    if e.prefix is not None and spec.train.weights is None:
+        raise SpecError(
+            "eval.prefix", f"got {e.prefix}; allowed only with train.weights (a trained run scores every target)"
+        )
     if isinstance(m, SparseTransformerConfig) and m.embedding == "data" and catalog.get(d.name).info.shape is None:
         raise SpecError("model.embedding", f"got 'data'; allowed: attn (dataset {d.name} is not an image dataset)")
     for key, context in [("eval.min_context", e.min_context)] + [

@@ -76,25 +76,30 @@ def check_bytes(what: str, data: bytes, pin: Pin, allow_unverified: bool) -> boo
     return check(what, len(data), digest_bytes(data, pin.algo), pin, allow_unverified)
 
 
-def download(url: str, dest: Path, pin: Pin, allow_unverified: bool = False, timeout: float = 60) -> Path:
+def download(url: str, dest: Path, pin: Pin | None, allow_unverified: bool = False, timeout: float = 60) -> Path:
     """Fetch ``url`` to ``dest`` (resuming ``dest.part``), verify it against ``pin``, rename into place.
 
     A ``dest`` that already exists and verifies is reused (one that does not is deleted). A completed
     download that fails verification is deleted before the error is raised, so the next attempt starts
-    clean; allowed to be unverified, it is returned as ``<dest>.unverified``.
+    clean; allowed to be unverified, it is returned as ``<dest>.unverified``. ``pin`` None: a file with no
+    published hash, downloaded whole (resumable) and renamed into place unchecked; the caller records its
+    hash on this first download and pins the later ones with it.
     """
     if dest.exists() or dest.is_symlink():
-        if not dest.is_symlink() and dest.is_file() and check_file(dest, pin, allow_unverified=True):
+        if not dest.is_symlink() and dest.is_file() and (pin is None or check_file(dest, pin, allow_unverified=True)):
             return dest
         dest.unlink()  # partial, foreign or a link: never trusted under the final name
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     have = part.stat().st_size if part.exists() else 0
-    if pin.size is not None and have > pin.size:
+    if pin is not None and pin.size is not None and have > pin.size:
         part.unlink()
         have = 0
-    if pin.size is None or have < pin.size:
+    if pin is None or pin.size is None or have < pin.size:
         _fetch(url, part, have, timeout)
+    if pin is None:
+        os.replace(part, dest)
+        return dest
     try:
         verified = check_file(part, pin, allow_unverified)
     except ChecksumMismatch:

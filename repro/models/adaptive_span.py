@@ -24,6 +24,13 @@ missing before a stream's start is padding that gets no weight. The fixed span s
 under either. (Before 2026-12-03 the two were named ``official`` and ``paper``; those names are still read,
 and run ids hash them.) :mod:`repro.models.span_reference` writes both as eq. 5 over every pair.
 
+Normalisation, ``mask_norm``. ``eq5`` (the default, under which the stored runs trained): the mask
+joins the scores, a = softmax(s + log m) = m exp(s) / sum m exp(s), eq. 5 exactly. ``official``: the
+official code's order, p = softmax(s) over the attended band, then a = m p / (sum m p + 1e-8); the same
+weights but for the 1e-8, which weighs where sum m p is small (a short span whose band's softmax mass lies
+beyond it). The imported official models run it (:mod:`repro.pretrained`); the dynamic span has no
+official counterpart and keeps ``eq5``.
+
 Initialisation, ``init``. Both: embeddings and p_x ~ N(0, 1), the feed-forward and output layers at
 PyTorch's defaults, z' = 0, b = -4 for the dynamic span. ``official`` (the default: the code that
 produced the published numbers) leaves W_q, W_k, W_v, W_o at PyTorch's default U(+-1/sqrt(d)), d the
@@ -51,6 +58,8 @@ from repro.models.base import LanguageModel, ModelOutput
 from repro.models.flops import flops_per_token
 from repro.models.relative_attention import BandSoftmax, band_attention, bucketed_attention, chunk_size
 from repro.models.span import make_span
+
+OFFICIAL_EPS = 1e-8  # what the official code adds to sum m p before dividing (mask_norm: official)
 
 
 class AttentionOutput(NamedTuple):
@@ -99,6 +108,7 @@ class SpanAttention(nn.Module):
         self.span = make_span(cfg.span, H)
         self.span.add_parameters(self, d)  # z_prime or span_proj, registered after q, k, v, o
         self.softmax = BandSoftmax()
+        self.renormalise = OFFICIAL_EPS if cfg.mask_norm == "official" else None
         self.trim = True  # False: attend and cache the whole S whatever the spans (a reference for tests)
         # per-query spans: each query attends over the distances its span needs (bucketed), not the band
         # of the block's largest span; False: one band (the probes read its weights)
@@ -153,6 +163,7 @@ class SpanAttention(nn.Module):
             chunk=chunk_size(h.shape[1], W),
             mask=self.span.mask(x, z),
             softmax=self.softmax,
+            renormalise=self.renormalise,
             **self._common(n_pad),
         )
         return self._merged(out)

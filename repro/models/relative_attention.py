@@ -155,21 +155,29 @@ def band_attention(
     dropout: float = 0.0,
     training: bool = False,
     softmax=band_softmax,
+    renormalise: float | None = None,
 ):
     """Attention of T queries over the band of the W = P + 1 latest positions, optionally soft-masked.
 
     q: (B, H, T, d_h), already scaled by 1/sqrt(d_h); k, v: (B, H, P + T, d_h); pe: (d_h, W) position
     embeddings in band order (column c <-> distance W - 1 - c). ``mask``: soft span mask broadcastable
     to (B, H, T, W), or None (every position in the band counts); it multiplies exp(s) before the
-    normalisation: a = m exp(s) / sum m exp(s). The first ``n_invalid`` keys are padding (before the
-    start of the stream) and get no weight. ``softmax``: :func:`band_softmax` or a :class:`BandSoftmax`.
+    normalisation: a = m exp(s) / sum m exp(s). ``renormalise`` (eps): the official code's order instead,
+    the softmax over the band first, then the mask, then a = m p / (sum m p + eps) (the same weights but for
+    eps; a mask per head only, (H, 1, W)). The first ``n_invalid`` keys are padding (before the start of
+    the stream) and get no weight. ``softmax``: :func:`band_softmax` or a :class:`BandSoftmax`.
     Returns (B, H, T, d_h).
     """
     B, H, T, dh = q.shape
     P = pe.shape[-1] - 1
-    s = band_scores(q, k, pe, chunk=chunk, mask=mask)  # (B, H, n, chunk, chunk + P)
+    after = renormalise is not None and mask is not None
+    s = band_scores(q, k, pe, chunk=chunk, mask=None if after else mask)  # (B, H, n, chunk, chunk + P)
     n = s.shape[2]
     a = softmax(s, padding_keys(n, chunk, P, n_invalid, q.device))
+    if after:
+        m = keys_from_band(mask.expand(H, chunk, P + 1), P).unsqueeze(-3)  # (H, 1, chunk, chunk + P)
+        a = a * m
+        a = a / (a.sum(-1, keepdim=True) + renormalise)
     a = F.dropout(a, dropout, training)
     Tp = n * chunk
     if Tp != T:

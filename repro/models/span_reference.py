@@ -18,6 +18,10 @@ The two windows (``model.window``, repro.models.adaptive_span):
   take weight (the official code's: its cache starts as zeros);
 - ``self_and_past``: r = t-S+1 .. t, the query itself included, m_z(t - r) and p_{t-r} as eq. 4 and 5
   write the distance, so m_z(0) = 1 and no row is empty; positions before the stream get no weight.
+
+``mask_norm: official`` (``attn.renormalise`` = eps) writes the official code's order instead: p the
+softmax over the S keys, then a_tr = m p_tr / (sum_q m p_tq + eps); it equals the model's untrimmed band
+(``attn.trim = False``), whose softmax runs over the same S keys.
 """
 
 from __future__ import annotations
@@ -45,14 +49,18 @@ def dense_attention(attn, h: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
     pos = torch.einsum("bhtd,dtr->bhtr", q, pe[:, x.clamp(0, S - 1)])
     s = ((q @ k.transpose(-1, -2)) + pos) / math.sqrt(dh)
     s = s.masked_fill(~reached, float("-inf"))
-    w = torch.exp(s - s.amax(-1, keepdim=True))
+    w = e = torch.exp(s - s.amax(-1, keepdim=True))
     if kind == "adaptive":  # z per head
         z = S * attn.z_prime.clamp(0, 1)
         w = w * soft_mask(x.to(w.dtype), z[:, None, None], R)
     elif kind == "dynamic":  # z_t per query and head (section 3.2)
         z_t = S * torch.sigmoid(attn.span_proj(h))  # (B, T, H)
         w = w * soft_mask(x.to(w.dtype), z_t.transpose(1, 2)[..., None], R)
-    a = w / w.sum(-1, keepdim=True)  # a_tr = m exp(s) / sum m exp(s)
+    if attn.renormalise is not None and kind != "fixed":  # m p with p = softmax(s), renormalised + eps
+        mp = w / e.sum(-1, keepdim=True)
+        a = mp / (mp.sum(-1, keepdim=True) + attn.renormalise)
+    else:
+        a = w / w.sum(-1, keepdim=True)  # a_tr = m exp(s) / sum m exp(s)
     return attn.o((a @ v).transpose(1, 2).reshape(B, T, d))
 
 

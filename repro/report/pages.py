@@ -494,6 +494,14 @@ def _procedure(row: pd.Series) -> str:
             f"each split read as {int(row['eval.batch_size'])} contiguous streams, block by block, carrying "
             f"the model's cache; every target scored once"
         )
+    elif procedure == "official":
+        prefix = row.get("eval_prefix")
+        return (
+            f"the authors' released weights, not trained here; dev and test bits by the official protocol "
+            f"(`--full-eval-mode --batch-sz 8`: 8 contiguous streams, the mean of the blocks' mean losses, each "
+            f"stream's last partial block unscored), the suite's {int(row['eval.batch_size'])} streams beside them"
+            + (f"; only the first {int(prefix):,} tokens of each split" if not _missing(prefix) and prefix else "")
+        )
     elif procedure == "windows":
         text = (
             f"windows of {int(row['data.block'])} tokens advancing by {int(row['data.block'] - row['eval_min_context'])}; "

@@ -54,13 +54,19 @@ def load(path: Path, mmap: bool = False) -> dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
-        found = re.search(r"GLOBAL ([\w.]+)", str(err))
-        what = f"a reference to {found.group(1)}" if found else "pickled objects"
         raise UnsafeCheckpoint(
-            f"{path}: refused to load: it holds {what}, not only tensors and plain data (delete it to restart the run)"
+            f"{path}: refused to load: it holds {unsafe_content(err)}, not only tensors and plain data (delete it "
+            "to restart the run)"
         ) from None
     except Exception as err:  # a sound zip whose records torch cannot read
         raise CorruptCheckpoint(f"{path}: unreadable ({type(err).__name__}: {str(err)[:200]})") from None
+
+
+def unsafe_content(err: pickle.UnpicklingError) -> str:
+    """What torch's weights-only unpickler refused, in words: ``a reference to os.system`` (the global it
+    met), else ``pickled objects``."""
+    found = re.search(r"GLOBAL ([\w.]+)", str(err))
+    return f"a reference to {found.group(1)}" if found else "pickled objects"
 
 
 def latest(directory: Path, echo: Callable[[str], None] = print, run_id: str | None = None) -> tuple[Path, int] | None:

@@ -130,3 +130,15 @@ def test_prepare_downloads_into_the_cache_and_resumes(server, root, tmp_path, mo
     data.prepare("enwik8")
     assert (root / "downloads" / "enwik8.zip").read_bytes() == z.read_bytes()
     assert server.requests == [None, "bytes=1000-"] and data.verify("enwik8") == []
+
+
+def test_a_file_without_a_published_hash_downloads_resumably_and_unchecked(server, tmp_path):
+    """pin None (the official adaptive-span checkpoints: no hash published): the caller records the hash."""
+    server.drop_after = 30_000
+    with pytest.raises(DataError, match="rerun to resume"):
+        download(url(server), tmp_path / "a.pt", None)
+    assert not (tmp_path / "a.pt").exists()  # only a whole file lies under the final name
+    assert download(url(server), tmp_path / "a.pt", None).read_bytes() == PAYLOAD
+    assert server.requests == [None, "bytes=30000-"]
+    download(url(server), tmp_path / "a.pt", None)  # there: no new request
+    assert len(server.requests) == 2
