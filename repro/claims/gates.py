@@ -107,7 +107,8 @@ def _controls(verdict: Verdict, controls, runs, cell_keys, confidence, reading: 
     for control in controls:
         frames, means = paired(runs, cell_keys, [control])
         judged = judge(control, means, frames, cell_keys, confidence)
-        if judged.status != REPRODUCED:
+        one_seed = verdict.status == INDICATIVE and judged.status == INDICATIVE and judged.holds
+        if judged.status != REPRODUCED and not one_seed:  # a one-seed claim takes its control's sign alike
             said = judged.effect or judged.detail
             return stopped(verdict, "control", f"control `{control}` is {judged.status} ({said})")
         verdict.held.append(f"control `{control}`: {judged.effect}")

@@ -292,7 +292,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
         judged = [c for c in manifest.claims if c.scales is None or scale in c.scales]
         if judged or drawn.judged:
             lines += [f"### Claims at scale `{scale}`", ""]
-            named = {m for c in judged for check in (*c.requires, c.check) for m, _ in parse(check)[1]}
+            named = {m for c in judged for check in (*c.requires, *c.controls, c.check) for m, _ in parse(check)[1]}
             named |= {"code_version"}  # the provenance gate's
             judged_rows = derived.add(rows, root, manifest.name, named)
             scale_results, block = _claims_at(manifest, scale, judged, judged_rows, keys, fill, confidence, root)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from storekit import steady_curve
 
 from repro import cli
 from repro.config import manifest as manifests
@@ -90,6 +91,7 @@ def _fake_store(root: Path, m: manifests.Manifest, scale: str = "tiny", seeds: i
                 **({"dynamic_span_mean": 20.0} if span.kind == "dynamic" else {}),
             }
         )
+        steady_curve(run, 2.52 - 0.01 * i)
         x = np.arange(S)
         att = np.full((L, H, S), 1.0 / S)
         att[0, 0] = np.exp(-x / 3.0) / np.exp(-x / 3.0).sum()  # one local head

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import paper_patterns as paper
 import pytest
+from storekit import steady_curve
 
 from repro.config.manifest import resolve
 from repro.report import renderers
@@ -35,7 +36,7 @@ def _store_run(root: Path, spec, **summary) -> RunDir:
         "ran_alone": True,  # timing claims count only runs that ran alone
     }
     run.write_summary({**base, **summary})
-    run.append_metrics([{"step": 10, "train/bits": 5.0}, {"step": 20, "train/bits": 4.0}])
+    steady_curve(run, summary.get("test_bits", base.get("test_bits", 4.0)))
     return run
 
 
