@@ -1,5 +1,5 @@
 """A ``repro`` process: the command (or a launched job) run with standard output watched, and the suite's
-errors mapped to exit statuses (:mod:`repro.cli.main` lists them), one line on stderr, no traceback."""
+errors mapped to exit statuses (:mod:`repro.cli.command` lists them), one line on stderr, no traceback."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from collections.abc import Callable
 from repro.errors import RunFailed, StoreError, UserError
 from repro.train import signals
 
+INTERRUPTED = "stopped before its end; every file it wrote is whole (files are replaced, never written in place)"
 
-def command(work: Callable[[], int], told: list[str] | None = None) -> int:
+
+def command(work: Callable[[], int], told: list[str] | None = None, interrupted: str = INTERRUPTED) -> int:
     """``work`` as a whole ``repro`` process: :func:`process` around :func:`statuses` (``told``: gets the
     one-line message it printed, if any: what a launched job hands back to its parent)."""
-    return process(lambda stdout: statuses(work, stdout, told))
+    return process(lambda stdout: statuses(work, stdout, told, interrupted))
 
 
 def process(body: Callable[[Watched], int]) -> int:
@@ -60,9 +62,12 @@ class Watched:
         return getattr(self.stream, name)
 
 
-def statuses(work: Callable[[], int], stdout: Watched, told: list[str] | None = None) -> int:
+def statuses(
+    work: Callable[[], int], stdout: Watched, told: list[str] | None = None, interrupted: str = INTERRUPTED
+) -> int:
     """``work``'s exit status, and the suite's errors mapped to theirs (one line on stderr, no traceback,
-    appended to ``told`` too when given)."""
+    appended to ``told`` too when given); ``interrupted``: what the command leaves when Ctrl-C stops it
+    (its parser's ``interrupted`` default: a run's checkpoints, a dataset stored whole)."""
 
     def tell(line: str) -> None:
         print(line, file=sys.stderr)
@@ -88,7 +93,7 @@ def statuses(work: Callable[[], int], stdout: Watched, told: list[str] | None = 
         return err.exit_status
     except KeyboardInterrupt:
         signals.closing()
-        tell("interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint")
+        tell(f"interrupted by SIGINT: {interrupted}")
         return 130
     except OSError as err:
         if err is not stdout.failed:

@@ -15,6 +15,7 @@ from repro.cli import options
 from repro.cli.bench import BENCHES, cmd_bench
 from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
 from repro.cli.report import cmd_renderers, cmd_report
+from repro.cli.run import INTERRUPTED as RUN_INTERRUPTED
 from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
 from repro.cli.status import cmd_status
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = command("run", cmd_run, "train every run of a manifest or group (finished runs are skipped)")
+    p.set_defaults(interrupted=RUN_INTERRUPTED)
     manifest_args(p)
     p.add_argument(
         "--only",

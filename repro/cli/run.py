@@ -21,6 +21,8 @@ from repro.store import runs as store
 from repro.store.runs import RunDir
 from repro.train import launch, quiet, signals
 
+INTERRUPTED = "finished runs are stored; an unfinished run resumes from its last checkpoint"  # Ctrl-C's line
+
 
 def cmd_run(args) -> int:
     from repro.train import distributed  # torch and Lightning, as every lazy import here
@@ -256,7 +258,7 @@ def run_job(job: launch.Job) -> launch.Ended:
     """What a ``--launcher`` job runs: :func:`execute` as a ``repro`` process, with its exit status and
     the one line it printed when it failed."""
     told: list[str] = []
-    code = exits.command(lambda: execute(job), told)
+    code = exits.command(lambda: execute(job), told, INTERRUPTED)
     return launch.Ended(code, told[-1].removeprefix("error: ") if told else None)
 
 
