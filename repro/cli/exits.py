@@ -3,6 +3,8 @@ errors mapped to exit statuses (:mod:`repro.cli.command` lists them), one line o
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -29,6 +31,7 @@ def process(body: Callable[[Watched], int]) -> int:
     if _closed_outputs():
         print("error: standard output is closed (>&-); send it to a file or /dev/null instead", file=sys.stderr)
         return 1
+    _any_text()
     stdout = sys.stdout = Watched(sys.stdout)
     try:
         return body(stdout)
@@ -118,6 +121,26 @@ def _closed_outputs() -> bool:
             setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 (the process's own stream)
             closed = closed or fd == 1
     return closed
+
+
+def _any_text() -> None:
+    """Standard output and error write every character: one that the locale's encoding lacks (``LC_ALL=C``
+    with ``PYTHONUTF8=0``: ASCII, and an em-dash in a title) goes out in UTF-8, the encoding of every file
+    the suite writes, rather than failing the command; a file name's bytes that the locale did not decode
+    go out as they came (as Python's ``surrogateescape`` writes them)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name != "utf-8":
+            stream.reconfigure(errors=_AS_UTF8)
+
+
+def _as_utf8(err: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    return err.object[err.start : err.end].encode("utf-8", "surrogateescape"), err.end
+
+
+_AS_UTF8 = "repro-as-utf-8"
+codecs.register_error(_AS_UTF8, _as_utf8)
 
 
 def _quiet_stdout() -> None:

@@ -462,7 +462,10 @@ def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
     embedded, anything else linked."""
     if path.suffix == ".md":
         table_md = re.sub(
-            r"^(#+) ", lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ", path.read_text().strip(), flags=re.M
+            r"^(#+) ",
+            lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ",
+            path.read_text(encoding="utf-8").strip(),
+            flags=re.M,
         )
         return [
             table_md,
@@ -581,7 +584,7 @@ def last_moved(report: Path) -> list[str]:
     """The moved-verdicts section of the REPORT.md stored before, kept when this regeneration moved none
     (so that regenerating an unchanged store writes the same bytes)."""
     try:
-        text = report.read_text()
+        text = report.read_text(encoding="utf-8")
     except OSError:
         return []
     if MOVED not in text:

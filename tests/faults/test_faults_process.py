@@ -1,10 +1,12 @@
-"""The process around the command (issue 49): a working directory deleted under it, Ctrl-C while it
-starts or while it prepares data. Real processes: one line, exit 2 for what the user can fix and 130 for
-Ctrl-C, no traceback, nothing half-written."""
+"""The process around the command (issue 49): a working directory deleted under it, a locale whose
+encoding lacks what the command prints or reads, Ctrl-C while it starts or while it prepares data. Real
+processes: one line, exit 2 for what the user can fix and 130 for Ctrl-C, no traceback, nothing
+half-written."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,9 +32,11 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def repro(argv: list[str], code: str | None = None, cwd_gone: Path | None = None) -> subprocess.CompletedProcess:
-    """``python -m repro ARGV`` (or ``python -c CODE ARGV``) in a fresh interpreter; ``cwd_gone``: it starts
-    in this folder, deleted once it is there."""
+def repro(
+    argv: list[str], code: str | None = None, cwd_gone: Path | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m repro ARGV`` (or ``python -c CODE ARGV``) in a fresh interpreter, with ``env`` added to
+    the environment; ``cwd_gone``: it starts in this folder, deleted once it is there."""
 
     def enter_and_delete() -> None:
         os.chdir(cwd_gone)
@@ -42,7 +46,8 @@ def repro(argv: list[str], code: str | None = None, cwd_gone: Path | None = None
         [sys.executable, *(["-c", code] if code else ["-m", "repro"]), *argv],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        encoding="utf-8",
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
         preexec_fn=enter_and_delete if cwd_gone else None,
     )
 
@@ -78,3 +83,23 @@ def test_ctrl_c_while_data_is_prepared_says_what_it_leaves_of_the_data(tmp_path,
     assert main(argv) == 0
     (dataset,) = prepared(tmp_path)
     assert sorted(p.name for p in dataset.iterdir()) == ["meta.json", "test.npy", "train.npy", "valid.npy"]
+
+
+def test_an_ascii_locale_prints_and_reads_every_character(tmp_path, straight):
+    """``LC_ALL=C PYTHONUTF8=0``: Python's standard streams and default file encoding are ASCII; titles hold
+    em-dashes (shipped ones too), and the results root is a spaced, accented folder name."""
+    straight()
+    root = tmp_path / "résumé results"
+    shutil.copytree(straight.base / "results", root)
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text((straight.base / "dense.yaml").read_text().replace("fault matrix", "fault — matrix"))
+    c_locale = {"LC_ALL": "C", "PYTHONUTF8": "0", "REPRO_RESULTS": str(root), "REPRO_ALLOW_READ": str(straight.base)}
+    for argv, shown in (
+        (["list"], " — "),  # the shipped titles
+        (["show", str(manifest)], "f-run"),
+        (["status"], "finished"),
+        (["report", str(manifest)], "fault — matrix"),
+    ):
+        proc = repro(argv, env=c_locale)
+        assert proc.returncode == 0 and proc.stderr == "" and shown in proc.stdout, (argv, proc.stderr[-2000:])
+    assert "fault — matrix" in (root / "reports" / "f-run.md").read_text(encoding="utf-8")
