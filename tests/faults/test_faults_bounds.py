@@ -62,6 +62,31 @@ def test_grids_manifests_and_corpora_beyond_their_bounds_are_refused(tmp_path, w
     assert not (tmp_path / "results").exists()
 
 
+def test_a_manifest_or_include_that_is_no_file_is_one_line(tmp_path, write_manifest, capsys):
+    path = write_manifest()
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(tmp_path / "loop2.yaml")
+    (tmp_path / "loop2.yaml").symlink_to(loop)
+    for command in ("validate", "show", "run"):
+        assert (
+            one_error(capsys, [command, str(loop)])
+            == f"error: {loop}: a loop of symbolic links; allowed: a regular file"
+        )
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "folder.yaml").mkdir()
+    text = path.read_text()
+    for ref, what in (
+        ("loop.yaml", "a loop of symbolic links; allowed: a regular file"),
+        ("/dev/zero", "not a regular file; allowed: a regular file (/dev/zero)"),
+        ("fifo.yaml", f"not a regular file; allowed: a regular file ({tmp_path / 'fifo.yaml'})"),  # never opened
+        ("folder.yaml", f"not a regular file; allowed: a regular file ({tmp_path / 'folder.yaml'})"),
+        ("absent.yaml", f"no such file ({tmp_path / 'absent.yaml'})"),
+    ):
+        path.write_text(text + f"include: [{ref}]\n")
+        assert one_error(capsys, ["validate", str(path)]) == f"error: {path}: include: {ref}: {what}"
+    assert not (tmp_path / "results").exists()
+
+
 LONG = "a" * 400
 
 
@@ -75,6 +100,7 @@ LONG = "a" * 400
         ("train=", "override 'train=': sets the whole train section (its other keys back to their defaults)"),
         ("data=", "sets the whole data section"),
         ("train.steps=1e100", "train.steps: got an integer of 333 bits; allowed: at most 2**53 in size"),
+        ("train.steps.x=1", "train.steps.x: train.steps is 20, not a section of keys; allowed: a key of a section"),
         ("model.layers=" + "9" * 400, "model.layers: got an integer of 1329 bits"),
         (f"train.seed={LONG}", "train.seed: expected an integer, got str 'aaaa"),
     ],
