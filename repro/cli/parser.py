@@ -245,11 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run id (or unique prefix) or run directory")
     p.add_argument("--n", type=options.samples, default=4, help="number of samples")
     p.add_argument(
-        "--length", type=options.positive("symbols"), default=None, help="symbols per sample (default: the block)"
+        "--length",
+        type=options.sample_length,
+        default=None,
+        help=f"symbols per sample, at most {options.MAX_SAMPLE_LENGTH:,} (default: the block)",
     )
     p.add_argument("--temperature", type=options.temperature, default=1.0, help="softmax temperature (default 1.0)")
     p.add_argument("--prompt", default=None, help="text to continue (text runs)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
+    p.add_argument("--seed", type=options.seed, default=0, help="random seed of the sampler (0 to 2**64 - 1)")
 
     p = command("bench", None, "benchmarks: " + ", ".join(BENCHES))
     bench = p.add_subparsers(dest="bench", metavar="BENCH")
