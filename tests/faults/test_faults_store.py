@@ -63,6 +63,37 @@ def test_a_corrupt_last_checkpoint_falls_back_to_the_previous_one(tmp_path, writ
         assert expected in said, (name, said)
 
 
+def test_a_finished_run_with_a_damaged_last_checkpoint_is_sampled_only_once_retrained(tmp_path, straight, capsys):
+    """previous.ckpt (step 15) is not what a finished run of 20 steps scored: sample refuses it, naming the
+    command that retrains the checkpoint, and that command retrains it (it answered "nothing to retrain")."""
+    summary, _ = straight()
+    shutil.copytree(straight.base / "results", tmp_path / "results")
+    run = RunDir(tmp_path / "results", "f-run", summary["run_id"])
+    last, previous = run.checkpoints / "last.ckpt", run.checkpoints / "previous.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # half a last.ckpt
+    retrain = f"`repro run f-run --scale tiny --run-id {run.run_id} --retrain-checkpoint` trains it again"
+    capsys.readouterr()
+    for damaged, why in (
+        (
+            "last",
+            f"{last}: not a checkpoint (empty, truncated or not a zip archive); previous.ckpt holds step 15, "
+            "not step 20, whose weights the run scored",
+        ),
+        ("both", f"{last}: not a checkpoint (empty, truncated or not a zip archive); {previous}: not a checkpoint"),
+    ):
+        if damaged == "both":
+            previous.write_bytes(b"")
+        assert main(["sample", str(run.path), "--n", "1", "--length", "4"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith(f"error: {run.path}: {why}"), captured
+        assert retrain in captured.err and captured.err.count("\n") == 1  # no "restarts from step 0"
+    manifest = ["--allow-read", str(straight.base), "run", str(straight.base / "dense.yaml")]
+    assert main([*manifest, "--run-id", run.run_id, "--retrain-checkpoint"]) == 0
+    assert "checkpoint retrained and kept" in capsys.readouterr().out
+    assert torch.load(last, weights_only=True)["global_step"] == 20 and run.summary() == summary
+    assert main(["sample", str(run.path), "--n", "1", "--length", "4"]) == 0
+
+
 def test_a_kill_while_writing_a_checkpoint_keeps_the_last_and_its_temp_goes(tmp_path, write_manifest, kid, straight):
     m, spec, run = killed_store(tmp_path, write_manifest, kid, kill_in_save=3)
     temps = list(run.checkpoints.glob(".last.ckpt.*.tmp"))
