@@ -163,14 +163,19 @@ def test_a_full_disk_fails_in_one_line_leaving_nothing_half_written(tmp_path, wr
     m = manifests.load(path)
     spec = m.expand("tiny")[0]
     data.open_split(spec.data.name, "train", **spec.data.options())  # prepared first: the limit is the store's
+    (tmp_path / "results").mkdir()
+    sources = tmp_path / "results" / "sources"
+    sources.write_text("")  # the manifest's record, written after the failure, cannot be written either
     code, _, err = kid(["run", str(path)], file_limit=100_000)  # a checkpoint is ~220 KB
     run = RunDir(tmp_path / "results", m.name, spec.run_id)
-    assert code == 1
+    assert code == 1  # the failure told is the checkpoint's, not the record's after it
     assert err.strip().splitlines()[-1] == f"error: {run.checkpoints / 'last.ckpt'}: cannot write: File too large"
     assert "Traceback" not in err
     assert not list(run.path.rglob("*.tmp")) and run.last_checkpoint is None
     assert run.summary()["status"] == "failed" and "File too large" in run.summary()["error"]
+    sources.unlink()
     assert main(["run", str(path)]) == 0 and run.summary()["status"] == "finished"  # space again: it runs
+    assert (sources / "f-run.json").is_file()
 
 
 def test_a_read_only_results_directory_fails_in_one_line(corpus, write_manifest, kid, monkeypatch):
