@@ -64,6 +64,7 @@ SCALE_NOTE = {
 }
 
 
+HOW = {"corrupt": " (`repro run` redoes it)", "unreadable": " (this user may not read it)"}  # a run left out
 LINE = 250  # a claim's line in a report is at most this long; the claims csv has the full numbers
 PAPERS = ("adaptive_span", "sparse_transformer", "suite", "pilot")  # REPORT.md's order of papers
 KINDS = ("table", "fig")  # then the suite's ablations, by name
@@ -192,7 +193,7 @@ def render(manifest: Manifest, root: Path, confidence: float = CONFIDENCE) -> tu
 
 
 def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, list[ClaimResult]]:
-    runs, corrupt = scan(root, manifest.name)
+    runs, left = scan(root, manifest.name)
     out_dir = root / "reports"
     lines = [
         f"# {manifest.title}",
@@ -200,7 +201,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
         f"Manifest `{manifest.name}` ({manifest.path.name}), paper `{manifest.paper}`.",
         "",
     ]
-    lines += [f"- corrupt run, left out (`repro run` redoes it): {line}" for line in corrupt] + [""] * bool(corrupt)
+    lines += [f"- {out.kind} run, left out{HOW[out.kind]}: {out.why}" for out in left] + [""] * bool(left)
     lines += derived_note(manifest)
     if manifest.description:
         lines += [manifest.description.strip(), ""]

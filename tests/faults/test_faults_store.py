@@ -200,6 +200,43 @@ def test_a_read_only_results_directory_fails_in_one_line(corpus, write_manifest,
         shutil.rmtree(base)
 
 
+def test_a_run_folder_this_user_may_not_read_is_listed_and_the_rest_served(straight, kid, monkeypatch):
+    summary, _ = straight()
+    base = Path(tempfile.mkdtemp())  # world-readable, unlike pytest's tmp dirs: another user reads it
+    try:
+        os.chmod(base, 0o755)
+        shutil.copytree(straight.base / "results", base / "results")
+        for folder in [base / "results", *(base / "results").rglob("*")]:
+            os.chmod(folder, 0o777 if folder.is_dir() else 0o644)  # the index and the report may be written
+        shutil.copy(straight.base / "corpus.txt", base / "corpus.txt")
+        manifest = base / "m.yaml"
+        manifest.write_text((straight.base / "dense.yaml").read_text().replace(str(straight.base), str(base)))
+        monkeypatch.setenv("REPRO_RESULTS", str(base / "results"))
+        closed = [base / "results" / "runs" / "f-run" / "0123456789ab", base / "results" / "runs" / "other"]
+        for folder in closed:
+            folder.mkdir(mode=0o000)
+        user = None if os.geteuid() else 65534  # root reads a folder at mode 000: the test runs as nobody
+        code, out, err = kid(["status"], as_user=user)
+        assert code == 0 and err == "" and summary["run_id"] in out, err
+        assert [line for line in out.splitlines() if line.startswith("unreadable")] == [
+            f"unreadable: {closed[0]}: Permission denied",
+            f"unreadable: {closed[1]}: Permission denied",
+        ]
+        code, out, err = kid(["status", "--json"], as_user=user)
+        assert code == 0 and [r["run_id"] for r in json.loads(out)] == [summary["run_id"]]
+        assert err.splitlines() == [
+            f"unreadable: {closed[0]}: Permission denied",
+            f"unreadable: {closed[1]}: Permission denied",
+        ]
+        code, out, err = kid(["report", str(manifest)], as_user=user)
+        assert code == 0 and "Traceback" not in err, err
+        report = (base / "results" / "reports" / "f-run.md").read_text()
+        assert f"- unreadable run, left out (this user may not read it): {closed[0]}: Permission denied" in report
+        assert f"| finished | corpus.txt@{summary['dataset'].split('@')[1]} |" in report  # the readable run's row
+    finally:
+        shutil.rmtree(base)
+
+
 def test_files_and_directories_follow_the_umask(tmp_path, write_manifest, kid):
     path = write_manifest()
     code, _, err = kid(["run", str(path), "--max-steps", "6"], umask=0o027)
