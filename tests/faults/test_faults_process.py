@@ -17,13 +17,14 @@ import pytest
 from repro.cli import GONE, STARTING, main
 from repro.data.cli import INTERRUPTED as PREPARE_INTERRUPTED
 
-# a fresh interpreter that sends itself SIGINT when the command first imports pandas (its libraries load)
+# a fresh interpreter that sends itself SIGINT when the command imports its parser (pandas, pydantic and
+# the store's modules loaded, the commands' still loading)
 INTERRUPT_WHILE_IMPORTING = """
 import os, signal, sys
 
 class Interrupt:
     def find_spec(self, name, path=None, target=None):
-        if name == "pandas":
+        if name == "repro.cli.parser":
             os.kill(os.getpid(), signal.SIGINT)
 
 sys.meta_path.insert(0, Interrupt())
