@@ -64,10 +64,10 @@ SCALE_NOTE = {
 }
 
 
-HOW = {"corrupt": " (`repro run` redoes it)", "unreadable": " (this user may not read it)"}  # a run left out
 LINE = 250  # a claim's line in a report is at most this long; the claims csv has the full numbers
 PAPERS = ("adaptive_span", "sparse_transformer", "suite", "pilot")  # REPORT.md's order of papers
 KINDS = ("table", "fig")  # then the suite's ablations, by name
+HOW = {"corrupt": " (`repro run` redoes it)", "unreadable": " (this user may not read it)"}  # a run left out
 
 
 @dataclass
