@@ -11,8 +11,9 @@ are booleans, ``017`` is 15 (octal), ``0b10100`` is 20 (binary), ``1_000`` is 10
 3e-4 (YAML 1.1 skips a number's ``_``), and ``0o17`` is text. Such a scalar is refused, naming its key and
 line, as is a key set twice in one mapping (PyYAML keeps the last silently). One difference is read as
 YAML 1.2 reads it instead: ``2e-6`` (an exponent without a dot or sign) is text to YAML 1.1 and a number
-to YAML 1.2, and a spec field that expects a number takes the number (:mod:`repro.config.fields`). Parsing uses libyaml where
-PyYAML has it (the same documents, several times faster: a store's thousands of spec.yaml files).
+to YAML 1.2, and a spec field that expects a number takes the number (:mod:`repro.config.fields`).
+Parsing uses libyaml where PyYAML has it (the same documents, several times faster: a store's thousands
+of spec.yaml files).
 """
 
 from __future__ import annotations
