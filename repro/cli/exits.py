@@ -1,8 +1,10 @@
 """A ``repro`` process: the command (or a launched job) run with standard output watched, and the suite's
-errors mapped to exit statuses (:mod:`repro.cli.main` lists them), one line on stderr, no traceback."""
+errors mapped to exit statuses (:mod:`repro.cli.command` lists them), one line on stderr, no traceback."""
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -10,11 +12,13 @@ from collections.abc import Callable
 from repro.errors import RunFailed, StoreError, UserError
 from repro.train import signals
 
+INTERRUPTED = "stopped before its end; every file it wrote is whole (files are replaced, never written in place)"
 
-def command(work: Callable[[], int], told: list[str] | None = None) -> int:
+
+def command(work: Callable[[], int], told: list[str] | None = None, interrupted: str = INTERRUPTED) -> int:
     """``work`` as a whole ``repro`` process: :func:`process` around :func:`statuses` (``told``: gets the
     one-line message it printed, if any: what a launched job hands back to its parent)."""
-    return process(lambda stdout: statuses(work, stdout, told))
+    return process(lambda stdout: statuses(work, stdout, told, interrupted))
 
 
 def process(body: Callable[[Watched], int]) -> int:
@@ -27,6 +31,7 @@ def process(body: Callable[[Watched], int]) -> int:
     if _closed_outputs():
         print("error: standard output is closed (>&-); send it to a file or /dev/null instead", file=sys.stderr)
         return 1
+    _any_text()
     stdout = sys.stdout = Watched(sys.stdout)
     try:
         return body(stdout)
@@ -60,9 +65,12 @@ class Watched:
         return getattr(self.stream, name)
 
 
-def statuses(work: Callable[[], int], stdout: Watched, told: list[str] | None = None) -> int:
+def statuses(
+    work: Callable[[], int], stdout: Watched, told: list[str] | None = None, interrupted: str = INTERRUPTED
+) -> int:
     """``work``'s exit status, and the suite's errors mapped to theirs (one line on stderr, no traceback,
-    appended to ``told`` too when given)."""
+    appended to ``told`` too when given); ``interrupted``: what the command leaves when Ctrl-C stops it
+    (its parser's ``interrupted`` default: a run's checkpoints, a dataset stored whole)."""
 
     def tell(line: str) -> None:
         print(line, file=sys.stderr)
@@ -88,7 +96,7 @@ def statuses(work: Callable[[], int], stdout: Watched, told: list[str] | None = 
         return err.exit_status
     except KeyboardInterrupt:
         signals.closing()
-        tell("interrupted: finished runs are stored; an unfinished run resumes from its last checkpoint")
+        tell(f"interrupted by SIGINT: {interrupted}")
         return 130
     except OSError as err:
         if err is not stdout.failed:
@@ -113,6 +121,26 @@ def _closed_outputs() -> bool:
             setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 (the process's own stream)
             closed = closed or fd == 1
     return closed
+
+
+def _any_text() -> None:
+    """Standard output and error write every character: one that the locale's encoding lacks (``LC_ALL=C``
+    with ``PYTHONUTF8=0``: ASCII, and an em-dash in a title) goes out in UTF-8, the encoding of every file
+    the suite writes, rather than failing the command; a file name's bytes that the locale did not decode
+    go out as they came (as Python's ``surrogateescape`` writes them)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name != "utf-8":
+            stream.reconfigure(errors=_AS_UTF8)
+
+
+def _as_utf8(err: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    return err.object[err.start : err.end].encode("utf-8", "surrogateescape"), err.end
+
+
+_AS_UTF8 = "repro-as-utf-8"
+codecs.register_error(_AS_UTF8, _as_utf8)
 
 
 def _quiet_stdout() -> None:

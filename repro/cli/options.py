@@ -12,6 +12,9 @@ from collections.abc import Callable
 from repro.errors import UserError
 
 MAX_SAMPLES = 1024  # repro sample --n
+MAX_SAMPLE_LENGTH = 1_000_000  # repro sample --length: a minute of 16 kHz audio; hours at a CPU's ~140 symbols/s
+MAX_SAMPLE_SYMBOLS = 1 << 24  # --n x --length (128 MiB of symbols): 1024 samples of a 16k block
+MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed takes up to this
 
 
 class Parser(argparse.ArgumentParser):
@@ -42,6 +45,22 @@ def samples(text: str) -> int:
     value = _number(int, text, "an integer")
     if not 1 <= value <= MAX_SAMPLES:
         raise argparse.ArgumentTypeError(f"{text}: allowed: 1 to {MAX_SAMPLES} samples")
+    return value
+
+
+def sample_length(text: str) -> int:
+    """``repro sample --length``: 1 to MAX_SAMPLE_LENGTH symbols."""
+    value = _number(int, text, "an integer")
+    if not 1 <= value <= MAX_SAMPLE_LENGTH:
+        raise argparse.ArgumentTypeError(f"{text}: allowed: 1 to {MAX_SAMPLE_LENGTH:,} symbols")
+    return value
+
+
+def seed(text: str) -> int:
+    """A random seed: 0 to MAX_SEED."""
+    value = _number(int, text, "an integer")
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text}: allowed: 0 to 2**64 - 1")
     return value
 
 

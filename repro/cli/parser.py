@@ -17,6 +17,7 @@ from repro.cli.bench import BENCHES, cmd_bench
 from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
 from repro.cli.pretrained import cmd_import
 from repro.cli.report import cmd_renderers, cmd_report
+from repro.cli.run import INTERRUPTED as RUN_INTERRUPTED
 from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
 from repro.cli.status import cmd_status
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = command("run", cmd_run, "train every run of a manifest or group (finished runs are skipped)")
+    p.set_defaults(interrupted=RUN_INTERRUPTED)
     manifest_args(p)
     p.add_argument(
         "--only",
@@ -284,11 +286,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run id (or unique prefix) or run directory")
     p.add_argument("--n", type=options.samples, default=4, help="number of samples")
     p.add_argument(
-        "--length", type=options.positive("symbols"), default=None, help="symbols per sample (default: the block)"
+        "--length",
+        type=options.sample_length,
+        default=None,
+        help=f"symbols per sample, at most {options.MAX_SAMPLE_LENGTH:,} (default: the block)",
     )
     p.add_argument("--temperature", type=options.temperature, default=1.0, help="softmax temperature (default 1.0)")
     p.add_argument("--prompt", default=None, help="text to continue (text runs)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
+    p.add_argument("--seed", type=options.seed, default=0, help="random seed of the sampler (0 to 2**64 - 1)")
 
     p = command("bench", None, "benchmarks: " + ", ".join(BENCHES))
     bench = p.add_subparsers(dest="bench", metavar="BENCH")

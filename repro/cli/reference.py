@@ -124,7 +124,8 @@ the grid cell in words (`name=moh-audio seq_len=1024 block=1024 d_model=32`), se
 valid and test bits. An unfinished run's steps are the steps done (`120/600`), as its interrupt line said.
 Submitted jobs add their job id and state. A corrupt run is listed as such, one line each: a run folder
 whose spec does not hash to its id (copied under another id, or edited after training), whose summary
-names another run, or that has no spec; it is never adopted, shown in a table or judged.""",
+names another run, or that has no spec; it is never adopted, shown in a table or judged. A run (or
+manifest) folder this user may not read (mode 000) is one `unreadable:` line; the other runs are shown.""",
     "report": """\
 Regenerates `results/reports/<name>.md` (and `.csv`) from the store: per scale the runs of the
 manifest's current resolution beside the paper's numbers, the renderers' tables and figures, and every

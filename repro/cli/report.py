@@ -23,7 +23,7 @@ def cmd_report(args) -> int:
     chosen = lookup.with_parts(found, override_args(args)) if override_args(args) else found
     for manifest in [renderers.check_loaded(m) for m in chosen]:  # every one checked before any is written
         path, results = report.render(manifest, root, args.confidence)
-        print(path.read_text())
+        print(path.read_text(encoding="utf-8"))
         print(f"wrote {path}")
         if args.wandb:
             from repro.track.loggers import resolve_mode  # Lightning and wandb

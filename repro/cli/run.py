@@ -3,6 +3,7 @@ descriptions (:class:`repro.train.launch.Job`), which each job executes here (:f
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,12 +15,14 @@ from repro.cli.status import run_state
 from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.keys import names
-from repro.errors import UserError
+from repro.errors import StoreError, UserError
 from repro.files import atomic
 from repro.progress import say
 from repro.store import runs as store
 from repro.store.runs import RunDir
 from repro.train import launch, quiet, signals
+
+INTERRUPTED = "finished runs are stored; an unfinished run resumes from its last checkpoint"  # Ctrl-C's line
 
 
 def cmd_run(args) -> int:
@@ -174,9 +177,11 @@ def _train(
                 outcome = runner.run_spec(
                     spec, m, root, devices=devices, num_nodes=num_nodes, wandb_mode=mode, echo=echo
                 )
-        finally:  # bad data writes nothing; once a run is stored, the store knows its manifest's name
-            if world.leads and RunDir(root, m.name, spec.run_id).path.exists():
-                _remember(root, m, known)
+        except BaseException:  # the failure in flight is the one to tell (a full disk fails this write too)
+            with contextlib.suppress(StoreError):
+                _remember(root, m, spec, known, world)
+            raise
+        _remember(root, m, spec, known, world)
         s = outcome.summary
         if outcome.status in ("failed", "busy"):
             failed += outcome.status == "failed"
@@ -272,7 +277,7 @@ def run_job(job: launch.Job) -> launch.Ended:
     """What a ``--launcher`` job runs: :func:`execute` as a ``repro`` process, with its exit status and
     the one line it printed when it failed."""
     told: list[str] = []
-    code = exits.command(lambda: execute(job), told)
+    code = exits.command(lambda: execute(job), told, INTERRUPTED)
     return launch.Ended(code, told[-1].removeprefix("error: ") if told else None)
 
 
@@ -296,7 +301,10 @@ def _launch(args, root: Path, runs: list[tuple[str, launch.Job]], total: int) ->
     return launch.submit_slurm(args.name, root, runs, options, args.max_parallel, say, run_job)
 
 
-def _remember(root: Path, m, known: dict[str, Path]) -> None:
-    """Record a manifest that discovery does not find (or one with overrides), so that its name works later."""
+def _remember(root: Path, m, spec, known: dict[str, Path], world) -> None:
+    """Once ``spec``'s run is stored (bad data writes nothing), record its manifest where discovery does not
+    find it (or it has overrides), so that its name works later; rank 0 alone."""
+    if not (world.leads and RunDir(root, m.name, spec.run_id).path.exists()):
+        return
     if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
         store.record_source(root, m.name, m.path, m.args)

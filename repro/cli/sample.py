@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from repro.cli.common import store_root
+from repro.cli.options import MAX_SAMPLE_SYMBOLS
 from repro.errors import UserError
 from repro.store.runs import find_run
 
@@ -20,6 +21,11 @@ def cmd_sample(args) -> int:
         raise UserError(f"--prompt: {len(prompt)} symbols; allowed: at most the block, {spec.data.block}")
     room = spec.data.block - (len(prompt) if prompt is not None else 1) + 1
     length = args.length or room
+    if args.n * length > MAX_SAMPLE_SYMBOLS:
+        raise UserError(
+            f"--n {args.n} x --length {length}: {args.n * length:,} symbols; allowed: at most {MAX_SAMPLE_SYMBOLS:,} "
+            "in all"
+        )
     if info.kind == "image" and length > room:  # one image is one block: there is nothing after it
         print(f"--length {length}: an image has {room} symbols after its start; drawing {room}")
         length = room

@@ -34,23 +34,23 @@ def cmd_status(args) -> int:
     names = [m.name for m in lookup.with_parts(found, override_args(args))] if args.name else [None]
     scanned = [listing(root, name) for name in names]
     runs = [_described(root, row, cell) for found, _ in scanned for row, cell in found]
-    corrupt = [line for _, lines in scanned for line in lines]
+    left = [out for _, outs in scanned for out in outs]  # corrupt or unreadable run folders
     cols = ("manifest", "run_id", "cell", "seed", "scale", "status", "steps", "valid_bits", "test_bits", "mfu")
     jobs = _jobs(root, names, runs)
     if jobs:
         cols += ("job", "job_state")
     if args.json:
         print(json.dumps([{c: json_value(r.get(c)) for c in cols} for r in runs], indent=2))
-        for line in corrupt:  # stdout stays one JSON document
-            print(f"corrupt: {line}", file=sys.stderr)
+        for out in left:  # stdout stays one JSON document
+            print(out, file=sys.stderr)
         return 0
-    if not runs and not corrupt:
+    if not runs and not left:
         print(f"no stored runs under {root}/runs")
         return 0
     if runs:
         print_table([cols, *([fmt(r.get(c)) for c in cols] for r in runs)])
-    for line in corrupt:
-        print(f"corrupt: {line}")
+    for out in left:
+        print(out)
     return 0
 
 

@@ -7,6 +7,7 @@ the renderer files declare, read without running them (:func:`repro.config.rende
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ def select(ref: str, args: list[str], stored: Stored = NOTHING_STORED, access: A
     """The manifests ``ref`` names, each with the override ``args`` (a gathering manifest stays as it is:
     :func:`with_parts` gives its parts the overrides)."""
     if is_path(ref):
-        if not Path(ref).is_file():
+        if not os.path.lexists(ref):  # anything else there (a loop of links, a device) is named as it reads
             raise ManifestError(f"{ref}: no such manifest file")
         return [_derive(Path(ref), args, access)]
     known = discover()

@@ -187,16 +187,16 @@ class Manifest:
             )
         runs, left = [], []
         for values in itertools.product(*grid.values()):
-            cell = dict(zip(grid, values))
+            given = dict(zip(grid, values))
+            cell = {k: v["name"] if k == VARIANT else v for k, v in given.items()}
             resolved = copy.deepcopy(config)
-            for key, value in cell.items():
-                for k, v in value.items() if key == VARIANT else [(key, value)]:
-                    if not (key == VARIANT and k == "name"):
-                        set_key(resolved, k, v)
-            for key, value in self.set.items():
-                set_key(resolved, key, value)
-            cell = {k: v["name"] if k == VARIANT else v for k, v in cell.items()}
             try:
+                for key, value in given.items():
+                    for k, v in value.items() if key == VARIANT else [(key, value)]:
+                        if not (key == VARIANT and k == "name"):
+                            set_key(resolved, k, v)
+                for key, value in self.set.items():
+                    set_key(resolved, key, value)
                 run = build_run(self.name, scale, cell, resolved)
             except SpecError as err:
                 where = f" (grid cell {cell_text(cell)})" if cell else ""
@@ -251,7 +251,8 @@ def read(
     of every file read is appended to ``folders``. At most MAX_INCLUDES files are read in all; renderer
     files (``analysis:``) may lie in its folder, analysis/ and the folders of ``access.code``."""
     folders = [] if folders is None else folders
-    folders.append(path.resolve().parent)
+    here = _resolved(path, str(path))
+    folders.append(here.parent)
     if len(folders) > MAX_INCLUDES:
         raise ManifestError(
             f"{path}: include: more than {MAX_INCLUDES} files read in all; allowed: at most {MAX_INCLUDES}"
@@ -272,15 +273,22 @@ def read(
         raise ManifestError(f"{path}: {both[0]}: both in set and in sweep; give it one of them")
     merged: dict[str, Any] = {}
     for ref in includes:
-        target = (path.parent / ref).resolve()
-        if target in _seen or target == path.resolve():
+        target = _resolved(path.parent / ref, f"{path}: include: {ref}")
+        if target in _seen or target == here:
             raise ManifestError(f"{path}: include: {ref}: includes itself (a cycle)")
-        if not target.is_file():
-            raise ManifestError(f"{path}: include: {ref}: no such file ({target})")
-        merged = merge_documents(
-            merged, _absolute_paths(read(target, (*_seen, path.resolve()), folders, access), target.parent)
-        )
+        if not target.is_file():  # a device (/dev/zero), a FIFO or a folder is there, but no manifest
+            what = "not a regular file; allowed: a regular file" if target.exists() else "no such file"
+            raise ManifestError(f"{path}: include: {ref}: {what} ({target})")
+        merged = merge_documents(merged, _absolute_paths(read(target, (*_seen, here), folders, access), target.parent))
     return merge_documents(merged, data)
+
+
+def _resolved(path: Path, where: str) -> Path:
+    """``path`` with its symbolic links resolved; one line naming ``where`` for a loop of links."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # a loop (RuntimeError before Python 3.13, OSError ELOOP since)
+        raise ManifestError(f"{where}: a loop of symbolic links; allowed: a regular file") from None
 
 
 def _analysis_files(path: Path, value: Any, trusted: tuple[Path, ...]) -> list[str]:
@@ -419,11 +427,15 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def set_key(tree: dict, dotted: str, value: Any) -> None:
-    """``tree`` with the dotted key set to ``value`` (a copy), its missing parents made."""
+    """Set the dotted key in ``tree`` (a copy of ``value``), its missing parents made; SpecError when a key
+    on its way holds a value, not a section."""
     *parents, last = dotted.split(".")
     node = tree
-    for part in parents:
+    for depth, part in enumerate(parents, 1):
         node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            where = ".".join(parents[:depth])
+            raise SpecError(dotted, f"{where} is {node!r:.40}, not a section of keys; allowed: a key of a section")
     node[last] = copy.deepcopy(value)
 
 

@@ -10,6 +10,10 @@ from repro.data import api, catalog, store
 from repro.data.errors import CorruptData
 from repro.data.text import FILE_KINDS
 
+INTERRUPTED = (  # what Ctrl-C leaves of a preparation (repro.data.store: a dataset appears only complete)
+    "a dataset is stored only complete, so none was left half-prepared; the same command prepares it again"
+)
+
 
 def register(subparsers, parents: list[argparse.ArgumentParser] = ()) -> None:
     """Add the ``data`` command (with list/prepare/verify/info) to the main ``repro`` parser; ``parents``
@@ -27,6 +31,7 @@ def register(subparsers, parents: list[argparse.ArgumentParser] = ()) -> None:
 
     command("list", cmd_list, "every dataset: kind, size, vocabulary, source, prepared or not", with_name=False)
     p = command("prepare", cmd_prepare, "download or read, verify, split and store a dataset")
+    p.set_defaults(interrupted=INTERRUPTED)
     p.add_argument(
         "--from",
         dest="src",

@@ -7,9 +7,13 @@ graph is measured with every alias expanded before anything is built.
 
 PyYAML reads YAML 1.1, where some plain scalars mean what few writers meant and what YAML 1.2 readers
 (and the YAML spec since 2009) read otherwise: ``1:20:00`` is 4800 (base 60), ``on``/``off``/``yes``/``no``
-are booleans, ``017`` is 15 (octal), and ``0o17`` is text. Such a scalar is refused, naming its key and
-line, as is a key set twice in one mapping (PyYAML keeps the last silently). Parsing uses libyaml where
-PyYAML has it (the same documents, several times faster: a store's thousands of spec.yaml files).
+are booleans, ``017`` is 15 (octal), ``0b10100`` is 20 (binary), ``1_000`` is 1000 and ``3_0.0e-5`` is
+3e-4 (YAML 1.1 skips a number's ``_``), and ``0o17`` is text. Such a scalar is refused, naming its key and
+line, as is a key set twice in one mapping (PyYAML keeps the last silently). One difference is read as
+YAML 1.2 reads it instead: ``2e-6`` (an exponent without a dot or sign) is text to YAML 1.1 and a number
+to YAML 1.2, and a spec field that expects a number takes the number (:mod:`repro.config.fields`).
+Parsing uses libyaml where PyYAML has it (the same documents, several times faster: a store's thousands
+of spec.yaml files).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ BOOL_11 = re.compile(r"yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF")
 BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
 OCTAL_11 = re.compile(r"[-+]?0[0-7_]+")
 OCTAL_12 = re.compile(r"[-+]?0o[0-7]+")
+BINARY_11 = re.compile(r"[-+]?0b[01]+")
+NUMBER_11 = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")  # what YAML 1.1 resolves a number to
 SUSPECT = re.compile("|".join(p.pattern for p in (BOOL_11, BASE_60, OCTAL_11, OCTAL_12)))  # one test first
 
 
@@ -87,6 +93,12 @@ def loads(text: str, where: str) -> Any:
             raise YamlError(f"{where}: aliases expand to more than {MAX_NODES:,} YAML nodes; write the values out")
         one_meaning(node, where)
         return loader.construct_document(node)
+    except yaml.reader.ReaderError as err:  # a character YAML does not allow (a NUL byte): no mark of its own
+        line, column = text.count("\n", 0, err.position) + 1, err.position - text.rfind("\n", 0, err.position)
+        raise YamlError(
+            f"{where}:{line}: YAML syntax error: character #x{err.character:04x} at column {column}: {err.reason} "
+            "in YAML text"
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f"{where}:{mark.line + 1}" if mark else where
@@ -160,12 +172,19 @@ def one_meaning(root: yaml.Node, where: str) -> None:
 def _one_reading(node: yaml.ScalarNode, name: str, where: str) -> None:
     """YamlError for a plain scalar that YAML 1.1 and 1.2 read differently."""
     text = node.value
-    if node.style or len(text) > 64 or not SUSPECT.fullmatch(text):  # plain: None (PyYAML) or "" (libyaml)
+    if node.style or len(text) > 64:  # plain: None (PyYAML) or "" (libyaml)
+        return
+    number = node.tag in NUMBER_11
+    if not (SUSPECT.fullmatch(text) or (number and ("_" in text or BINARY_11.fullmatch(text)))):
         return
     if BOOL_11.fullmatch(text):
         why = "a boolean in YAML 1.1 and text in YAML 1.2; write true or false, or quote it for the text"
     elif BASE_60.fullmatch(text) and not isinstance(yaml.safe_load(text), str):
         why = f"{yaml.safe_load(text)} in YAML 1.1 (base 60) and text in YAML 1.2; write the number, or quote it"
+    elif number and "_" in text:  # not constructed: PyYAML itself fails on some (0x_)
+        why = "a number in YAML 1.1 (which skips its _) and text in YAML 1.2; write the number without _, or quote it"
+    elif number and BINARY_11.fullmatch(text):
+        why = f"{int(text, 0)} in YAML 1.1 (binary) and text in YAML 1.2; write it in decimal, or quote it"
     elif OCTAL_11.fullmatch(text) and int(text.replace("_", ""), 8) != int(text.replace("_", ""), 10):
         eight, ten = int(text.replace("_", ""), 8), int(text.replace("_", ""), 10)
         why = f"{eight} in YAML 1.1 (octal) and {ten} in YAML 1.2; write the number without its leading 0"

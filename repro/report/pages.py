@@ -70,6 +70,7 @@ SCALE_NOTE = {
 
 PAPERS = ("adaptive_span", "sparse_transformer", "suite", "pilot")  # REPORT.md's order of papers
 KINDS = ("table", "fig")  # then the suite's ablations, by name
+HOW = {"corrupt": " (`repro run` redoes it)", "unreadable": " (this user may not read it)"}  # a run left out
 
 
 @dataclass
@@ -224,7 +225,7 @@ def render(manifest: Manifest, root: Path, confidence: float = CONFIDENCE) -> tu
 
 
 def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, list[ClaimResult]]:
-    runs, corrupt = scan(root, manifest.name)
+    runs, left = scan(root, manifest.name)
     out_dir = root / "reports"
     lines = [
         f"# {manifest.title}{ran_on(manifest, runs)}",
@@ -232,7 +233,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
         f"Manifest `{manifest.name}` ({manifest.path.name}), paper `{manifest.paper}`.",
         "",
     ]
-    lines += [f"- corrupt run, left out (`repro run` redoes it): {line}" for line in corrupt] + [""] * bool(corrupt)
+    lines += [f"- {out.kind} run, left out{HOW[out.kind]}: {out.why}" for out in left] + [""] * bool(left)
     lines += derived_note(manifest)
     if manifest.description:
         lines += [manifest.description.strip(), ""]
@@ -521,7 +522,10 @@ def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
     embedded, anything else linked."""
     if path.suffix == ".md":
         table_md = re.sub(
-            r"^(#+) ", lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ", path.read_text().strip(), flags=re.M
+            r"^(#+) ",
+            lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ",
+            path.read_text(encoding="utf-8").strip(),
+            flags=re.M,
         )
         return [
             table_md,

@@ -18,7 +18,7 @@ def unreferenced(root: Path) -> list[Path]:
     linked: set[str] = set()
     for page in [root / "REPORT.md", *sorted(reports.glob("*.md"))]:
         if page.is_file():
-            linked.update(_LINK.findall(page.read_text()))
+            linked.update(_LINK.findall(page.read_text(encoding="utf-8")))
     kept = {_twin_key(name) for name in linked}
     return [
         path

@@ -70,9 +70,21 @@ def unsafe_content(err: pickle.UnpicklingError) -> str:
 
 
 def latest(directory: Path, echo: Callable[[str], None] = print, run_id: str | None = None) -> tuple[Path, int] | None:
-    """The newest good checkpoint in ``directory`` and its step: ``last.ckpt``, else ``previous.ckpt``
-    (saying why), else None (saying so when a corrupt one was passed over). Refuses unsafe files, and
-    with ``run_id`` a checkpoint another run wrote."""
+    """The checkpoint a run resumes from: :func:`newest`, saying why a file was passed over and, when none
+    is left, that the run restarts."""
+    found, passed = newest(directory, run_id)
+    for why in passed:
+        echo(f"  {why}: passed over")
+    if found is None and passed:
+        echo("  no usable checkpoint: the run restarts from step 0")
+    return found
+
+
+def newest(directory: Path, run_id: str | None = None) -> tuple[tuple[Path, int] | None, list[str]]:
+    """The newest good checkpoint in ``directory`` and its step (``last.ckpt``, else ``previous.ckpt``, else
+    None), and why each file before it was passed over. Refuses unsafe files, and with ``run_id`` a
+    checkpoint another run wrote."""
+    passed = []
     for name in (LAST, PREVIOUS):
         path = directory / name
         if not path.exists():
@@ -82,16 +94,25 @@ def latest(directory: Path, echo: Callable[[str], None] = print, run_id: str | N
             step = int(checkpoint["global_step"])
             owner = checkpoint.get(RUN_ID, run_id)
         except (CorruptCheckpoint, KeyError, TypeError, ValueError, AttributeError) as err:
-            echo(f"  {err if isinstance(err, CorruptCheckpoint) else f'{path}: no global_step'}: passed over")
+            passed.append(str(err) if isinstance(err, CorruptCheckpoint) else f"{path}: no global_step")
             continue
         if run_id is not None and owner != run_id:
             raise ForeignCheckpoint(
                 f"{path}: a checkpoint of run {owner!r}, not of run {run_id}: refused (delete it to restart the run)"
             )
-        return path, step
-    if any((directory / name).exists() for name in (LAST, PREVIOUS)):
-        echo("  no usable checkpoint: the run restarts from step 0")
-    return None
+        return (path, step), passed
+    return None, passed
+
+
+def at_step(directory: Path, step: int, run_id: str | None = None) -> tuple[Path | None, str]:
+    """The checkpoint of step ``step`` (a finished run's last one: the weights it scored), else None and
+    why not: no checkpoint, or damaged ones passed over and the newest good one of an earlier step."""
+    found, passed = newest(directory, run_id)
+    if found is not None and found[1] == step:
+        return found[0], ""
+    if found is not None:
+        passed.append(f"{found[0].name} holds step {found[1]}, not step {step}, whose weights the run scored")
+    return None, "; ".join(passed) or "no checkpoint"
 
 
 class StoreCheckpointIO(CheckpointIO):

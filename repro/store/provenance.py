@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,9 @@ def code_version() -> str:
             cwd=here,
             capture_output=True,
             text=True,
+            # no index refresh, so no index.lock in the user's checkout: one that a full disk (a file-size
+            # limit) cut short was left behind and stopped the user's next git command
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         ).stdout.strip()
         return rev.stdout.strip() + ("+dirty" if dirty else "") if rev.returncode == 0 else "unknown"
     except OSError:

@@ -14,6 +14,7 @@ import io
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,19 @@ LIGHTNING_TEMP = ".temp.ckpt"  # Lightning's weight hand-over file under ddp_spa
 
 class CorruptFile(UserError):
     """A store file that does not parse; the message names the file and the reason."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A run folder a scan of the store leaves out, and why: ``corrupt`` (a file that does not parse or
+    names another run: ``repro run`` redoes it) or ``unreadable`` (this user may not read it: a folder at
+    mode 000; the runs beside it are served)."""
+
+    kind: str
+    why: str  # the path and the reason
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.why}"
 
 
 def results_root(path: str | Path | None = None) -> Path:
@@ -332,26 +346,38 @@ def _reason(err: Exception) -> str:
     return err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:200]
 
 
-def scan(root: Path, manifest: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+def scan(root: Path, manifest: str | None = None) -> tuple[pd.DataFrame, list[LeftOut]]:
     """The tidy table of the store: one row per readable stored run with manifest, run_id, scale, the
     grid cell's keys, the resolved spec flattened into dotted columns (``model.span.limit``), then every
-    key of the summary (lists such as per-head spans included); and, apart, one line per run whose spec
-    or summary is corrupt (does not parse, is missing, or is not the spec its folder names)."""
-    found, corrupt = listing(root, manifest)
-    return pd.DataFrame([row for row, _ in found]), corrupt
+    key of the summary (lists such as per-head spans included); and, apart, the runs left out: those
+    whose spec or summary is corrupt (does not parse, is missing, or is not the spec its folder names)
+    and those this user may not read."""
+    found, left = listing(root, manifest)
+    return pd.DataFrame([row for row, _ in found]), left
 
 
-def listing(root: Path, manifest: str | None = None) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[str]]:
-    """:func:`scan`'s rows as (row, grid cell) pairs, in store order, and its corrupt lines. Each
+def listing(
+    root: Path, manifest: str | None = None
+) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[LeftOut]]:
+    """:func:`scan`'s rows as (row, grid cell) pairs, in store order, and the runs it leaves out. Each
     manifest folder's :mod:`repro.store.index` spares reading the runs whose files did not change."""
     base = root / "runs"
     folders = [base / manifest] if manifest else _folders(base)
-    found, corrupt = [], []
+    found, left = [], []
     for folder in folders:
+        unreadable = _unreadable(folder)
+        if unreadable:  # a manifest's folder this user may not read: the others are served
+            left.append(LeftOut("unreadable", unreadable))
+            continue
+        paths = _folders(folder)
         named = is_plain(folder.name)  # else: no index
         known = index.load(root, folder.name) if named else {}
         kept, changed = {}, False
-        for path in _folders(folder):
+        for path in paths:
+            unreadable = _unreadable(path)
+            if unreadable:  # not kept in the index: read again once it may be
+                left.append(LeftOut("unreadable", unreadable))
+                continue
             stamps = [index.stamp(path / "spec.yaml"), index.stamp(path / "summary.json")]
             entry = known.get(path.name)
             if entry is None or entry.get("stamps") != stamps:
@@ -361,12 +387,12 @@ def listing(root: Path, manifest: str | None = None) -> tuple[list[tuple[dict[st
                 continue
             kept[path.name] = entry
             if "corrupt" in entry:
-                corrupt.append(entry["corrupt"])
+                left.append(LeftOut("corrupt", entry["corrupt"]))
             else:
                 found.append((entry["row"], entry["cell"]))
         if named and (changed or len(kept) != len(known)):
             index.save(root, folder.name, kept)
-    return found, corrupt
+    return found, left
 
 
 def refresh_index(root: Path, manifest: str) -> None:
@@ -385,6 +411,20 @@ def _folders(folder: Path) -> list[Path]:
         return []
     except OSError as err:
         raise CorruptFile(f"{folder}: unreadable ({_reason(err)})") from None
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why this user may not read the folder ``path`` (its listing, a run's spec or summary), or None."""
+    try:
+        names = set(os.listdir(path))
+    except PermissionError as err:
+        return f"{path}: {err.strerror}"
+    except OSError:  # absent, or not a folder: not this check's to tell
+        return None
+    for name in ("spec.yaml", "summary.json"):
+        if name in names and not os.access(path / name, os.R_OK):
+            return f"{path / name}: Permission denied"
+    return None
 
 
 def _entry(root: Path, path: Path, stamps: list) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """W&B's own local record of a run read back: the transaction log (``run-<id>.wandb``) W&B writes beside
 every run, offline or online, under ``<results>/wandb/`` (LevelDB log framing of protobuf ``Record``
-messages after a 7-byte W&B header). A log a kill cut short reads up to its last complete record.
+messages after a 7-byte W&B header). A log a kill cut short reads up to its last complete record; a
+damaged value is left out.
 
 The runner compares it with the store, the truth, to re-send what a kill took from W&B's buffers.
 """
@@ -54,14 +55,20 @@ def records(path: Path) -> list:
 
 
 def items(entries) -> dict[str, Any]:
-    """A record's config/summary/history items as a nested dict."""
+    """A record's config/summary/history items as a nested dict. An item whose value does not read as
+    JSON (a damaged log: the framing holds no checksum we check) is left out: W&B does not hold it, and
+    the runner sends its row again."""
     out: dict[str, Any] = {}
     for item in entries:
+        try:
+            value = json.loads(item.value_json)
+        except (ValueError, RecursionError):
+            continue
         keys = list(item.nested_key) or [item.key]
         tree = out
         for key in keys[:-1]:
             tree = tree.setdefault(key, {})
-        tree[keys[-1]] = json.loads(item.value_json)
+        tree[keys[-1]] = value
     return out
 
 

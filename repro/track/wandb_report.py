@@ -26,7 +26,7 @@ _TABLE_CSV = re.compile(r"\[csv\]\((?P<path>[^)]+\.csv)\)")
 
 def report_parts(report: Path) -> tuple[list[tuple[Path, str]], list[Path]]:
     """The figures (path, caption) and renderer tables (csv paths) a report's markdown links to."""
-    text = report.read_text()
+    text = report.read_text(encoding="utf-8")
     figures = [(report.parent / m["path"], m["caption"]) for m in _IMAGE.finditer(text)]
     tables = [report.parent / m["path"] for m in _TABLE_CSV.finditer(text)]
     return figures, tables

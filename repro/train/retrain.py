@@ -19,6 +19,7 @@ from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
 from repro.errors import StoreError
 from repro.progress import say
+from repro.store import checkpoints
 from repro.store.runs import RunDir
 from repro.train import environment
 from repro.train.runner import Outcome, run_spec
@@ -49,10 +50,10 @@ def reexecute(
 
 
 def checkpoint(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[str], None] = say) -> Outcome:
-    """Retrain a finished run that has no checkpoint and keep the checkpoint if the bits reproduce; any
-    other run trains (or is skipped) as ``repro run`` would."""
+    """Retrain a finished run that lacks the checkpoint of its last step (none stored, or damaged) and keep
+    the checkpoint if the bits reproduce; any other run trains (or is skipped) as ``repro run`` would."""
     run = RunDir(root, spec.manifest, spec.run_id)
-    if not run.finished or run.last_checkpoint is not None:
+    if not run.finished or checkpoints.at_step(run.checkpoints, spec.train.steps, spec.run_id)[0] is not None:
         if run.finished:
             echo(f"  {spec.run_id} has its checkpoint: nothing to retrain")
         return run_spec(spec, manifest, root, echo=echo)
@@ -76,7 +77,7 @@ def checkpoint(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[st
             )
         retrained = RunDir(scratch, spec.manifest, spec.run_id)
         if run.checkpoints.exists():
-            shutil.rmtree(run.checkpoints)  # no last.ckpt in it: at most an empty folder or a previous.ckpt
+            shutil.rmtree(run.checkpoints)  # none of its last step: damaged or earlier ones at most
         retrained.checkpoints.rename(run.checkpoints)
         shutil.rmtree(scratch)
         with contextlib.suppress(OSError):  # the scratch root, when no other retraining uses it

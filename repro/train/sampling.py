@@ -21,10 +21,13 @@ from repro.models.base import LanguageModel
 
 
 def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-    logits = logits.float()
+    """A symbol per row from softmax(logits / temperature); greedy at 0. The logits are shifted to a
+    maximum of 0 and divided in float64, so that any positive temperature draws (one near 0, as 1e-300,
+    only the most likely symbol) rather than dividing into inf - inf = NaN."""
     if temperature == 0:
         return logits.argmax(-1)
-    probs = torch.softmax(logits / temperature, dim=-1)
+    shifted = logits.double() - logits.double().amax(-1, keepdim=True)
+    probs = torch.softmax(shifted / temperature, dim=-1)
     return torch.multinomial(probs, 1, generator=generator)[:, 0]
 
 

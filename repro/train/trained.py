@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from repro import data as datasets
@@ -16,19 +18,33 @@ from repro.train.selection import load_selected
 
 def load_trained(run: RunDir, device: torch.device | str = "cpu") -> tuple[LanguageModel, RunSpec, object, object]:
     """The model of a stored run with the weights it scored (last or best), its spec, vocabulary and dataset info."""
-    found = checkpoints.latest(run.checkpoints, run_id=run.run_id)
-    if found is None:
-        stored = run.spec()
-        name = stored.get("manifest", run.path.parent.name)
-        raise UserError(
-            f"{run.path}: no checkpoint (checkpoints are not committed); `repro run {name} --scale "
-            f"{stored.get('scale')} --run-id {run.run_id} --retrain-checkpoint` trains it again, checks that it "
-            "reproduces the stored bits and keeps its checkpoint"
-        )
     spec = from_record(run.spec())
+    path = _checkpoint(run, spec)
     _, vocab = datasets.open_split(spec.data.name, "valid", **spec.data.options())
     info = datasets.dataset_info(spec.data.name)
     module = LMModule(spec, vocab.size, info.shape)
-    module.load_state_dict(checkpoints.load(found[0])["state_dict"])
+    module.load_state_dict(checkpoints.load(path)["state_dict"])
     load_selected(spec, run.checkpoints, module.model)  # the weights the run scored
     return module.model.to(device).eval(), spec, vocab, info
+
+
+def _checkpoint(run: RunDir, spec: RunSpec) -> Path:
+    """The checkpoint to load: a finished run's of its last step (an earlier one, left where a damaged
+    last.ckpt was passed over, holds weights the run did not score), an unfinished run's newest good one;
+    else one line saying why and which command trains it."""
+    if run.finished:
+        path, why = checkpoints.at_step(run.checkpoints, spec.train.steps, run.run_id)
+    else:
+        found, passed = checkpoints.newest(run.checkpoints, run.run_id)
+        path, why = (found[0] if found else None), "; ".join(passed) or "no checkpoint"
+    if path is not None:
+        return path
+    command = f"`repro run {spec.manifest} --scale {spec.scale} --run-id {run.run_id}"
+    if not run.finished:
+        raise UserError(f"{run.path}: {why}; {command}` trains it")
+    if why == "no checkpoint":
+        why += " (checkpoints are not committed)"
+    raise UserError(
+        f"{run.path}: {why}; {command} --retrain-checkpoint` trains it again, checks that it reproduces the "
+        "stored bits and keeps its checkpoint"
+    )

@@ -274,7 +274,7 @@ def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, i
         )
     here = RunDir(results, manifest, run.run_id)
     if done.returncode != 0 or not (here.path / "summary.json").exists():
-        said = _last_line((results / "verify.log").read_text(errors="replace"))
+        said = _last_line((results / "verify.log").read_text(encoding="utf-8", errors="replace"))
         raise CannotVerify(f"its code's `repro run` exited {done.returncode} without the run ({said})")
     return here
 
@@ -334,7 +334,7 @@ def _parser_text(code: Path) -> str:
     """The source of the worktree's argument parser (its options tell how to select one run)."""
     for name in ("repro/cli/parser.py", "repro/cli.py"):
         if (code / name).exists():
-            return (code / name).read_text()
+            return (code / name).read_text(encoding="utf-8", errors="replace")
     return ""
 
 

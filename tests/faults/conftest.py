@@ -76,7 +76,7 @@ def write_manifest(tmp_path: Path, corpus: Path):
 @pytest.fixture(scope="session")
 def forkserver():
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["repro.cli", "repro.train.runner", "faultkit"])
+    ctx.set_forkserver_preload(["repro.cli.command", "repro.train.runner", "faultkit"])
     return ctx
 
 

@@ -8,6 +8,7 @@ training (the kernel delivers it like any other), a file-size limit (a full disk
 
 from __future__ import annotations
 
+import importlib
 import os
 import resource
 import signal
@@ -138,6 +139,7 @@ def child(
     kill_in_savefig: bool = False,
     call: tuple | None = None,
     signal_after: int = 0,
+    signal_in: tuple[str, str, int] | None = None,
 ) -> None:
     """Process target: ``repro ARGV`` with stdout/stderr to ``out``.out/.err and the faults asked for
     (``kill_in_eval``: this signal when the final evaluation starts; ``kill_in_save=N``: kill -9 half-way
@@ -145,7 +147,8 @@ def child(
     whose source's name contains it; ``kill_in_savefig``: kill -9 half-way through writing a figure);
     exits with the CLI's status (or dies of the signal). ``call=(function, args)`` calls it instead
     of the CLI (exit status 0, or 2 with the message of a UserError, as the CLI). ``signal_after``: this
-    signal once the CLI has returned (a repeated signal that arrives while the process exits)."""
+    signal once the CLI has returned (a repeated signal that arrives while the process exits);
+    ``signal_in=(module, function, signum)``: this signal when ``module.function`` is called."""
     os.environ.clear()
     os.environ.update(env)
     for fd, suffix in ((1, ".out"), (2, ".err")):
@@ -197,6 +200,16 @@ def child(
             return replace(src, dst, *args, **kwargs)
 
         os.replace = dying_replace
+    if signal_in is not None:
+        module, name, signum = signal_in
+        owner = importlib.import_module(module)
+        plain = getattr(owner, name)
+
+        def signalled(*args, **kwargs):
+            os.kill(os.getpid(), signum)
+            return plain(*args, **kwargs)
+
+        setattr(owner, name, signalled)
     if kill_in_savefig:
         from matplotlib.figure import Figure
 

@@ -62,6 +62,31 @@ def test_grids_manifests_and_corpora_beyond_their_bounds_are_refused(tmp_path, w
     assert not (tmp_path / "results").exists()
 
 
+def test_a_manifest_or_include_that_is_no_file_is_one_line(tmp_path, write_manifest, capsys):
+    path = write_manifest()
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(tmp_path / "loop2.yaml")
+    (tmp_path / "loop2.yaml").symlink_to(loop)
+    for command in ("validate", "show", "run"):
+        assert (
+            one_error(capsys, [command, str(loop)])
+            == f"error: {loop}: a loop of symbolic links; allowed: a regular file"
+        )
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "folder.yaml").mkdir()
+    text = path.read_text()
+    for ref, what in (
+        ("loop.yaml", "a loop of symbolic links; allowed: a regular file"),
+        ("/dev/zero", "not a regular file; allowed: a regular file (/dev/zero)"),
+        ("fifo.yaml", f"not a regular file; allowed: a regular file ({tmp_path / 'fifo.yaml'})"),  # never opened
+        ("folder.yaml", f"not a regular file; allowed: a regular file ({tmp_path / 'folder.yaml'})"),
+        ("absent.yaml", f"no such file ({tmp_path / 'absent.yaml'})"),
+    ):
+        path.write_text(text + f"include: [{ref}]\n")
+        assert one_error(capsys, ["validate", str(path)]) == f"error: {path}: include: {ref}: {what}"
+    assert not (tmp_path / "results").exists()
+
+
 LONG = "a" * 400
 
 
@@ -75,6 +100,7 @@ LONG = "a" * 400
         ("train=", "override 'train=': sets the whole train section (its other keys back to their defaults)"),
         ("data=", "sets the whole data section"),
         ("train.steps=1e100", "train.steps: got an integer of 333 bits; allowed: at most 2**53 in size"),
+        ("train.steps.x=1", "train.steps.x: train.steps is 20, not a section of keys; allowed: a key of a section"),
         ("model.layers=" + "9" * 400, "model.layers: got an integer of 1329 bits"),
         (f"train.seed={LONG}", "train.seed: expected an integer, got str 'aaaa"),
     ],
@@ -116,11 +142,28 @@ def test_sample_options_out_of_range_are_one_line(capsys):
     for option, value, allowed in (
         ("--n", "0", "1 to 1024 samples"),
         ("--n", "-1", "1 to 1024 samples"),
-        ("--length", "-5", "a positive number of symbols"),
+        ("--length", "-5", "1 to 1,000,000 symbols"),
+        ("--length", "1000000000", "1 to 1,000,000 symbols"),  # weeks at a CPU's ~140 symbols/s
         ("--temperature", "nan", "a finite number > 0"),
         ("--temperature", "0.0", "a finite number > 0"),
+        ("--seed", "1180591620717411303424", "0 to 2**64 - 1"),  # 2**70: torch's generator refused it
+        ("--seed", "-1", "0 to 2**64 - 1"),
     ):
         assert one_error(capsys, ["sample", "0000", option, value]) == f"error: {option} {value}: allowed: {allowed}"
+
+
+def test_sample_draws_at_any_positive_temperature_and_bounds_its_symbols(tmp_path, straight, capsys):
+    run = stored(tmp_path, straight)
+    args = ["sample", str(run.path), "--n", "2", "--length", "24"]
+    capsys.readouterr()
+    greedy = []
+    for temperature in ("1e-300", "5e-324"):  # logits / 1e-300 was inf - inf = NaN: a RuntimeError
+        assert main([*args, "--temperature", temperature]) == 0
+        greedy.append([line for line in capsys.readouterr().out.splitlines() if not line.startswith("wrote ")])
+    assert len(greedy[0]) == 4 and greedy[0] == greedy[1]  # the most likely symbols, both times
+    assert main([*args, "--temperature", "1e-3", "--seed", str(2**64 - 1)]) == 0
+    line = one_error(capsys, ["sample", str(run.path), "--n", "1024", "--length", "1000000"])
+    assert line == "error: --n 1024 x --length 1000000: 1,024,000,000 symbols; allowed: at most 16,777,216 in all"
 
 
 def stored(tmp_path, straight) -> RunDir:

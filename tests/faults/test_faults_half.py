@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import signal
 
+import pytest
 from faultkit import SignalAt, reported_copy
 
 from repro.cli import main
@@ -78,19 +79,45 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path, write_manifest, kid, c
     assert not b.metrics_path.exists() and "status" not in b.summary()
 
 
-def test_wandb_holds_every_row_of_the_store_after_a_kill_and_a_resume(tmp_path, write_manifest, kid, monkeypatch):
+def damage_a_value(log) -> None:
+    """Overwrite the JSON of one history value of W&B's log in place (its framing and protobuf stay valid)."""
+
+    def history_values() -> list[str]:
+        return [
+            item.value_json
+            for record in wandb_log.records(log)
+            if record.WhichOneof("record_type") == "history"
+            for item in record.history.item
+            if list(item.nested_key) == ["train/bits"]
+        ]
+
+    value = history_values()[0]
+    log.write_bytes(log.read_bytes().replace(value.encode(), b"#" * len(value)))  # its summary's copy too
+    assert history_values()[0] == "#" * len(value)
+
+
+@pytest.mark.parametrize(
+    "stop, code, damage",  # kill -9: W&B's buffers lost; SIGTERM: W&B's log whole, then damaged
+    [(signal.SIGKILL, -signal.SIGKILL, "cut short"), (signal.SIGTERM, 143, "a value overwritten")],
+)
+def test_wandb_holds_every_row_of_the_store_after_a_kill_and_a_resume(
+    tmp_path, write_manifest, kid, monkeypatch, stop, code, damage
+):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     path = write_manifest()
     m = manifests.load(path)
     (spec,) = m.expand("tiny")
-    code, _, err = kid(["run", str(path)], callbacks=[SignalAt(12, signal.SIGKILL)])
-    assert code == -signal.SIGKILL, err
+    stopped, _, err = kid(["run", str(path)], callbacks=[SignalAt(12, stop)])
+    assert stopped == code, err
     run = RunDir(tmp_path / "results", m.name, spec.run_id)
     wandb_id = run.summary()["wandb_run_id"]
     (log,) = (tmp_path / "results" / "wandb").glob(f"offline-run-*-{wandb_id}/run-{wandb_id}.wandb")
-    raw = log.read_bytes()
-    log.write_bytes(raw[: len(raw) // 3])  # what W&B had not written yet when the kill came
+    if damage == "cut short":
+        raw = log.read_bytes()
+        log.write_bytes(raw[: len(raw) // 3])  # what W&B had not written yet when the kill came
+    else:
+        damage_a_value(log)  # a JSONDecodeError failed every resume, the run left `running`
     code, out, err = kid(["run", str(path)])
     assert code == 0, err
     assert "W&B lacked" in out and "sent again" in out

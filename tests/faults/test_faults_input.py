@@ -65,6 +65,11 @@ def test_unreadable_manifests_are_one_line(capsys, tmp_path, write_manifest):
     assert "aliases expand to more than" in error_line(capsys, ["validate", str(bomb)], tmp_path / "results")
     loop = write_manifest("name: &n [1, *n]\n", file="loop.yaml")
     assert "a recursive alias" in error_line(capsys, ["validate", str(loop)], tmp_path / "results")
+    nul = write_manifest("name: a\ntitle: a\x00b\n", file="nul.yaml")
+    line = error_line(capsys, ["validate", str(nul)], tmp_path / "results")
+    assert line == f"error: {nul}:2: YAML syntax error: character #x0000 at column 9: control characters are not " + (
+        "allowed in YAML text"
+    )
 
 
 def test_what_needs_the_data_or_the_flags_is_one_line_at_run(capsys, tmp_path, write_manifest):
@@ -90,6 +95,11 @@ def test_what_needs_the_data_or_the_flags_is_one_line_at_run(capsys, tmp_path, w
         (("steps: 20", "steps: 1:20:00"), "7: base.train.steps: 1:20:00 is 4800 in YAML 1.1 (base 60) and text"),
         (("steps: 20", "steps: 020"), "7: base.train.steps: 020 is 16 in YAML 1.1 (octal) and 20 in YAML 1.2"),
         (("steps: 20", "steps: 0o24"), "7: base.train.steps: 0o24 is text in YAML 1.1 and 20 in YAML 1.2 (octal)"),
+        (("steps: 20", "steps: 0b10100"), "7: base.train.steps: 0b10100 is 20 in YAML 1.1 (binary) and text in YAML"),
+        (("steps: 20", "steps: 1_000"), "7: base.train.steps: 1_000 is a number in YAML 1.1 (which skips its _) and"),
+        (("steps: 20", "steps: 2_0"), "7: base.train.steps: 2_0 is a number in YAML 1.1 (which skips its _) and text"),
+        (("lr: 3.0e-3", "lr: 3_0.0e-5"), "7: base.train.lr: 3_0.0e-5 is a number in YAML 1.1 (which skips its _)"),
+        (("steps: 20", "steps: 0x_"), "7: base.train.steps: 0x_ is a number in YAML 1.1"),  # PyYAML fails to build it
         (("dropout: 0.1", "dropout: 0.1, flag: off"), "6: base.model.flag: off is a boolean in YAML 1.1 and text"),
         (("paper: suite", "paper: suite\nscales_note: yes"), "4: scales_note: yes is a boolean in YAML 1.1"),
         (("paper: suite", "paper: suite\nname: dup2"), "4: name: set twice in one mapping (lines 1 and 4)"),

@@ -63,6 +63,37 @@ def test_a_corrupt_last_checkpoint_falls_back_to_the_previous_one(tmp_path, writ
         assert expected in said, (name, said)
 
 
+def test_a_finished_run_with_a_damaged_last_checkpoint_is_sampled_only_once_retrained(tmp_path, straight, capsys):
+    """previous.ckpt (step 15) is not what a finished run of 20 steps scored: sample refuses it, naming the
+    command that retrains the checkpoint, and that command retrains it (it answered "nothing to retrain")."""
+    summary, _ = straight()
+    shutil.copytree(straight.base / "results", tmp_path / "results")
+    run = RunDir(tmp_path / "results", "f-run", summary["run_id"])
+    last, previous = run.checkpoints / "last.ckpt", run.checkpoints / "previous.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # half a last.ckpt
+    retrain = f"`repro run f-run --scale tiny --run-id {run.run_id} --retrain-checkpoint` trains it again"
+    capsys.readouterr()
+    for damaged, why in (
+        (
+            "last",
+            f"{last}: not a checkpoint (empty, truncated or not a zip archive); previous.ckpt holds step 15, "
+            "not step 20, whose weights the run scored",
+        ),
+        ("both", f"{last}: not a checkpoint (empty, truncated or not a zip archive); {previous}: not a checkpoint"),
+    ):
+        if damaged == "both":
+            previous.write_bytes(b"")
+        assert main(["sample", str(run.path), "--n", "1", "--length", "4"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith(f"error: {run.path}: {why}"), captured
+        assert retrain in captured.err and captured.err.count("\n") == 1  # no "restarts from step 0"
+    manifest = ["--allow-read", str(straight.base), "run", str(straight.base / "dense.yaml")]
+    assert main([*manifest, "--run-id", run.run_id, "--retrain-checkpoint"]) == 0
+    assert "checkpoint retrained and kept" in capsys.readouterr().out
+    assert torch.load(last, weights_only=True)["global_step"] == 20 and run.summary() == summary
+    assert main(["sample", str(run.path), "--n", "1", "--length", "4"]) == 0
+
+
 def test_a_kill_while_writing_a_checkpoint_keeps_the_last_and_its_temp_goes(tmp_path, write_manifest, kid, straight):
     m, spec, run = killed_store(tmp_path, write_manifest, kid, kill_in_save=3)
     temps = list(run.checkpoints.glob(".last.ckpt.*.tmp"))
@@ -132,14 +163,19 @@ def test_a_full_disk_fails_in_one_line_leaving_nothing_half_written(tmp_path, wr
     m = manifests.load(path)
     spec = m.expand("tiny")[0]
     data.open_split(spec.data.name, "train", **spec.data.options())  # prepared first: the limit is the store's
+    (tmp_path / "results").mkdir()
+    sources = tmp_path / "results" / "sources"
+    sources.write_text("")  # the manifest's record, written after the failure, cannot be written either
     code, _, err = kid(["run", str(path)], file_limit=100_000)  # a checkpoint is ~220 KB
     run = RunDir(tmp_path / "results", m.name, spec.run_id)
-    assert code == 1
+    assert code == 1  # the failure told is the checkpoint's, not the record's after it
     assert err.strip().splitlines()[-1] == f"error: {run.checkpoints / 'last.ckpt'}: cannot write: File too large"
     assert "Traceback" not in err
     assert not list(run.path.rglob("*.tmp")) and run.last_checkpoint is None
     assert run.summary()["status"] == "failed" and "File too large" in run.summary()["error"]
+    sources.unlink()
     assert main(["run", str(path)]) == 0 and run.summary()["status"] == "finished"  # space again: it runs
+    assert (sources / "f-run.json").is_file()
 
 
 def test_a_read_only_results_directory_fails_in_one_line(corpus, write_manifest, kid, monkeypatch):
@@ -160,6 +196,43 @@ def test_a_read_only_results_directory_fails_in_one_line(corpus, write_manifest,
         assert err.strip().splitlines()[-1] == f"error: {run.path}: cannot create directory: Permission denied"
         assert "Traceback" not in err
         assert not any((base / "results").iterdir())
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_run_folder_this_user_may_not_read_is_listed_and_the_rest_served(straight, kid, monkeypatch):
+    summary, _ = straight()
+    base = Path(tempfile.mkdtemp())  # world-readable, unlike pytest's tmp dirs: another user reads it
+    try:
+        os.chmod(base, 0o755)
+        shutil.copytree(straight.base / "results", base / "results")
+        for folder in [base / "results", *(base / "results").rglob("*")]:
+            os.chmod(folder, 0o777 if folder.is_dir() else 0o644)  # the index and the report may be written
+        shutil.copy(straight.base / "corpus.txt", base / "corpus.txt")
+        manifest = base / "m.yaml"
+        manifest.write_text((straight.base / "dense.yaml").read_text().replace(str(straight.base), str(base)))
+        monkeypatch.setenv("REPRO_RESULTS", str(base / "results"))
+        closed = [base / "results" / "runs" / "f-run" / "0123456789ab", base / "results" / "runs" / "other"]
+        for folder in closed:
+            folder.mkdir(mode=0o000)
+        user = None if os.geteuid() else 65534  # root reads a folder at mode 000: the test runs as nobody
+        code, out, err = kid(["status"], as_user=user)
+        assert code == 0 and err == "" and summary["run_id"] in out, err
+        assert [line for line in out.splitlines() if line.startswith("unreadable")] == [
+            f"unreadable: {closed[0]}: Permission denied",
+            f"unreadable: {closed[1]}: Permission denied",
+        ]
+        code, out, err = kid(["status", "--json"], as_user=user)
+        assert code == 0 and [r["run_id"] for r in json.loads(out)] == [summary["run_id"]]
+        assert err.splitlines() == [
+            f"unreadable: {closed[0]}: Permission denied",
+            f"unreadable: {closed[1]}: Permission denied",
+        ]
+        code, out, err = kid(["report", str(manifest)], as_user=user)
+        assert code == 0 and "Traceback" not in err, err
+        report = (base / "results" / "reports" / "f-run.md").read_text()
+        assert f"- unreadable run, left out (this user may not read it): {closed[0]}: Permission denied" in report
+        assert f"| finished | corpus.txt@{summary['dataset'].split('@')[1]} |" in report  # the readable run's row
     finally:
         shutil.rmtree(base)
 

@@ -1,7 +1,7 @@
 """Importing the suite changes nothing of the process: a notebook that imports repro (or the CLI, the
 runner, the models) keeps its torch threads and its environment (after the libraries' own imports, which
 set variables of theirs); runs pin threads, the instruction set
-and OpenMP's wait policy where they start (repro.train.environment, repro.cli.main)."""
+and OpenMP's wait policy where they start (repro.train.environment, repro.cli.command)."""
 
 import json
 import os

@@ -21,7 +21,7 @@ from spine_manifests import stored_run, tiny_manifest
 from textcorpus import write_corpus
 
 from repro import cpu_isa
-from repro.cli.main import main
+from repro.cli import main
 from repro.config import manifest as manifests
 from repro.store.runs import RunDir
 from repro.train import environment, verify

@@ -1,8 +1,10 @@
-"""``repro``'s entry point: parse, run the command, map errors to exit statuses.
+"""``repro``'s command line (after :func:`repro.cli.main`'s checks): parse, run the command, map errors
+to exit statuses.
 
 Exit status: 0 done; 1 a run failed (RunFailed, one line), a write failed (StoreError, one line), or
-standard output is closed or full; 2 bad input (UserError, one line); 3 a run was skipped because another
-process trains it; 128 + N stopped by signal N (``repro run``: 143 SIGTERM, 130 SIGINT, 129 SIGHUP, after
+standard output is closed or full; 2 bad input (UserError, one line; a working directory that no longer
+exists too); 3 a run was skipped because another process trains it; 128 + N stopped by signal N (130:
+Ctrl-C, each command saying what it leaves; ``repro run``: 143 SIGTERM, 130 SIGINT, 129 SIGHUP, after
 checkpointing at a step boundary).
 """
 
@@ -42,7 +44,7 @@ def _command(argv: list[str] | None, stdout: exits.Watched) -> int:
         results_root(getattr(args, "results", None))  # one that is not a folder: refused by every command
         return args.func(args) or 0
 
-    return exits.statuses(call, stdout)
+    return exits.statuses(call, stdout, interrupted=getattr(args, "interrupted", exits.INTERRUPTED))
 
 
 if __name__ == "__main__":
