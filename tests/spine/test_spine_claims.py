@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
-from repro.claims import language as claims
 from repro.claims import gates, power, stats
+from repro.claims import language as claims
 from repro.claims import verdict as verdicts
 from repro.claims.select import SEED, seed_means
 
@@ -127,9 +127,7 @@ def test_timing_claims_count_only_runs_that_ran_alone():
     verdict = gates.evaluate(FASTER, older, KEYS)
     assert verdict.status == "not evaluable" and "no load record" in verdict.detail
     # replicates: a seed whose timed runs did not run alone is left out, the others judge the claim
-    seeds = pd.concat(
-        [older.assign(**{SEED: 0}), TIMED.assign(**{SEED: 1}), TIMED.assign(**{SEED: 2})]
-    )
+    seeds = pd.concat([older.assign(**{SEED: 0}), TIMED.assign(**{SEED: 1}), TIMED.assign(**{SEED: 2})])
     verdict = gates.evaluate(
         FASTER, seeds.assign(seconds_per_step=[0.3, 0.35, 0.2, 0.25] * 2 + [0.3, 0.36, 0.2, 0.26]), KEYS
     )
@@ -421,7 +419,9 @@ def test_an_or_is_bonferroni_corrected_inside_the_claim():
     assert judged.status == "within noise" and judged.p_holds == pytest.approx(0.07, rel=1e-6)
     # and the failing side of an and likewise: one part failing at p = 0.035 of two is not a refutation
     flipped = runs.assign(fixed=0.0)
-    flipped["valid_bits"] = [-v if k != "adaptive" else 0.0 for k, v in zip(runs["model.span.kind"], runs["valid_bits"])]
+    flipped["valid_bits"] = [
+        -v if k != "adaptive" else 0.0 for k, v in zip(runs["model.span.kind"], runs["valid_bits"])
+    ]
     flipped.loc[flipped["model.span.kind"] == "dynamic", "valid_bits"] = 5.0
     both = WINS + " and valid_bits[kind=adaptive] < valid_bits[kind=dynamic]"
     assert gates.evaluate(WINS, flipped, ["model.span.kind"]).status == "not reproduced"
@@ -456,7 +456,10 @@ def _curve(bits: list[float], every: int = 50) -> pd.DataFrame:
 
 def _curves(adaptive, fixed):
     """A loader for the runs of :func:`_margins` with ids: seed i's adaptive run "a<i>", fixed "f<i>"."""
-    table = {**{f"a{i}": _curve(c) for i, c in enumerate(adaptive)}, **{f"f{i}": _curve(c) for i, c in enumerate(fixed)}}
+    table = {
+        **{f"a{i}": _curve(c) for i, c in enumerate(adaptive)},
+        **{f"f{i}": _curve(c) for i, c in enumerate(fixed)},
+    }
     return table.get
 
 
@@ -473,14 +476,18 @@ def test_a_bits_verdict_keeps_its_sign_along_the_paired_curves_or_is_not_evaluab
     assert held.status == "reproduced" and any("trajectory" in h and "3 of 3 seeds" in h for h in held.held)
     # a missing curve: not evaluable (the old gate passed it silently)
     missing = gates.evaluate(WINS, runs, ["model.span.kind"], curves=lambda run: None)
-    assert missing.status == "not evaluable" and missing.control == "trajectory" and "no learning curve" in missing.detail
+    assert (
+        missing.status == "not evaluable" and missing.control == "trajectory" and "no learning curve" in missing.detail
+    )
     # the margin flips sign within the last 40% on one seed
     late = [list(a) for a in adaptive]
     late[1][-3] = fixed[1][-3] + 0.2
     flipped = gates.evaluate(WINS, runs, ["model.span.kind"], curves=_curves(late, fixed))
     assert flipped.status == "not evaluable" and "sign flips" in flipped.detail and "seed 1" in flipped.detail
     # the baseline still improving fast enough that its fit overtakes within 50% more steps
-    catching = [[3.0 / s**0.3 + 0.1 * (1 - s / 21) ** 0.5 * 0 + 0.6 / s**0.5 - 0.6 / 20**0.5 + 0.004 for s in steps]] * 3
+    catching = [
+        [3.0 / s**0.3 + 0.1 * (1 - s / 21) ** 0.5 * 0 + 0.6 / s**0.5 - 0.6 / 20**0.5 + 0.004 for s in steps]
+    ] * 3
     crossed = gates.evaluate(WINS, runs, ["model.span.kind"], curves=_curves(adaptive, catching))
     assert crossed.status == "not evaluable" and "fits" in crossed.detail and "cross" in crossed.detail
 
@@ -491,7 +498,9 @@ def test_a_reproduced_claim_stands_only_when_its_controls_are_reproduced():
     control = "valid_bits[kind=adaptive] < valid_bits[kind=window]"
     verdict = gates.evaluate(WINS, runs, ["model.span.kind"], controls=[control])
     assert verdict.status == "not evaluable" and verdict.control == "control" and "within noise" in verdict.detail
-    beaten = runs.assign(valid_bits=[v + 0.1 * (k == "window") for k, v in zip(runs["model.span.kind"], runs["valid_bits"])])
+    beaten = runs.assign(
+        valid_bits=[v + 0.1 * (k == "window") for k, v in zip(runs["model.span.kind"], runs["valid_bits"])]
+    )
     held = gates.evaluate(WINS, beaten, ["model.span.kind"], controls=[control])
     assert held.status == "reproduced" and held.held and control in held.held[0]
     untrained = gates.evaluate(WINS, runs[runs["model.span.kind"] != "window"], ["model.span.kind"], controls=[control])

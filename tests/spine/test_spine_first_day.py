@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from spine_manifests import stored_run
 
+from repro.claims import gates as verdicts
 from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.cells import cell_text, value_text
-from repro.claims import gates as verdicts
 from repro.report import prune
 
 ROW = {"name": "moh-audio", "seq_len": 1024, "block": 1024}

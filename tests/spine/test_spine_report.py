@@ -98,8 +98,8 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
 def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
     """REPORT.md's table: a first row sums each scale's verdicts over every artefact, then one row each; a
     check that the model learned counts as a sanity check, apart."""
-    from repro.report.pages import ClaimResult, verdict_table
     from repro.claims.verdict import Verdict
+    from repro.report.pages import ClaimResult, verdict_table
 
     def judged(manifest, scale, *statuses):
         return [ClaimResult(manifest, scale, f"c{i}", "t", "x", Verdict(s, "")) for i, s in enumerate(statuses)]
@@ -170,8 +170,8 @@ def test_holm_and_benjamini_hochberg_adjust_a_family_of_p_values():
 
 
 def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_moved(tmp_path):
-    from repro.report.pages import ClaimResult, moved_verdicts, multiplicity
     from repro.claims.verdict import Margin, Verdict
+    from repro.report.pages import ClaimResult, moved_verdicts, multiplicity
 
     def found(name, runs, p, status="reproduced"):
         margin = Margin(0, "", 0.1, 0.05, 0.15, 3, status=1 if status == "reproduced" else 0, p_holds=p, p_fails=1 - p)
