@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--retrain-checkpoint",
         action="store_true",
         help="train finished runs that have no checkpoint (checkpoints are not committed) again, check that "
-        "the retrained run reproduces the stored bits, and keep its checkpoint (for `repro sample`)",
+        "the retrained run reproduces the stored bits, and keep its checkpoint (for `repro sample`); one that "
+        "does not stays under <results>/.retrain, which `repro sample` loads",
     )
     cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
     cluster.add_argument(

@@ -105,8 +105,16 @@ reused (copied), not retrained.
 - `--retrain-checkpoint`: checkpoints are not committed, so a cloned store's finished runs cannot be
   sampled. This trains such a run again under a scratch root (`<results>/.retrain/<id>`, W&B off),
   checks that the retrained run reproduces the stored bits (to 1e-6), and only then keeps its checkpoint
-  (the stored run's other files are untouched). A mismatch fails, keeping the scratch run for inspection.
-  `repro sample` prints the exact command when a run has no checkpoint.
+  beside it (the stored run's other files are untouched). A retraining that does not reproduce them stays
+  under the scratch root, and the line names `repro sample <its folder>`, which samples it. A run that is
+  not expected to reproduce here (trained from uncommitted code, `+dirty`; on another CPU vendor; with
+  another torch; on native kernels this CPU lacks) is said to be so before it trains, and its copy kept
+  apart is the outcome (exit 0, `kept apart: ...`); any other mismatch fails (exit 1), naming what may
+  explain it and `repro verify ID`. A copy kept apart is not trained again. `repro sample` prints the
+  exact command when a run has no checkpoint, or the copy's folder once there is one.
+- A run trained into another root than the default one, where the default root (`results/`, the shipped
+  runs) holds a finished run of the same id, says whether it gave that run's bits, and if not, why
+  (docs/reproducibility.md).
 - `--no-wandb`: otherwise online with credentials, else offline (`repro sync` uploads).
 - `--devices`, `--num-nodes`, `--launcher` and the SLURM options: [clusters.md](clusters.md).
 
@@ -164,7 +172,9 @@ Generates from a stored run's checkpoint into the run's `samples/` folder, named
 (text, an image grid, or WAV files). Text samples are printed, all N of them, each after its prompt.
 `--length` may exceed the block: the context window slides (when it is full, its last half block
 becomes the new context). An image is one block: a longer `--length` is capped, saying so. No
-checkpoint: the error names the `repro run ... --retrain-checkpoint` command that brings it back.""",
+checkpoint: the error names the `repro run ... --retrain-checkpoint` command that brings it back, and
+says beforehand when the retraining is not expected to give the stored bits (it then keeps its copy apart,
+under `<results>/.retrain/<id>`); once such a copy exists, it names `repro sample <the copy's folder>`.""",
     "bench": """\
 Runs a benchmark and stores its records. The default file is `<results>/bench/<bench>.json`; when it
 exists (the committed record behind the README's tables), the records go to a new

@@ -145,7 +145,7 @@ def _train(
     """Train ``specs`` (manifest, spec) one after another into ``root`` (``retrain_checkpoint``: each stored
     run's checkpoint trained again): the exit status of ``repro run``."""
     from repro.track.loggers import resolve_mode, wandb_dir
-    from repro.train import retrain, runner
+    from repro.train import retrain, runner, samebits
 
     known = manifests.discover()
     mode = resolve_mode(no_wandb)
@@ -156,7 +156,7 @@ def _train(
     started = time.monotonic()
     for i, (m, spec) in enumerate(specs, 1):
         timings.refresh()  # the runs this session finished time the ones left of their shape
-        todo = [s for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished]
+        todo = [s for n, s in specs[i - 1 :] if _to_train(RunDir(root, n.name, s.run_id), retrain_checkpoint)]
         echo(
             f"[{i}/{len(specs)}] elapsed {progress.duration(time.monotonic() - started)}, {eta.plan(todo, timings)}"
             f"\n  {m.name} {spec.cell_name + ' ' if spec.cell else ''}({spec.run_id}, scale {spec.scale}, "
@@ -182,7 +182,16 @@ def _train(
             f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
             f"on {s.get('dataset')}"
         )
+        if outcome.status == "finished" and not retrain_checkpoint:  # trained now: beside the shipped run's bits
+            shipped = RunDir(store.results_root(None), m.name, spec.run_id)
+            if line := samebits.against_stored(shipped, RunDir(root, m.name, spec.run_id)):
+                echo(line)
     return 1 if failed else 3 if busy else 0
+
+
+def _to_train(run: RunDir, retrain_checkpoint: bool) -> bool:
+    """Whether ``run`` trains in this session: unfinished, or (``--retrain-checkpoint``) without a checkpoint."""
+    return not run.finished or (retrain_checkpoint and run.last_checkpoint is None)
 
 
 def _power(plan, scale: str, seeds: int | None) -> str:

@@ -1,0 +1,107 @@
+"""A researcher's first day, round three (issue 49, points 1-5): every command a line suggests works, and a
+rerun that cannot give a stored run's bits says when and why."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from repro.cli import main
+from repro.config import lookup
+from repro.store.runs import RunDir
+
+
+def _edit(run: RunDir, code_version: str | None = None, **summary) -> None:
+    """Change a stored run as a clone from another machine or code would hold it: its spec's code_version
+    (not part of the run id) and numbers of its summary."""
+    if code_version is not None:
+        spec = run.path / "spec.yaml"
+        lines = spec.read_text().splitlines()
+        spec.write_text(
+            "\n".join(f"code_version: {code_version}" if line.startswith("code_version:") else line for line in lines)
+            + "\n"
+        )
+    stored = run.summary()
+    (run.path / "summary.json").write_text(json.dumps({**stored, **summary}))
+
+
+@pytest.fixture
+def trained(tmp_path, write_manifest, capsys):
+    """A tiny run trained into the test's results root, its checkpoint gone (as in a clone)."""
+    path = write_manifest()
+    assert main(["run", str(path)]) == 0
+    (spec,) = lookup.load(path).expand("tiny")
+    run = RunDir(tmp_path / "results", spec.manifest, spec.run_id)
+    shutil.rmtree(run.checkpoints)
+    capsys.readouterr()
+    return path, run
+
+
+def test_a_run_from_uncommitted_code_is_retrained_apart_and_sample_names_the_copy(trained, capsys):
+    """Issue 49.1: the stored run was trained from uncommitted code and its bits are not this code's. `repro
+    sample` says so before anything trains; the command it names succeeds, keeping the retrained copy
+    apart; `repro sample` then names that copy, which samples."""
+    path, run = trained
+    stored = run.summary()
+    _edit(run, code_version="0123abc+dirty", valid_bits=stored["valid_bits"] + 1e-3)
+    assert main(["sample", run.run_id]) == 2
+    err = capsys.readouterr().err
+    copy = run.path.parent.parent.parent / ".retrain" / run.run_id / "runs" / run.path.parent.name / run.run_id
+    assert (
+        "not expected to give the stored bits (it was trained from uncommitted code (code_version 0123abc+dirty)" in err
+    )
+    assert f"`repro sample {copy}`" in err and err.count("\n") == 1
+    command = err.split("`repro run ", 1)[1].split("`", 1)[0].split()
+    assert command[1:] == ["--scale", "tiny", "--run-id", run.run_id, "--retrain-checkpoint"]
+
+    assert main(["run", str(path), *command[1:]]) == 0  # the manifest by its path here
+    out = capsys.readouterr().out
+    assert "not the stored bits" in out and "as foreseen: it was trained from uncommitted code" in out
+    assert f"`repro sample {copy}` samples it" in out and "  kept apart: valid " in out
+    assert run.last_checkpoint is None and (copy / "checkpoints" / "last.ckpt").exists()
+
+    assert main(["sample", run.run_id]) == 2
+    err = capsys.readouterr().err
+    assert "its retrained copy has one: valid_bits" in err and f"`repro sample {copy}` samples it" in err
+    assert main(["sample", str(copy), "--length", "20"]) == 0
+    assert "--- sample 1 of 4 (20 symbols) ---" in capsys.readouterr().out
+
+    assert main(["run", str(path), *command[1:]]) == 0  # again: the copy is not trained again
+    out = capsys.readouterr().out
+    assert "was retrained before" in out and "step " not in out and "kept apart" in out
+
+
+def test_a_mismatch_nothing_foresaw_fails_and_still_names_the_copy_and_verify(trained, capsys):
+    path, run = trained
+    _edit(run, code_version="0123abc", test_bits=run.summary()["test_bits"] - 1e-3)
+    assert main(["sample", run.run_id]) == 2
+    assert "checks that it reproduces the stored bits and keeps its checkpoint" in capsys.readouterr().err
+    assert main(["run", str(path), "--run-id", run.run_id, "--retrain-checkpoint"]) == 1
+    err = capsys.readouterr().err
+    assert "not the stored bits" in err and "it was trained at code 0123abc, this is " in err
+    assert f"`repro verify {run.run_id}`" in err and "`repro sample " in err and err.count("\n") == 1
+    assert run.last_checkpoint is None
+
+
+def test_a_run_trained_into_another_root_says_whether_it_gave_the_shipped_runs_bits(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """Issue 49.1: the Quick start trains the shipped smoke run's id into a fresh root; its bits differed
+    from the shipped run's in the 4th decimal with no word."""
+    path, run = trained
+    shipped = tmp_path / "shipped"
+    shutil.copytree(run.path, shipped / "runs" / run.path.parent.name / run.run_id)
+    monkeypatch.setenv("REPRO_RESULTS", str(shipped))  # the default root: the shipped runs
+    assert main(["--results", str(tmp_path / "fresh"), "run", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"the same bits as the run of this id stored under {shipped / 'runs'}" in out
+
+    twin = RunDir(shipped, run.path.parent.name, run.run_id)
+    _edit(twin, code_version="0123abc+dirty", valid_bits=run.summary()["valid_bits"] + 1e-4)
+    assert main(["--results", str(tmp_path / "fresh2"), "run", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "not the bits of the run of this id stored under" in out and "trained from uncommitted code" in out
+    assert main(["run", str(path)]) == 0  # into the default root itself: the run is skipped, no comparison
+    assert "stored under" not in capsys.readouterr().out
