@@ -145,7 +145,7 @@ def _train(
     """Train ``specs`` (manifest, spec) one after another into ``root`` (``retrain_checkpoint``: each stored
     run's checkpoint trained again): the exit status of ``repro run``."""
     from repro.track.loggers import resolve_mode, wandb_dir
-    from repro.train import retrain, runner, samebits
+    from repro.train import retrain, runner, samebits, throughput
 
     known = manifests.discover()
     mode = resolve_mode(no_wandb)
@@ -182,6 +182,8 @@ def _train(
             f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
             f"on {s.get('dataset')}"
         )
+        if (s.get("mfu") or 0) > 1:
+            echo(f"  mfu {s['mfu']:.3f}: {throughput.ABOVE_PEAK}")
         if outcome.status == "finished" and not retrain_checkpoint:  # trained now: beside the shipped run's bits
             shipped = RunDir(store.results_root(None), m.name, spec.run_id)
             if line := samebits.against_stored(shipped, RunDir(root, m.name, spec.run_id)):

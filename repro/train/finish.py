@@ -38,7 +38,7 @@ def scores(
     scored = _evaluate_and_analyse(spec, module, trainer, run, data)
     # eval_seconds: what `repro run`'s ETA adds per run beside the training steps
     final = {"steps": spec.train.steps, **selected, **scored, "eval_seconds": round(time.perf_counter() - started, 2)}
-    final.update(_throughput(spec, final, trainer, run, world))
+    final.update(_throughput(spec, final, trainer, world))
     return final
 
 
@@ -77,7 +77,7 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
     return final
 
 
-def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, world: distributed.World) -> dict:
+def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, world: distributed.World) -> dict:
     """Achieved model FLOP/s and MFU against the device's peak, the FLOPs convention, and the load the
     machine carried over training (repro.train.throughput, docs/throughput.md)."""
     metrics = trainer.callback_metrics
@@ -88,7 +88,6 @@ def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, wo
         "cpus": os.cpu_count(),
         "ran_alone": throughput.ran_alone(load.get(TrainingMeter.OTHERS_MAX)),
         **throughput.summary_fields(
-            run.path.parent.parent.parent,
             device,
             trainer.precision,  # train.precision as resolved (auto: bf16-mixed or 32-true)
             final.get("flops_per_token"),
