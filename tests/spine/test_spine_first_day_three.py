@@ -105,3 +105,28 @@ def test_a_run_trained_into_another_root_says_whether_it_gave_the_shipped_runs_b
     assert "not the bits of the run of this id stored under" in out and "trained from uncommitted code" in out
     assert main(["run", str(path)]) == 0  # into the default root itself: the run is skipped, no comparison
     assert "stored under" not in capsys.readouterr().out
+
+
+def test_a_users_ablation_reports_its_claims_metrics_and_labels_the_notes_it_inherited(tmp_path, corpus):
+    """Issue 49.3: a user's manifest that includes a recipe printed the recipe's notes as its own, and a
+    metric its claim compared (here attn_keys_per_query, which no renderer it names reads) appeared in no
+    table."""
+    from spine_manifests import stored_run, tiny_manifest
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("notes: >\n  The recipe's choice, written for its own manifests.\n")
+    own = tiny_manifest(corpus, name="my-ablation", grid="grid:\n  model.stride: [8, 16]\n")
+    own += "claims:\n  - id: fewer-keys\n    text: fewer keys\n    check: 'attn_keys_per_query[stride=8] < attn_keys_per_query[stride=16]'\n"
+    path = tmp_path / "mine.yaml"
+    path.write_text(f"include: recipe.yaml\n{own}notes: >\n  My own note.\n")
+    root = tmp_path / "results"
+    for spec, keys in zip(lookup.load(path).expand("tiny"), (11.5, 19.25)):
+        stored_run(root, spec, valid_bits=3.0, test_bits=3.1, attn_keys_per_query=keys)
+    assert main(["report", str(path)]) == 0
+    text = (root / "reports" / "my-ablation.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| stride |"))
+    assert "attn_keys_per_query" in header
+    assert "| 11.5 |" in text and "| 19.25 |" in text
+    notes = text.split("## Notes", 1)[1]
+    assert notes.startswith("\n\nMy own note.\n") and "The recipe's choice" not in notes.split("## Notes of", 1)[0]
+    assert "## Notes of the included `recipe.yaml`" in notes and "> The recipe's choice, written for its own" in notes
