@@ -118,7 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=options.positive("steps"),
         default=None,
         metavar="N",
-        help="cap every run at N steps (a different run id: kept out of reports)",
+        help="cap every run at N steps (a different run id: kept out of reports); a capped run scores each "
+        "split's first train.val_tokens targets (the quick validation's), unless --full-eval",
+    )
+    p.add_argument(
+        "--full-eval",
+        action="store_true",
+        help="with --max-steps: score every target of each split, as an uncapped run does",
     )
     seeds_arg(p, "train")
     p.add_argument(

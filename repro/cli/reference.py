@@ -99,9 +99,13 @@ reused (copied), not retrained.
 - `--only KEY=VALUE`: one that matches nothing names the values that exist.
 - `--max-steps N`: a capped run is another spec, so another run id: its report lists it apart and never
   uses it in a table, figure or claim (`repro run` says so, and that `train.steps=N` trains a shortened
-  manifest whose own report uses its runs).
+  manifest whose own report uses its runs). It scores each split's first `train.val_tokens` targets
+  (summary `eval_targets_cap`; [evaluation.md](evaluation.md)); `--full-eval` scores every target.
 - `--dry-run` and `repro run` print an ETA before the first step, from stored finished runs of the same
-  shape (this root's, then the shipped `results/`), saying where it came from.
+  shape (this root's, then the shipped `results/`), saying where it came from: their seconds per step and
+  evaluation seconds per scored target (a capped run's evaluation counted at its prefix).
+- `--launcher local` prints the sweep's ETA first (`K at a time` with `--max-parallel K`), then, as each
+  job ends, `[k of n ended] elapsed T, ETA ...` for the runs not done yet.
 - `--retrain-checkpoint`: checkpoints are not committed, so a cloned store's finished runs cannot be
   sampled. This trains such a run again under a scratch root (`<results>/.retrain/<id>`, W&B off),
   checks that the retrained run reproduces the stored bits (to 1e-6), and only then keeps its checkpoint

@@ -130,3 +130,47 @@ def test_a_users_ablation_reports_its_claims_metrics_and_labels_the_notes_it_inh
     notes = text.split("## Notes", 1)[1]
     assert notes.startswith("\n\nMy own note.\n") and "The recipe's choice" not in notes.split("## Notes of", 1)[0]
     assert "## Notes of the included `recipe.yaml`" in notes and "> The recipe's choice, written for its own" in notes
+
+
+def test_a_capped_run_scores_a_prefix_keeps_its_id_and_full_eval_scores_all(tmp_path, write_manifest, capsys):
+    """Issue 49.4: `--max-steps 10` runs spent most of their ~70 s scoring every target of both splits.
+    A capped run scores each split's first train.val_tokens targets (and says so) under the id it had;
+    --full-eval scores every target, as the uncapped run does."""
+    from repro.cli.filters import with_max_steps
+
+    path = write_manifest(extra_train=", val_tokens: 256")
+    (spec,) = lookup.load(path).expand("tiny")
+    capped_id = with_max_steps(spec, 10).run_id
+    assert main(["run", str(path), "--max-steps", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "they score each split's first 256 targets (train.val_tokens" in out
+    assert "(each split's first 256 targets)" in out
+    summary = RunDir(tmp_path / "results", spec.manifest, capped_id).summary()
+    assert summary["eval_targets_cap"] == 256 and 256 <= summary["valid_targets"] < 1000
+
+    assert main(["--results", str(tmp_path / "full"), "run", str(path), "--max-steps", "10", "--full-eval"]) == 0
+    full = RunDir(tmp_path / "full", spec.manifest, capped_id).summary()  # the same id
+    assert "eval_targets_cap" not in full and full["valid_targets"] > 2000
+    assert main(["--results", str(tmp_path / "full"), "run", str(path)]) == 0  # uncapped: every target
+    assert RunDir(tmp_path / "full", spec.manifest, spec.run_id).summary()["valid_targets"] == full["valid_targets"]
+    capsys.readouterr()
+    assert main(["run", str(path), "--full-eval"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_eta_counts_a_capped_runs_evaluation_at_its_prefix(tmp_path, write_manifest):
+    from spine_manifests import stored_run
+
+    from repro.cli import eta
+    from repro.cli.filters import with_max_steps
+
+    (spec,) = lookup.load(write_manifest(extra_train=", val_tokens: 64")).expand("tiny")
+    # a stored run of the shape: 0.5 s a step, 20 s to score 1,280 targets (a capped one scored 128 in 2 s)
+    stored_run(tmp_path / "r", spec, seconds_per_step=0.5, eval_seconds=20.0, valid_targets=640, test_targets=640)
+    short = with_max_steps(spec, 10)
+    stored_run(tmp_path / "r", short, seconds_per_step=0.5, eval_seconds=2.0, valid_targets=64, test_targets=64)
+    timings = eta.Timings([tmp_path / "r"])
+    assert eta.plan([spec], timings).startswith("ETA 35s for 1 run(s)")  # 30 x 0.5 + 20: the whole splits
+    assert eta.plan([short], timings, {short.run_id}).startswith("ETA 7s for 1 run(s)")  # 10 x 0.5 + 2 x 64 x 20 / 1280
+    assert eta.plan([short], timings).startswith("ETA 25s for 1 run(s)")  # --full-eval: 10 x 0.5 + 20
+    assert eta.plan([spec, spec], timings, parallel=2).startswith("ETA 35s (2 at a time) for 2 run(s)")
