@@ -87,8 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         if scale:
             p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
 
-    p = command("list", cmd_list, "every manifest: title, runs at a scale, finished")
-    p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
+    p = command("list", cmd_list, "every manifest: title, its finished and total runs at each trained scale")
+    p.add_argument(
+        "--scale",
+        default=None,
+        help="count the runs at this scale only (default: every scale with finished runs, and tiny)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (one object per manifest)")
     p.add_argument("--names", action="store_true", help="print only the names (for shell completion)")
 

@@ -79,11 +79,17 @@ picks among the valid ones. An override that leaves no valid cell is the one-lin
 # what a command's usage and options do not say, after its options (keyed by the command's words)
 NOTES = {
     "list": """\
-An invalid manifest's row reads `INVALID (below)`; its message follows the table on a line of its own.""",
+Without `--scale`, a column per scale that any manifest has finished runs at (and `tiny`, the default),
+each cell `finished/runs` (`-`: the manifest has no such scale; a cpu-only pilot reads `-` at tiny and
+`2/2` at cpu), and a line naming the scales with no finished run. `--scale S` counts one scale: its runs
+and how many finished. An invalid manifest's row reads `INVALID (below)`; its message follows the table on
+a line of its own.""",
     "show": """\
-The table: run id, the grid cell (and the overrides' keys), seed, data, block, family, steps and batch,
-each once (`train.steps=100` shows in the steps column): the runs `repro run` with the same arguments
-trains. Renderer files are read, not run.""",
+The table: run id, the grid cell (and the overrides' keys), the resolved keys that tell the runs apart
+beyond those (a `variant` sets several: `layers`, `limit` (S), `kind`, ...), seed, data, block, family,
+steps and batch, each once (`train.steps=100` shows in the steps column), and each run's state under the
+results root (`finished`, `to run`, ...; the title line counts the finished): the runs `repro run` with
+the same arguments trains. Renderer files are read, not run.""",
     "validate": """\
 Checks keys, types, ranges, grids, claims (their metrics: a name no run of the family stores is refused,
 with the closest ones) and the renderers' reference keys, every scale expanded. Every manifest is checked:

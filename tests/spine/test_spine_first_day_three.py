@@ -174,3 +174,41 @@ def test_the_eta_counts_a_capped_runs_evaluation_at_its_prefix(tmp_path, write_m
     assert eta.plan([short], timings, {short.run_id}).startswith("ETA 7s for 1 run(s)")  # 10 x 0.5 + 2 x 64 x 20 / 1280
     assert eta.plan([short], timings).startswith("ETA 25s for 1 run(s)")  # --full-eval: 10 x 0.5 + 20
     assert eta.plan([spec, spec], timings, parallel=2).startswith("ETA 35s (2 at a time) for 2 run(s)")
+
+
+def test_list_counts_every_trained_scale_not_only_tiny(capsys):
+    """Issue 49.5: the cpu-only pilots read "0 0" (tiny) in `repro list`."""
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[2] / "results"
+    assert main(["list", "--results", str(shipped)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0].split("  ")
+    header = [h.strip() for h in header if h.strip()]
+    assert header[2:4] == ["tiny (finished/runs)", "cpu (finished/runs)"]
+    pilot = next(line for line in lines if line.startswith("cpu-pilot-fixed "))
+    assert pilot.split()[-3:-1] == ["-", "2/2"]  # no tiny scale; both cpu runs finished
+    assert main(["list", "--results", str(shipped), "--scale", "cpu"]) == 0
+    pilot = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("cpu-pilot-fixed "))
+    assert pilot.split()[-2:] == ["2", "2"]
+
+
+def test_show_names_what_tells_the_variants_apart_and_which_runs_are_finished(tmp_path, capsys):
+    """Issue 49.5: `repro show as-table1` listed variant, seed and steps, not the layers or S that make the
+    variants, nor which runs were finished."""
+    from spine_manifests import stored_run
+
+    from repro.config import manifest as manifests
+
+    specs = manifests.load(manifests.discover()["as-table1"]).expand("tiny")
+    stored_run(tmp_path / "results", specs[0], valid_bits=2.0)
+    assert main(["show", "as-table1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(f"[scale tiny; 1 of 9 finished under {tmp_path / 'results'}/]")
+    header = lines[1].split()
+    for column in ("variant", "layers", "d_model", "kind", "limit", "seed", "state"):
+        assert column in header, column
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    large = next(r for r in rows.values() if r[1] == "adaptive-large")
+    assert large[header.index("layers")] == "6" and large[header.index("limit")] == "8192"
+    assert rows[specs[0].run_id][-1] == "finished" and rows[specs[1].run_id][-2:] == ["to", "run"]
