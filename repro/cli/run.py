@@ -193,6 +193,12 @@ def _train(
     mode = resolve_mode(no_wandb)
     if mode != "disabled" and (world is None or world.leads):  # before any run is written: W&B's folder
         atomic.make_dirs(wandb_dir(root))
+    if mode != "disabled" and not retrain_checkpoint:  # say where: the Quick start wrote them unannounced
+        upload = "`repro sync` uploads them" if mode == "offline" else "sent to W&B as they train"
+        echo(
+            f"W&B {mode}: runs logged under {wandb_dir(root)}/ ({upload}; --no-wandb or WANDB_MODE=disabled "
+            "turns W&B off)"
+        )
     runner.settle_isa(root, [s for _, s in specs])  # a resumed run's instruction set first (docs/reproducibility.md)
     failed = busy = 0
     started = time.monotonic()
