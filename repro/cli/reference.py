@@ -178,7 +178,8 @@ bits; 1 one differs or cannot be verified; 2 a RUN that is not in the store. A v
 leaves its scratch folder (`repro-verify-*` in the temporary directory): delete it, then `git worktree prune`.
 What verify found across the stored runs: [reproducibility.md](reproducibility.md).""",
     "sample": """\
-Generates from a stored run's checkpoint into the run's `samples/` folder, named `seed<S>-temp<T>`
+Generates from a stored run's checkpoint into the run's `samples/` folder, named by everything that
+decides the draw, `seed<S>-n<N>-len<L>[-prompt<sha256 prefix>]-temp<T>`, so another draw never overwrites it
 (text, an image grid, or WAV files). Text samples are printed, all N of them, each after its prompt.
 `--length` may exceed the block: the context window slides (when it is full, its last half block
 becomes the new context). An image is one block: a longer `--length` is capped, saying so. No

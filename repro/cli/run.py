@@ -14,6 +14,7 @@ from repro.cli.status import run_state
 from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.keys import names
+from repro.config.metrics import split_gap
 from repro.errors import UserError
 from repro.files import atomic
 from repro.progress import say
@@ -238,6 +239,8 @@ def _train(
             f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
             f"on {s.get('dataset')}{prefix}"
         )
+        if gap := split_gap(s.get("valid_bits"), s.get("test_bits")):
+            echo(f"  note: {gap}")
         if (s.get("mfu") or 0) > 1:
             echo(f"  mfu {s['mfu']:.3f}: {throughput.ABOVE_PEAK}")
         if outcome.status == "finished" and not retrain_checkpoint:  # trained now: beside the shipped run's bits

@@ -33,6 +33,7 @@ from repro.config.cells import value_text
 from repro.config.claims import ClaimError, is_cost, is_sanity, parse
 from repro.config.document import SCALES as SCALE_ORDER
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
+from repro.config.metrics import split_gap
 from repro.files import atomic
 from repro.files.locks import FileLock
 from repro.report import derived, relatives, renderers, verdicts
@@ -246,6 +247,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
             f"trains them; then `repro report {manifest.command}` fills this section.",
             "",
         ]
+        lines += _split_gaps(cells)
         if not others.empty:
             lines += [
                 f"Other stored runs at this scale ({len(others)}), **not used** in the tables, figures or "
@@ -394,6 +396,22 @@ _INCLUDED_NOTES = (
     "Written for the manifests that include that file (its recipe's choices), not for this one: where this "
     "manifest sets other values, its own keys and the tables and claims of this report are the measured truth."
 )
+
+
+def _split_gaps(cells: pd.DataFrame) -> list[str]:
+    """A line under a scale's table where a cell's valid and test bits (seed means) lie far apart
+    (:func:`repro.config.metrics.split_gap`): the widest, and in how many cells."""
+    if cells.empty or not {"valid_bits", "test_bits"} <= set(cells):
+        return []
+    said = [
+        (abs(v - t), gap)
+        for v, t in zip(cells["valid_bits"], cells["test_bits"])
+        if (gap := split_gap(None if _missing(v) else v, None if _missing(t) else t))
+    ]
+    if not said:
+        return []
+    widest = max(said)[1]
+    return [f"**Valid against test** ({len(said)} of {len(cells)} cells), the widest gap: {widest}.", ""]
 
 
 def _notes(manifest: Manifest) -> list[str]:

@@ -212,3 +212,35 @@ def test_show_names_what_tells_the_variants_apart_and_which_runs_are_finished(tm
     large = next(r for r in rows.values() if r[1] == "adaptive-large")
     assert large[header.index("layers")] == "6" and large[header.index("limit")] == "8192"
     assert rows[specs[0].run_id][-1] == "finished" and rows[specs[1].run_id][-2:] == ["to", "run"]
+
+
+def test_an_unknown_metric_is_refused_in_plain_english(tmp_path, corpus, capsys):
+    """Issue 49.5: "is not stored by a adaptive_span run"."""
+    from spine_manifests import tiny_manifest
+
+    text = tiny_manifest(corpus).replace(
+        "family: sparse_transformer, pattern: dense, layers: 1, d_model: 32, heads: 2, stride: 16",
+        "family: adaptive_span, layers: 1, d_model: 32, d_ff: 64, heads: 2",
+    )
+    text += "claims:\n  - {id: c, text: t, check: 'span_mean[] > 1'}\n"
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "is not stored by an adaptive_span run" in err and "a adaptive_span" not in err
+
+
+def test_a_large_valid_test_gap_is_said(tmp_path, write_manifest, capsys):
+    """Issue 49.5: linux-doc at cpu reads 3.25 valid against 2.74 test bits, and nothing said so."""
+    from spine_manifests import stored_run
+
+    from repro.config.metrics import split_gap
+
+    assert split_gap(2.518, 2.530) is None and split_gap(None, 2.5) is None  # wiki-lead8: 0.5% apart
+    assert split_gap(3.25, 2.74).startswith("valid 3.25 and test 2.74 bits differ by 0.51 (19% of the smaller)")
+    path = write_manifest()
+    (spec,) = lookup.load(path).expand("tiny")
+    stored_run(tmp_path / "results", spec, valid_bits=3.25, test_bits=2.74)
+    assert main(["report", str(path)]) == 0
+    text = (tmp_path / "results" / "reports" / "t-tiny.md").read_text()
+    assert "**Valid against test** (1 of 1 cells), the widest gap: valid 3.25 and test 2.74 bits differ" in text
