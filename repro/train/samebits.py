@@ -12,7 +12,6 @@ run of the same id (the Quick start's) say them in their lines.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from repro import cpu_isa
 from repro.store.runs import CorruptFile, RunDir
@@ -28,12 +27,12 @@ def this_machine() -> dict:
 
 def reasons(spec: Mapping, summary: Mapping, here: Mapping | None = None) -> list[str]:
     """Why a run trained again in the environment ``here`` (a summary's ``environment``; default: this
-    machine, :func:`this_machine`) with this code cannot give the stored run's bits (its ``spec.yaml`` and
-    ``summary.json`` as read), each in words; empty when nothing known rules them out."""
+    machine, :func:`this_machine`) with this code is not expected to give the stored run's bits (its
+    ``spec.yaml`` and ``summary.json`` as read), each in words; empty when nothing known rules them out."""
     said = []
     version = str(spec.get("code_version") or "")
     if version.endswith("+dirty"):
-        said.append(f"it was trained from uncommitted code (code_version {version}), which no commit holds")
+        said.append(f"it was trained from uncommitted code, code_version {version}, which no commit holds")
     stored = summary.get("environment") or {}
     here = dict(here if here is not None else this_machine())
     vendor, inferred = verify.recorded_vendor(stored)
@@ -105,7 +104,7 @@ def against_stored(twin: RunDir, here: RunDir) -> str | None:
         mine, my_spec = here.summary(), here.spec()
     except (CorruptFile, OSError):
         return None
-    where = Path(twin.path)
+    where = twin.path
     off = differences(stored, mine)
     if not off:
         same = ", ".join(f"{k} {v:.6f}" for k, v in scores(stored).items())
