@@ -11,7 +11,7 @@ forward plus a backward of twice its FLOPs (gradients for inputs and for weights
 Peaks: a known GPU from :data:`GPU_PEAKS` (vendor dense peaks, no structured sparsity); any other device
 measured with a square GEMM in the run's compute dtype (:func:`measure_peak`, the best of a few repeats)
 and cached once per machine (:func:`cache_path`: the user's cache folder, or the file ``$REPRO_PEAK_CACHE``
-names), keyed by the machine's identity (its host name and machine id), the CPU model and its vector units
+names), keyed by the machine's identity (a hash of its host name and machine id), the CPU model and its vector units
 (``cpu_isa.features()``: one model name covers CPUs with and without AVX-512), torch's thread count and
 torch's version. On a CPU the peak is always the libraries' native kernels', measured in a fresh process
 (``REPRO_CPU_ISA=native``, the libraries' own variables cleared), whatever the run pinned: MFU says what
@@ -33,6 +33,7 @@ time, not the load average: over each sampled interval, the machine's busy CPU t
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import socket
@@ -85,13 +86,14 @@ def compute_dtype(precision: str, device_type: str) -> str:
 
 
 def machine() -> str:
-    """This machine's identity: its host name and, where the system has one, the start of its machine id
-    (``/etc/machine-id``), so that a cache file in a shared home folder keeps each machine's peak apart."""
+    """This machine's identity: ``machine <8 hex digits>``, a hash of its host name and machine id
+    (``/etc/machine-id``, where the system has one), so that a cache file in a home folder shared by
+    several machines keeps each one's peak apart, and a summary that records the key names no host."""
     try:
-        machine_id = Path("/etc/machine-id").read_text().strip()[:12]
+        machine_id = Path("/etc/machine-id").read_text().strip()
     except OSError:
         machine_id = ""
-    return " ".join(filter(None, [socket.gethostname(), machine_id]))
+    return "machine " + hashlib.sha256(f"{socket.gethostname()} {machine_id}".encode()).hexdigest()[:8]
 
 
 def device_key(device_type: str, threads: int) -> str:
