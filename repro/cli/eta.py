@@ -64,13 +64,15 @@ class Timing:
 @dataclass(frozen=True)
 class _Run:
     """One stored finished run's timing: its shape, seconds per step, evaluation seconds (None: not
-    recorded, an older run), the targets it scored (valid and test) and the tokens of a training step."""
+    recorded, an older run), the targets it scored (valid and test), the tokens of a training step and
+    its evaluation procedure (streams, windows, sequences: docs/evaluation.md)."""
 
     shape: str
     per_step: float
     eval_seconds: float | None
     targets: float
     tokens: float
+    procedure: str | None
 
 
 class Timings:
@@ -99,20 +101,19 @@ class Timings:
             timed = [r.eval_seconds / r.targets for r in found if r.eval_seconds is not None and r.targets]
             if timed:
                 return Timing(per_step, statistics.mean(timed), targets, False, len(found), root)
-            per_target = self.eval_ratio() * per_step / statistics.mean(r.tokens for r in found)
+            per_target = self.eval_ratio(found[0].procedure) * per_step / statistics.mean(r.tokens for r in found)
             return Timing(per_step, per_target, targets, True, len(found), root)
         return None
 
-    def eval_ratio(self) -> float:
+    def eval_ratio(self, procedure: str | None = None) -> float:
         """The median of evaluation seconds over (evaluation steps x seconds per step) of the runs that
-        timed their evaluation, an evaluation step being a training step's worth of scored targets (a
-        forward pass of the evaluation's tokens against a training step of as many: about a third; 0
-        before any run timed one)."""
-        ratios = [
-            r.eval_seconds / (r.targets / r.tokens * r.per_step)
-            for r in self.seen.values()
-            if r and r.eval_seconds and r.targets
-        ]
+        timed their evaluation with ``procedure`` (all of them where none did), an evaluation step being
+        a training step's worth of scored targets (a forward pass of the evaluation's tokens against a
+        training step of as many: about a third for streams and whole sequences, 0.8 for windows, which
+        read each target's context again; 0 before any run timed one)."""
+        timed = [r for r in self.seen.values() if r and r.eval_seconds and r.targets]
+        timed = [r for r in timed if r.procedure == procedure] or timed
+        ratios = [r.eval_seconds / (r.targets / r.tokens * r.per_step) for r in timed]
         return statistics.median(ratios) if ratios else 0.0
 
 
@@ -132,6 +133,7 @@ def _timed(run: RunDir) -> _Run | None:
             None if evaluation is None else float(evaluation),
             targets,
             float(tokens),
+            summary.get("eval_procedure"),
         )
     except (CorruptFile, KeyError, TypeError, ValueError, ZeroDivisionError):
         return None

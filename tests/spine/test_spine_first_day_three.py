@@ -244,3 +244,22 @@ def test_a_large_valid_test_gap_is_said(tmp_path, write_manifest, capsys):
     assert main(["report", str(path)]) == 0
     text = (tmp_path / "results" / "reports" / "t-tiny.md").read_text()
     assert "**Valid against test** (1 of 1 cells), the widest gap: valid 3.25 and test 2.74 bits differ" in text
+
+
+def test_an_untimed_evaluation_is_estimated_from_runs_of_its_own_procedure(tmp_path, write_manifest):
+    """Windows read each target's context again (about 0.8 of a training step's time per step's worth of
+    targets, stored runs) where streams take about 0.35: an untimed window evaluation is estimated from
+    the window runs, not from the median of all."""
+    from spine_manifests import stored_run
+
+    from repro.cli import eta
+
+    path = write_manifest(grid="grid:\n  model.d_model: [32, 48, 64]\n")
+    windows, streams, untimed = lookup.load(path).expand("tiny")
+    # 1,280 targets = 10 steps of 4 x 32 tokens at 1 s a step: ratio 0.8 (windows), 0.3 (streams)
+    done = {"seconds_per_step": 1.0, "valid_targets": 640, "test_targets": 640}
+    stored_run(tmp_path / "r", windows, eval_seconds=8.0, eval_procedure="windows", **done)
+    stored_run(tmp_path / "r", streams, eval_seconds=3.0, eval_procedure="stream", **done)
+    stored_run(tmp_path / "r", untimed, eval_procedure="windows", **done)
+    timing = eta.Timings([tmp_path / "r"]).of(untimed.resolved())
+    assert timing.estimated and timing.per_target * timing.targets == pytest.approx(8.0)
