@@ -418,9 +418,10 @@ def _notes(manifest: Manifest) -> list[str]:
     """A manifest's own notes, then each included file's apart, quoted under the file's name (a user's
     manifest that includes a shipped recipe does not present the recipe's notes as its own)."""
     here = manifest.path.resolve()
-    own = [text for path, text in manifest.notes_from if path == here]
+    by_file = manifest.notes_from or [(here, manifest.notes)]  # a manifest built without its files': its own
+    own = [text for path, text in by_file if path == here]
     lines = ["## Notes", "", *[text.strip() for text in own], ""] if own else []
-    for path, text in manifest.notes_from:
+    for path, text in by_file:
         if path != here:
             shown = os.path.relpath(path, here.parent)
             lines += [f"## Notes of the included `{shown}`", "", _INCLUDED_NOTES, "", *_quoted(text), ""]
