@@ -52,8 +52,7 @@ def cmd_run(args) -> int:
         for cell, why in m.left_out(args.scale) if args.scale in m.scale_names() else []:
             if _picked(cell, args.only):
                 say(f"left out, its overrides make this cell invalid: {why}")
-    specs, capped = resolve(plan, args.scale, args.seeds, args.only, args.max_steps, args.run_id)
-    caps = {} if args.full_eval else {s.run_id: s.train.val_tokens for _, s in specs if s.run_id in capped}
+    specs, caps = resolve(plan, args.scale, args.seeds, args.only, args.max_steps, args.run_id, args.full_eval)
     if args.run_id is not None and not specs:
         raise UserError(f"--run-id {args.run_id}: no run of {args.name} at scale {args.scale} has this id")
 
@@ -64,7 +63,7 @@ def cmd_run(args) -> int:
 
     echo = _start(world, specs, prepare)
     if args.max_steps is not None:
-        scored = "score every target (--full-eval)" if args.full_eval else _prefix(specs, caps)
+        scored = "score every target (--full-eval)" if args.full_eval else _prefix(caps)
         echo(
             f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
             f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them; "
@@ -114,8 +113,7 @@ def execute(job: launch.Job) -> int:
     overrides = list(job.overrides)
     found = lookup.with_parts(lookup.select(job.ref, overrides, stored(job.results), job.access), overrides)
     plan = [m for m in found if m.base is not None and job.scale in m.scale_names()]
-    specs, capped = resolve(plan, job.scale, job.seeds, job.only, job.max_steps, job.run_id)
-    caps = {} if job.full_eval else {s.run_id: s.train.val_tokens for _, s in specs if s.run_id in capped}
+    specs, caps = resolve(plan, job.scale, job.seeds, job.only, job.max_steps, job.run_id, job.full_eval)
     if not specs:
         raise UserError(
             f"job of run {job.run_id}: no run of {job.ref} at scale {job.scale} has this id any more (its "
@@ -127,25 +125,31 @@ def execute(job: launch.Job) -> int:
 
 
 def resolve(
-    plan, scale: str, seeds: int | None, only, max_steps: int | None, run_id: str | None = None
-) -> tuple[list, set[str]]:
+    plan,
+    scale: str,
+    seeds: int | None,
+    only,
+    max_steps: int | None,
+    run_id: str | None = None,
+    full_eval: bool = False,
+) -> tuple[list, dict[str, int]]:
     """The (manifest, spec) pairs a selection trains: each manifest's runs at ``scale`` (``--seeds``),
     kept by ``--only``, capped by ``--max-steps`` (a capped run has an id of its own), narrowed to
-    ``run_id`` last; and the ids of the runs the cap shortened (their evaluation: a prefix, unless
-    ``--full-eval``). ``repro run`` and each job it launches resolve with this one function, so that a job
-    finds the very run its parent submitted."""
-    specs, capped = [], set()
+    ``run_id`` last; and, unless ``full_eval``, the runs the cap shortened, each with the targets of each
+    split its evaluation scores (``train.val_tokens``: docs/evaluation.md). ``repro run`` and each job it
+    launches resolve with this one function, so that a job finds the very run its parent submitted."""
+    specs, caps = [], {}
     for m in plan:
         for s in filters.select(m.expand(scale, seeds=seeds), only):
             short = filters.with_max_steps(s, max_steps)
-            if short is not s:
-                capped.add(short.run_id)
+            if short is not s and not full_eval:
+                caps[short.run_id] = short.train.val_tokens
             if run_id is None or short.run_id == run_id:
                 specs.append((m, short))
-    return specs, capped
+    return specs, caps
 
 
-def _prefix(specs, caps: dict[str, int]) -> str:
+def _prefix(caps: dict[str, int]) -> str:
     """What a capped run's evaluation scores, in words."""
     sizes = sorted(set(caps.values()))
     if not sizes:
