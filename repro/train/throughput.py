@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from repro import cpu_isa
+from repro.errors import StoreError
 from repro.files import atomic
 from repro.files.locks import FileLock
 
@@ -189,31 +190,44 @@ def peak(device_type: str, precision: str, threads: int | None = None, remeasure
             }
     key = f"{device_key(device_type, threads)} | {dtype}"
     path = cache_path()
-    with FileLock(path.with_name(path.name + ".lock"), wait=True):  # one measurement at a time
-        try:
-            cache = json.loads(path.read_text())
-        except (OSError, ValueError):
-            cache = {}
-        entry = cache.get(key)
-        load = os.getloadavg()[0]
-        quieter = entry is not None and entry.get("load_average", 0) > load + LOAD_SLACK
-        if entry is None or remeasure or quieter:  # a peak measured under more load than now is low: redone
-            measured = {
-                **measure_peak(device_type, dtype, threads),
-                "gemm": f"square {dtype} GEMM up to {GEMM_SIZE} wide, best of 5",
-                "load_average": round(load, 2),
-                "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            entry = _highest(entry, measured)
-            atomic.write_text(path, json.dumps({**cache, key: entry}, indent=2) + "\n")
+    try:
+        with FileLock(path.with_name(path.name + ".lock"), wait=True):  # one measurement at a time
+            entry, kept = _cached(path, key, device_type, dtype, threads, remeasure), ""
+    except StoreError as err:  # a cache folder that cannot be written (a read-only home): this run's own
+        entry, kept = _measured(device_type, dtype, threads), f"; not cached: {err}"
     times = entry.get("measurements", 1)
     best = f"the highest of {times} measurements, " if times > 1 else ""
-    source = f"measured {entry['gemm']} ({key}; {best}load {entry['load_average']} at {entry['measured']})"
+    source = f"measured {entry['gemm']} ({key}; {best}load {entry['load_average']} at {entry['measured']}{kept})"
     return {
         "peak_flops_per_second": entry["flops_per_second"],
         "peak_source": source,
         "peak_kernels": entry.get("kernels", "unknown"),
         "compute_dtype": dtype,
+    }
+
+
+def _cached(path: Path, key: str, device_type: str, dtype: str, threads: int, remeasure: bool) -> dict:
+    """The cache's entry for ``key``, measured (and the highest kept) where there is none, where asked, or
+    where the load now is lower than the best's by :data:`LOAD_SLACK`."""
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    entry = cache.get(key)
+    quieter = entry is not None and entry.get("load_average", 0) > os.getloadavg()[0] + LOAD_SLACK
+    if entry is None or remeasure or quieter:  # a peak measured under more load than now is low: redone
+        entry = _highest(entry, _measured(device_type, dtype, threads))
+        atomic.write_text(path, json.dumps({**cache, key: entry}, indent=2) + "\n")
+    return entry
+
+
+def _measured(device_type: str, dtype: str, threads: int) -> dict:
+    """One measurement, with what it was and the load and time it was made at."""
+    return {
+        **measure_peak(device_type, dtype, threads),
+        "gemm": f"square {dtype} GEMM up to {GEMM_SIZE} wide, best of 5",
+        "load_average": round(os.getloadavg()[0], 2),
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 

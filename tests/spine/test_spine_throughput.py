@@ -253,3 +253,14 @@ def test_a_busy_process_beside_the_run_is_seen_and_the_runs_own_are_not():
     worker.join()
     after = throughput.cpu_sample()
     assert used[0] >= 0.95 and after[2] - before[2] >= 0.9 * used[0]  # another thread's CPU is the run's own
+
+
+def test_a_cache_folder_that_cannot_be_written_costs_a_measurement_not_the_run(tmp_path, monkeypatch):
+    """The peak cache lives in the user's cache folder now: one that is not a folder (a read-only home
+    alike) leaves the run its own measurement, said so, never a failure after training."""
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # a file where the folder would be
+    monkeypatch.setattr(throughput, "measure_peak", lambda *a: {"flops_per_second": 1e11, "kernels": "n"})
+    found = throughput.peak("cpu", "32-true", threads=1)
+    assert found["peak_flops_per_second"] == 1e11 and "; not cached: " in found["peak_source"]
