@@ -67,7 +67,8 @@ CACHE = Path("repro") / "peak-flops.json"  # under the user's cache folder ($XDG
 LOAD_SLACK = 1.0  # a cached peak measured at a load this much above today's is measured again
 PEAK_CACHE = "REPRO_PEAK_CACHE"  # another peak cache file (the tests share one per session)
 ABOVE_PEAK = (
-    "MFU above 1: this machine's peak was measured under more load than the run had, so it is too low; "
+    "MFU above 1: the machine's peak it was divided by was measured under more load than the run had, so it is "
+    "too low; "
     "`python -m repro.train.throughput --measure` on an idle machine measures it again (docs/throughput.md)"
 )
 
