@@ -6,7 +6,8 @@ after torch is imported, so the setting has to be made here, first.
 Every test runs isolated: its own data and results roots and W&B off (a suite overrides
 ``isolated_env`` to share one store), never the user's login, so no test reads or writes the user's. The
 one thing tests share is the machine's measured GEMM peak (``$REPRO_PEAK_CACHE``): measured once per test
-session, not once per results root (a fresh process and about 3 s each, 85 times in a full run)."""
+session, not once per results root as it was (a fresh process and about 3 s each, 85 times in a full run),
+and never in the user's own cache folder."""
 
 import os
 from pathlib import Path

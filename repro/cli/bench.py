@@ -27,7 +27,7 @@ def cmd_bench(args) -> int:
     records = args.bench_module.main(args)
     for rec in records:  # a training step's achieved model FLOP/s and MFU (docs/throughput.md)
         if "error" not in rec:
-            rec.update(throughput.bench_fields(store_root(args), rec))
+            rec.update(throughput.bench_fields(rec))
     atomic.write_text(out, json.dumps(records, indent=2) + "\n")
     if args.json:
         print(json.dumps(records, indent=2))

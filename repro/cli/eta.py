@@ -1,5 +1,7 @@
 """How long a plan of runs will take, known before its first step: each run's training steps at the
-seconds per step, and its evaluation at the seconds, that stored finished runs of the same shape took.
+seconds per step, and its evaluation at the seconds per scored target, that stored finished runs of the
+same shape took (a ``--max-steps`` run scores a prefix of each split: its evaluation is counted at that
+size).
 
 A run's *shape* is what sets its speed, not its result: the data, the model, the batch, the precision,
 the validation during training and the evaluation; not the seed, the learning rate or the number of
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,26 +42,37 @@ def shape(resolved: dict) -> str:
 
 @dataclass(frozen=True)
 class Timing:
-    """Mean seconds per step and evaluation seconds of ``n`` stored runs under ``root``; ``estimated``: none of
-    them timed its evaluation, which is then its scored targets at the median ratio of the runs that did."""
+    """Of ``n`` stored runs of one shape under ``root``: mean seconds per step, mean evaluation seconds per
+    scored target, and the targets a whole evaluation scores (the most any of them scored: a capped run
+    scores fewer); ``estimated``: none of them timed its evaluation, which is then their targets at the
+    median ratio of the runs that did."""
 
     per_step: float
-    eval_seconds: float
+    per_target: float
+    targets: float
     estimated: bool
     n: int
     root: Path
+
+    def seconds(self, spec, cap: int | None = None) -> float:
+        """A run of this shape: its training steps and its evaluation, every target or (``cap``) each
+        split's first ``cap``."""
+        targets = self.targets if cap is None else min(self.targets, cap * len(spec.eval.splits))
+        return self.per_step * spec.train.steps + self.per_target * targets
 
 
 @dataclass(frozen=True)
 class _Run:
     """One stored finished run's timing: its shape, seconds per step, evaluation seconds (None: not
-    recorded, an older run) and its evaluation in training steps' worth of tokens (scored targets over
-    tokens per step)."""
+    recorded, an older run), the targets it scored (valid and test), the tokens of a training step and
+    its evaluation procedure (streams, windows, sequences: docs/evaluation.md)."""
 
     shape: str
     per_step: float
     eval_seconds: float | None
-    eval_steps: float
+    targets: float
+    tokens: float
+    procedure: str | None
 
 
 class Timings:
@@ -83,27 +97,23 @@ class Timings:
             if not found:
                 continue
             per_step = statistics.mean(r.per_step for r in found)
-            timed = [r.eval_seconds for r in found if r.eval_seconds is not None]
+            targets = max(r.targets for r in found)
+            timed = [r.eval_seconds / r.targets for r in found if r.eval_seconds is not None and r.targets]
             if timed:
-                return Timing(per_step, statistics.mean(timed), False, len(found), root)
-            return Timing(
-                per_step,
-                self.eval_ratio() * statistics.mean(r.eval_steps for r in found) * per_step,
-                True,
-                len(found),
-                root,
-            )
+                return Timing(per_step, statistics.mean(timed), targets, False, len(found), root)
+            per_target = self.eval_ratio(found[0].procedure) * per_step / statistics.mean(r.tokens for r in found)
+            return Timing(per_step, per_target, targets, True, len(found), root)
         return None
 
-    def eval_ratio(self) -> float:
+    def eval_ratio(self, procedure: str | None = None) -> float:
         """The median of evaluation seconds over (evaluation steps x seconds per step) of the runs that
-        timed their evaluation (a forward pass of the evaluation's tokens against a training step of as
-        many: about a third; 0 before any run timed one)."""
-        ratios = [
-            r.eval_seconds / (r.eval_steps * r.per_step)
-            for r in self.seen.values()
-            if r and r.eval_seconds and r.eval_steps
-        ]
+        timed their evaluation with ``procedure`` (all of them where none did), an evaluation step being
+        a training step's worth of scored targets (a forward pass of the evaluation's tokens against a
+        training step of as many: about a third for streams and whole sequences, 0.8 for windows, which
+        read each target's context again; 0 before any run timed one)."""
+        timed = [r for r in self.seen.values() if r and r.eval_seconds and r.targets]
+        timed = [r for r in timed if r.procedure == procedure] or timed
+        ratios = [r.eval_seconds / (r.targets / r.tokens * r.per_step) for r in timed]
         return statistics.median(ratios) if ratios else 0.0
 
 
@@ -121,7 +131,9 @@ def _timed(run: RunDir) -> _Run | None:
             shape(spec),
             float(summary["seconds_per_step"]),
             None if evaluation is None else float(evaluation),
-            targets / tokens,
+            targets,
+            float(tokens),
+            summary.get("eval_procedure"),
         )
     except (CorruptFile, KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
@@ -132,22 +144,32 @@ def default_roots(root: Path) -> list[Path]:
     return [root, results_root(None)]
 
 
-def plan(specs: list, timings: Timings) -> str:
+def plan(
+    specs: list,
+    timings: Timings,
+    capped: Collection[str] = (),
+    parallel: int = 1,
+    elapsed: Mapping[str, float] | None = None,
+) -> str:
     """``ETA 52m10s for 9 run(s), from stored runs of the same shape under results/``: their training steps
-    at the seconds per step and their evaluation at the seconds of those runs; naming the evaluations
-    estimated and the runs of a shape never stored (left out of the sum)."""
+    at the seconds per step and their evaluation at the seconds per target of those runs (``capped``: the
+    ids of runs that score each split's first ``train.val_tokens`` targets only); naming the evaluations
+    estimated and the runs of a shape never stored (left out of the sum). ``parallel``: runs trained at
+    once (the sum shared among them, said so); ``elapsed``: run id -> seconds a running run has trained
+    (taken off its own)."""
     scored = [spec for spec in specs if spec.train.weights is not None]  # released weights: no training
     specs = [spec for spec in specs if spec.train.weights is None]
     if scored:
         told = f"{len(scored)} evaluation(s) of pretrained weights, each timed on its first block before it goes on"
-        return told if not specs else f"{plan(specs, timings)}; + {told}"
+        return told if not specs else f"{plan(specs, timings, capped, parallel, elapsed)}; + {told}"
     seconds, sources, unknown, estimated = 0.0, {}, 0, 0
     for spec in specs:
         timing = timings.of(spec.resolved())
         if timing is None:
             unknown += 1
             continue
-        seconds += timing.per_step * spec.train.steps + timing.eval_seconds
+        own = timing.seconds(spec, spec.train.val_tokens if spec.run_id in capped else None)
+        seconds += max(0.0, own - (elapsed or {}).get(spec.run_id, 0.0))
         estimated += timing.estimated
         sources[timing.root] = sources.get(timing.root, 0) + 1
     if not specs:
@@ -155,8 +177,11 @@ def plan(specs: list, timings: Timings) -> str:
     if not sources:
         return f"ETA unknown: no stored run of the same shape as these {len(specs)}; each run's lines give its ETA after its first steps"
     where = ", ".join(f"{root}/" + (f" ({n})" if len(sources) > 1 else "") for root, n in sources.items())
+    at_once = min(parallel, len(specs) - unknown)
+    shared = f" ({at_once} at a time)" if at_once > 1 else ""
     text = (
-        f"ETA {duration(seconds)} for {len(specs) - unknown} run(s), from stored runs of the same shape under {where}"
+        f"ETA {duration(seconds / at_once)}{shared} for {len(specs) - unknown} run(s), from stored runs of the "
+        f"same shape under {where}"
     )
     if estimated:
         text += f" ({estimated} evaluation(s) not timed there: estimated from their size)"

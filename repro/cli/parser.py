@@ -90,8 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
         if scale:
             p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
 
-    p = command("list", cmd_list, "every manifest: title, runs at a scale, finished")
-    p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
+    p = command("list", cmd_list, "every manifest: title, its finished and total runs at each trained scale")
+    p.add_argument(
+        "--scale",
+        default=None,
+        help="count the runs at this scale only (default: every scale with finished runs, and tiny)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (one object per manifest)")
     p.add_argument("--names", action="store_true", help="print only the names (for shell completion)")
 
@@ -122,7 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=options.positive("steps"),
         default=None,
         metavar="N",
-        help="cap every run at N steps (a different run id: kept out of reports)",
+        help="cap every run at N steps (a different run id: kept out of reports); a capped run scores each "
+        "split's first train.val_tokens targets (the quick validation's), unless --full-eval",
+    )
+    p.add_argument(
+        "--full-eval",
+        action="store_true",
+        help="with --max-steps: score every target of each split, as an uncapped run does",
     )
     p.add_argument(
         "--limit-bytes",
@@ -165,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--retrain-checkpoint",
         action="store_true",
         help="train finished runs that have no checkpoint (checkpoints are not committed) again, check that "
-        "the retrained run reproduces the stored bits, and keep its checkpoint (for `repro sample`)",
+        "the retrained run reproduces the stored bits, and keep its checkpoint (for `repro sample`); one that "
+        "does not stays under <results>/.retrain, which `repro sample` loads",
     )
     cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
     cluster.add_argument(

@@ -79,11 +79,17 @@ picks among the valid ones. An override that leaves no valid cell is the one-lin
 # what a command's usage and options do not say, after its options (keyed by the command's words)
 NOTES = {
     "list": """\
-An invalid manifest's row reads `INVALID (below)`; its message follows the table on a line of its own.""",
+Without `--scale`, a column per scale that any manifest has finished runs at (and `tiny`, the default),
+each cell `finished/runs` (`-`: the manifest has no such scale; a cpu-only pilot reads `-` at tiny and
+`2/2` at cpu), and a line naming the scales with no finished run. `--scale S` counts one scale: its runs
+and how many finished. An invalid manifest's row reads `INVALID (below)`; its message follows the table on
+a line of its own.""",
     "show": """\
-The table: run id, the grid cell (and the overrides' keys), seed, data, block, family, steps and batch,
-each once (`train.steps=100` shows in the steps column): the runs `repro run` with the same arguments
-trains. Renderer files are read, not run.""",
+The table: run id, the grid cell (and the overrides' keys), the resolved keys that tell the runs apart
+beyond those (a `variant` sets several: `layers`, `limit` (S), `kind`, ...), seed, data, block, family,
+steps and batch, each once (`train.steps=100` shows in the steps column), and each run's state under the
+results root (`finished`, `to run`, ...; the title line counts the finished): the runs `repro run` with
+the same arguments trains. Renderer files are read, not run.""",
     "validate": """\
 Checks keys, types, ranges, grids, claims (their metrics: a name no run of the family stores is refused,
 with the closest ones) and the renderers' reference keys, every scale expanded. Every manifest is checked:
@@ -99,14 +105,26 @@ reused (copied), not retrained.
 - `--only KEY=VALUE`: one that matches nothing names the values that exist.
 - `--max-steps N`: a capped run is another spec, so another run id: its report lists it apart and never
   uses it in a table, figure or claim (`repro run` says so, and that `train.steps=N` trains a shortened
-  manifest whose own report uses its runs).
+  manifest whose own report uses its runs). It scores each split's first `train.val_tokens` targets
+  (summary `eval_targets_cap`; [evaluation.md](evaluation.md)); `--full-eval` scores every target.
 - `--dry-run` and `repro run` print an ETA before the first step, from stored finished runs of the same
-  shape (this root's, then the shipped `results/`), saying where it came from.
+  shape (this root's, then the shipped `results/`), saying where it came from: their seconds per step and
+  evaluation seconds per scored target (a capped run's evaluation counted at its prefix).
+- `--launcher local` prints the sweep's ETA first (`K at a time` with `--max-parallel K`), then, as each
+  job ends, `[k of n ended] elapsed T, ETA ...` for the runs not done yet.
 - `--retrain-checkpoint`: checkpoints are not committed, so a cloned store's finished runs cannot be
   sampled. This trains such a run again under a scratch root (`<results>/.retrain/<id>`, W&B off),
   checks that the retrained run reproduces the stored bits (to 1e-6), and only then keeps its checkpoint
-  (the stored run's other files are untouched). A mismatch fails, keeping the scratch run for inspection.
-  `repro sample` prints the exact command when a run has no checkpoint.
+  beside it (the stored run's other files are untouched). A retraining that does not reproduce them stays
+  under the scratch root, and the line names `repro sample <its folder>`, which samples it. A run that is
+  not expected to reproduce here (trained from uncommitted code, `+dirty`; on another CPU vendor; with
+  another torch; on native kernels this CPU lacks) is said to be so before it trains, and its copy kept
+  apart is the outcome (exit 0, `kept apart: ...`); any other mismatch fails (exit 1), naming what may
+  explain it and `repro verify ID`. A copy kept apart is not trained again. `repro sample` prints the
+  exact command when a run has no checkpoint, or the copy's folder once there is one.
+- A run trained into another root than the default one, where the default root (`results/`, the shipped
+  runs) holds a finished run of the same id, says whether it gave that run's bits, and if not, why
+  (docs/reproducibility.md).
 - `--no-wandb`: otherwise online with credentials, else offline (`repro sync` uploads).
 - `--devices`, `--num-nodes`, `--launcher` and the SLURM options: [clusters.md](clusters.md).
 
@@ -177,11 +195,14 @@ repro import official tests/pretrained/fixtures/official-tiny8/tiny8.pt data.nam
   model.dropout=0.1 model.span.loss_coef=2e-6 model.span.init=0.125
 ```""",
     "sample": """\
-Generates from a stored run's checkpoint into the run's `samples/` folder, named `seed<S>-temp<T>`
+Generates from a stored run's checkpoint into the run's `samples/` folder, named by everything that
+decides the draw, `seed<S>-n<N>-len<L>[-prompt<sha256 prefix>]-temp<T>`, so another draw never overwrites it
 (text, an image grid, or WAV files). Text samples are printed, all N of them, each after its prompt.
 `--length` may exceed the block: the context window slides (when it is full, its last half block
 becomes the new context). An image is one block: a longer `--length` is capped, saying so. No
-checkpoint: the error names the `repro run ... --retrain-checkpoint` command that brings it back.""",
+checkpoint: the error names the `repro run ... --retrain-checkpoint` command that brings it back, and
+says beforehand when the retraining is not expected to give the stored bits (it then keeps its copy apart,
+under `<results>/.retrain/<id>`); once such a copy exists, it names `repro sample <the copy's folder>`.""",
     "bench": """\
 Runs a benchmark and stores its records. The default file is `<results>/bench/<bench>.json`; when it
 exists (the committed record behind the README's tables), the records go to a new

@@ -15,6 +15,7 @@ from repro.cli.status import run_state
 from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.keys import names
+from repro.config.metrics import split_gap
 from repro.errors import StoreError, UserError
 from repro.files import atomic
 from repro.progress import say
@@ -31,6 +32,8 @@ def cmd_run(args) -> int:
     signals.install()
     quiet.configure(args.verbose)
     _check_launcher(args)
+    if args.full_eval and args.max_steps is None:
+        raise UserError("--full-eval: allowed only with --max-steps (an uncapped run scores every target anyway)")
     if args.retrain_checkpoint and (args.launcher or args.max_steps is not None or args.devices * args.num_nodes > 1):
         raise UserError(
             "--retrain-checkpoint: retrains here, in one process, the runs as stored; allowed without "
@@ -54,7 +57,7 @@ def cmd_run(args) -> int:
         for cell, why in m.left_out(args.scale) if args.scale in m.scale_names() else []:
             if _picked(cell, args.only):
                 say(f"left out, its overrides make this cell invalid: {why}")
-    specs = resolve(plan, args.scale, args.seeds, args.only, args.max_steps, args.run_id)
+    specs, caps = resolve(plan, args.scale, args.seeds, args.only, args.max_steps, args.run_id, args.full_eval)
     if args.run_id is not None and not specs:
         raise UserError(f"--run-id {args.run_id}: no run of {args.name} at scale {args.scale} has this id")
 
@@ -65,9 +68,11 @@ def cmd_run(args) -> int:
 
     echo = _start(world, specs, prepare)
     if args.max_steps is not None:
+        scored = "score every target (--full-eval)" if args.full_eval else _prefix(caps)
         echo(
             f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
-            f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them"
+            f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them; "
+            f"they {scored}"
         )
     unfinished = [(m, s) for m, s in specs if not RunDir(root, m.name, s.run_id).finished]
     trains = [s for _, s in unfinished if s.train.weights is None]  # pretrained weights: scored, no seeds
@@ -78,12 +83,20 @@ def cmd_run(args) -> int:
             state = run_state(RunDir(root, m.name, s.run_id))
             why = data.missing(s.data.name, **s.data.options()) if state != "finished" else None
             echo(f"{s.run_id}  {m.name}  {s.cell_name if s.cell else '-'}  [{state}{'; ' + why if why else ''}]")
-        echo(eta.plan([s for _, s in unfinished], timings) + power)
+        echo(eta.plan([s for _, s in unfinished], timings, caps) + power)
         return 0
     if power:  # before training: what these seeds can decide (the report gives each claim's MDE after)
         echo(power.removeprefix("; "))
     if args.launcher:
-        return _launch(args, root, [(m.name, _job(args, root, s.run_id)) for m, s in unfinished], len(specs))
+        todo, parallel = [s for _, s in unfinished], args.max_parallel or 1
+
+        def left(run_ids: list[str], elapsed: dict[str, float]) -> str:  # the ETA of what is not done yet
+            timings.refresh()  # the runs the jobs finished time the ones left of their shape
+            return eta.plan([s for s in todo if s.run_id in run_ids], timings, caps, parallel, elapsed)
+
+        if todo:
+            echo(left([s.run_id for s in todo], {}))
+        return _launch(args, root, [(m.name, _job(args, root, s.run_id)) for m, s in unfinished], len(specs), left)
     if not args.retrain_checkpoint and specs and not unfinished:
         echo(
             f"all {len(specs)} run(s) already finished under {root}/: nothing to train (`repro report "
@@ -91,7 +104,7 @@ def cmd_run(args) -> int:
         )
         return 0
     return _train(
-        specs, root, world, echo, timings, args.devices, args.num_nodes, args.no_wandb, args.retrain_checkpoint
+        specs, root, world, echo, timings, args.devices, args.num_nodes, args.no_wandb, args.retrain_checkpoint, caps
     )
 
 
@@ -106,7 +119,7 @@ def execute(job: launch.Job) -> int:
     overrides = list(job.overrides)
     found = lookup.with_parts(lookup.select(job.ref, overrides, stored(job.results), job.access), overrides)
     plan = [m for m in found if m.base is not None and job.scale in m.scale_names()]
-    specs = resolve(plan, job.scale, job.seeds, job.only, job.max_steps, job.run_id)
+    specs, caps = resolve(plan, job.scale, job.seeds, job.only, job.max_steps, job.run_id, job.full_eval)
     if not specs:
         raise UserError(
             f"job of run {job.run_id}: no run of {job.ref} at scale {job.scale} has this id any more (its "
@@ -114,20 +127,44 @@ def execute(job: launch.Job) -> int:
         )
     echo = _start(world, specs, lambda: _ensure_data(specs))
     timings = eta.Timings(eta.default_roots(job.results))
-    return _train(specs, job.results, world, echo, timings, job.devices, job.num_nodes, job.no_wandb, False)
+    return _train(specs, job.results, world, echo, timings, job.devices, job.num_nodes, job.no_wandb, False, caps)
 
 
-def resolve(plan, scale: str, seeds: int | None, only, max_steps: int | None, run_id: str | None = None) -> list:
+def resolve(
+    plan,
+    scale: str,
+    seeds: int | None,
+    only,
+    max_steps: int | None,
+    run_id: str | None = None,
+    full_eval: bool = False,
+) -> tuple[list, dict[str, int]]:
     """The (manifest, spec) pairs a selection trains: each manifest's runs at ``scale`` (``--seeds``),
     kept by ``--only``, capped by ``--max-steps`` (a capped run has an id of its own), narrowed to
-    ``run_id`` last. ``repro run`` and each job it launches resolve with this one function, so that a job
-    finds the very run its parent submitted."""
-    specs = [
-        (m, filters.with_max_steps(s, max_steps))
-        for m in plan
-        for s in filters.select(m.expand(scale, seeds=seeds), only)
-    ]
-    return [(m, s) for m, s in specs if run_id is None or s.run_id == run_id]
+    ``run_id`` last; and, unless ``full_eval``, the runs the cap shortened, each with the targets of each
+    split its evaluation scores (``train.val_tokens``: docs/evaluation.md). ``repro run`` and each job it
+    launches resolve with this one function, so that a job finds the very run its parent submitted."""
+    specs, caps = [], {}
+    for m in plan:
+        for s in filters.select(m.expand(scale, seeds=seeds), only):
+            short = filters.with_max_steps(s, max_steps)
+            if short is not s and not full_eval:
+                caps[short.run_id] = short.train.val_tokens
+            if run_id is None or short.run_id == run_id:
+                specs.append((m, short))
+    return specs, caps
+
+
+def _prefix(caps: dict[str, int]) -> str:
+    """What a capped run's evaluation scores, in words."""
+    sizes = sorted(set(caps.values()))
+    if not sizes:
+        return "score every target (none of these runs is longer than the cap)"
+    shown = " or ".join(f"{n:,}" for n in sizes)
+    return (
+        f"score each split's first {shown} targets (train.val_tokens, the quick validation's prefix); "
+        "--full-eval scores every target"
+    )
 
 
 def _start(world, specs, prepare) -> Callable[[str], None]:
@@ -146,25 +183,41 @@ def _start(world, specs, prepare) -> Callable[[str], None]:
 
 
 def _train(
-    specs, root: Path, world, echo, timings, devices: int, num_nodes: int, no_wandb: bool, retrain_checkpoint: bool
+    specs,
+    root: Path,
+    world,
+    echo,
+    timings,
+    devices: int,
+    num_nodes: int,
+    no_wandb: bool,
+    retrain_checkpoint: bool,
+    caps: dict[str, int],
 ) -> int:
     """Train ``specs`` (manifest, spec) one after another into ``root`` (``retrain_checkpoint``: each stored
-    run's checkpoint trained again): the exit status of ``repro run``."""
+    run's checkpoint trained again; ``caps``: run id -> the targets of each split a capped run scores):
+    the exit status of ``repro run``."""
     from repro.track.loggers import resolve_mode, wandb_dir
-    from repro.train import retrain, runner
+    from repro.train import retrain, runner, samebits, throughput
 
     known = manifests.discover()
     mode = resolve_mode(no_wandb)
     if mode != "disabled" and (world is None or world.leads):  # before any run is written: W&B's folder
         atomic.make_dirs(wandb_dir(root))
+    if mode != "disabled" and not retrain_checkpoint:  # say where: the Quick start wrote them unannounced
+        upload = "`repro sync` uploads them" if mode == "offline" else "sent to W&B as they train"
+        echo(
+            f"W&B {mode}: runs logged under {wandb_dir(root)}/ ({upload}; --no-wandb or WANDB_MODE=disabled "
+            "turns W&B off)"
+        )
     runner.settle_isa(root, [s for _, s in specs])  # a resumed run's instruction set first (docs/reproducibility.md)
     failed = busy = 0
     started = time.monotonic()
     for i, (m, spec) in enumerate(specs, 1):
         timings.refresh()  # the runs this session finished time the ones left of their shape
-        todo = [s for n, s in specs[i - 1 :] if not RunDir(root, n.name, s.run_id).finished]
+        todo = [s for n, s in specs[i - 1 :] if _to_train(RunDir(root, n.name, s.run_id), retrain_checkpoint)]
         echo(
-            f"[{i}/{len(specs)}] elapsed {progress.duration(time.monotonic() - started)}, {eta.plan(todo, timings)}"
+            f"[{i}/{len(specs)}] elapsed {progress.duration(time.monotonic() - started)}, {eta.plan(todo, timings, caps)}"
             f"\n  {m.name} {spec.cell_name + ' ' if spec.cell else ''}({spec.run_id}, scale {spec.scale}, "
             f"data {spec.data.label})"
         )
@@ -175,7 +228,14 @@ def _train(
                 outcome = retrain.checkpoint(spec, m, root, echo=echo)
             else:
                 outcome = runner.run_spec(
-                    spec, m, root, devices=devices, num_nodes=num_nodes, wandb_mode=mode, echo=echo
+                    spec,
+                    m,
+                    root,
+                    devices=devices,
+                    num_nodes=num_nodes,
+                    wandb_mode=mode,
+                    echo=echo,
+                    eval_targets=caps.get(spec.run_id),
                 )
         except BaseException:  # the failure in flight is the one to tell (a full disk fails this write too)
             with contextlib.suppress(StoreError):
@@ -188,10 +248,19 @@ def _train(
             busy += outcome.status == "busy"
             continue
         scores = " / ".join(f"{split} {s[f'{split}_bits']:.4f}" for split in spec.eval.splits if f"{split}_bits" in s)
+        prefix = f" (each split's first {s['eval_targets_cap']:,} targets)" if s.get("eval_targets_cap") else ""
         echo(
             f"  {outcome.status}: {scores or 'no split scored'} bits per {s.get('dataset_unit', 'symbol')} "
-            f"on {s.get('dataset')}"
+            f"on {s.get('dataset')}{prefix}"
         )
+        if gap := split_gap(s.get("valid_bits"), s.get("test_bits")):
+            echo(f"  note: {gap}")
+        if (s.get("mfu") or 0) > 1:
+            echo(f"  mfu {s['mfu']:.3f}: {throughput.ABOVE_PEAK}")
+        if outcome.status == "finished" and not retrain_checkpoint:  # trained now: beside the shipped run's bits
+            shipped = RunDir(store.results_root(None), m.name, spec.run_id)
+            if line := samebits.against_stored(shipped, RunDir(root, m.name, spec.run_id)):
+                echo(line)
     return 1 if failed else 3 if busy else 0
 
 
@@ -204,6 +273,11 @@ def _score(spec, m, root: Path, echo, processes: int):
             f"run {spec.run_id} scores pretrained weights in one process; allowed: --devices 1 --num-nodes 1"
         )
     return imported.score(spec, m, root, echo)
+
+
+def _to_train(run: RunDir, retrain_checkpoint: bool) -> bool:
+    """Whether ``run`` trains in this session: unfinished, or (``--retrain-checkpoint``) without a checkpoint."""
+    return not run.finished or (retrain_checkpoint and run.last_checkpoint is None)
 
 
 def _power(plan, scale: str, seeds: int | None) -> str:
@@ -267,6 +341,7 @@ def _job(args, root: Path, run_id: str) -> launch.Job:
         devices=args.devices,
         num_nodes=args.num_nodes,
         max_steps=args.max_steps,
+        full_eval=args.full_eval,
         only=tuple(args.only),
         no_wandb=args.no_wandb,
         verbose=args.verbose,
@@ -281,13 +356,13 @@ def run_job(job: launch.Job) -> launch.Ended:
     return launch.Ended(code, told[-1].removeprefix("error: ") if told else None)
 
 
-def _launch(args, root: Path, runs: list[tuple[str, launch.Job]], total: int) -> int:
+def _launch(args, root: Path, runs: list[tuple[str, launch.Job]], total: int, left) -> int:
     if len(runs) < total:
         say(f"{total - len(runs)} of {total} run(s) already finished: not submitted")
     if not runs:
         return 0
     if args.launcher == "local":
-        return launch.run_local(root, runs, args.max_parallel or 1, say, run_job)
+        return launch.run_local(root, runs, args.max_parallel or 1, say, run_job, left)
     options = launch.Slurm(
         args.partition,
         args.num_nodes,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from repro.cli.common import store_root
 from repro.cli.options import MAX_SAMPLE_SYMBOLS
 from repro.errors import UserError
@@ -35,7 +37,7 @@ def cmd_sample(args) -> int:
     )
     if prompt is not None:  # the prompt is part of what is shown and written
         samples = torch.cat([torch.as_tensor(prompt, dtype=torch.long)[None].expand(args.n, -1), samples], dim=1)
-    stem = f"seed{args.seed}-temp{args.temperature:g}"
+    stem = _stem(args.seed, args.n, length, args.prompt, args.temperature)
     for path in sampling.write_samples(samples, vocab, info, run.path / "samples", stem):
         print(f"wrote {path}")
     if info.kind == "text":
@@ -47,3 +49,11 @@ def cmd_sample(args) -> int:
             )
             print(vocab.decode(row))
     return 0
+
+
+def _stem(seed: int, n: int, length: int, prompt: str | None, temperature: float) -> str:
+    """The samples' file name: everything that decides them (the seed, how many, how long, the prompt by the
+    start of its sha256, the temperature last, where Figure 5's renderer reads it), so that a draw with
+    other arguments never overwrites another's: ``seed0-n4-len127-temp1``, ``seed0-n3-len70-prompt1a2b3c4d-temp1``."""
+    told = f"-prompt{hashlib.sha256(prompt.encode()).hexdigest()[:8]}" if prompt else ""
+    return f"seed{seed}-n{n}-len{length}{told}-temp{temperature:g}"

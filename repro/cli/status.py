@@ -12,7 +12,7 @@ from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.console import print_table
 from repro.store.runs import CorruptFile, RunDir, listing
-from repro.train import launch
+from repro.train import launch, throughput
 
 
 def run_state(run: RunDir) -> str:
@@ -48,10 +48,23 @@ def cmd_status(args) -> int:
         print(f"no stored runs under {root}/runs")
         return 0
     if runs:
-        print_table([cols, *([fmt(r.get(c)) for c in cols] for r in runs)])
+        print_table([cols, *([_shown(r, c) for c in cols] for r in runs)])
+    if any(_above_peak(r) for r in runs):
+        print(f"* {throughput.ABOVE_PEAK}")
     for out in left:
         print(out)
     return 0
+
+
+def _above_peak(row: dict) -> bool:
+    """Whether a run's stored MFU exceeds 1 (its machine's peak was measured under load)."""
+    mfu = row.get("mfu")
+    return isinstance(mfu, (int, float)) and not _missing(mfu) and mfu > 1
+
+
+def _shown(row: dict, col: str) -> str:
+    """A cell of the table: an MFU above 1 is marked (the note under the table says why)."""
+    return fmt(row.get(col)) + ("*" if col == "mfu" and _above_peak(row) else "")
 
 
 def _described(root: Path, row: dict, cell: dict) -> dict:

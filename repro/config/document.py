@@ -308,7 +308,8 @@ def _check_claim(where: str, check: str, family: str | None) -> None:
         raise refuse(str(err), where) from None
     for metric, close in unknown:
         hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(metrics.names(family))}"
-        raise refuse(f"metric {metric!r} is not stored by a {family or 'any'} run{hint}", where)
+        runs = f"{'an' if family[0] in 'aeiou' else 'a'} {family} run" if family else "any run"
+        raise refuse(f"metric {metric!r} is not stored by {runs}{hint}", where)
 
 
 def _family(base: Any) -> str | None:

@@ -10,7 +10,8 @@ of the files that ``analysis:`` (a path or a list, relative to the file) names, 
 
 ``include:`` (a path or a list, relative to the file) deep-merges other files under this one: shared
 fragments (``experiments/shared/``: a paper's recipe and scales) or whole manifests. Mappings merge key
-by key, anything else is replaced; ``notes`` accumulate (the included file's first). ``set`` (dotted key
+by key, anything else is replaced; ``notes`` accumulate (the included file's first; each file's kept apart
+too, so that a report labels the notes an included file brought). ``set`` (dotted key
 -> value: every run at every scale has it) and ``sweep`` (dotted key -> list: a grid axis at every scale,
 added or replacing the manifest's) are the command line's ``key=value`` and ``-m key=v1,v2`` in a file.
 """
@@ -41,6 +42,7 @@ from repro.files import safeyaml
 from repro.identity import check_name
 
 DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
+NOTES_FROM = "_notes_from"  # a merged document's notes by file: [(path, text)], the included files' first
 SHARED = "shared"  # experiments/shared/: fragments for `include:`, not manifests
 SHIPPED = Path(__file__).resolve().parents[2] / "experiments"
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"  # the shipped renderer files
@@ -95,6 +97,7 @@ class Manifest:
     parts: list[str] = field(default_factory=list)  # manifests whose runs this one's renderers gather
     description: str = ""
     notes: str = ""
+    notes_from: list[tuple[Path, str]] = field(default_factory=list)  # each file's own notes, includes first
     set: dict[str, Any] = field(default_factory=dict)  # dotted key -> the value of every run
     sweep: dict[str, list[Any]] = field(default_factory=dict)  # dotted key -> an axis of every scale's grid
     args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
@@ -264,6 +267,8 @@ def read(
         raise ManifestError(f"{path}: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(allowed))}")
     if "analysis" in data:
         data["analysis"] = _analysis_files(path, data["analysis"], access.code)
+    if data.get("notes"):  # whose notes they are: a report labels those an included file brought
+        data[NOTES_FROM] = [(path.resolve(), str(data["notes"]))]
     includes = data.pop("include", [])
     includes = [includes] if isinstance(includes, str) else includes
     if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
@@ -315,9 +320,11 @@ def _analysis_files(path: Path, value: Any, trusted: tuple[Path, ...]) -> list[s
 def merge_documents(under: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """``over`` deep-merged over ``under``: notes accumulate; a key ``over`` sets (or sweeps) leaves the
     other of ``set``/``sweep``."""
-    out = _merge(copy.deepcopy(under), {k: v for k, v in over.items() if k != "notes"})
+    out = _merge(copy.deepcopy(under), {k: v for k, v in over.items() if k not in ("notes", NOTES_FROM)})
     if over.get("notes"):
         out["notes"] = str(under.get("notes") or "") + str(over["notes"])
+    if over.get(NOTES_FROM):
+        out[NOTES_FROM] = [*(under.get(NOTES_FROM) or []), *over[NOTES_FROM]]
     for key, other in (("set", "sweep"), ("sweep", "set")):
         for dotted in over.get(key) or {}:
             (out.get(other) or {}).pop(dotted, None)
@@ -349,8 +356,9 @@ def build(
 ) -> Manifest:
     """A validated Manifest from a merged document; ``path`` names it in errors and anchors `file` corpora
     (which may lie in ``folders``, those of the files merged, and in ``access.read``)."""
+    notes_from = list(data.get(NOTES_FROM) or [])
     try:
-        doc = fields.build(Document, data)
+        doc = fields.build(Document, {k: v for k, v in data.items() if k != NOTES_FROM})
     except SpecError as err:
         raise ManifestError(f"{path}: {err}") from None
     try:
@@ -383,6 +391,7 @@ def build(
         parts=doc.parts,
         description=doc.description,
         notes=doc.notes,
+        notes_from=notes_from,
         set=doc.set,
         sweep=doc.sweep,
         args=list(args),

@@ -77,3 +77,22 @@ def known(metric: str, family: str | None) -> bool:
 def close(metric: str, family: str | None) -> list[str]:
     """The known names a typo is closest to (for the error's suggestion)."""
     return difflib.get_close_matches(metric, names(family), n=2, cutoff=0.6)
+
+
+SPLIT_GAP = 0.05  # of the smaller: valid and test bits further apart than this are said to differ
+
+
+def split_gap(valid: float | None, test: float | None) -> str | None:
+    """Words for valid and test bits more than :data:`SPLIT_GAP` of the smaller apart (a corpus whose parts
+    differ in kind: linux-doc's valid split reads 3.25 bits where its test split reads 2.74), which makes a
+    number on one split no guide to the other; None when they are close, or one is missing."""
+    if valid is None or test is None or valid != valid or test != test or min(valid, test) <= 0:
+        return None
+    gap = abs(valid - test)
+    if gap <= SPLIT_GAP * min(valid, test):
+        return None
+    return (
+        f"valid {valid:.2f} and test {test:.2f} bits differ by {gap:.2f} ({gap / min(valid, test):.0%} of the "
+        "smaller): the two splits are not alike (parts of the corpus that differ in kind), so compare runs on "
+        "one split, never a valid number with a test one"
+    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import textwrap
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from repro.config.access import NONE, Access
 from repro.config.cells import value_text
 from repro.config.document import SCALES as SCALE_ORDER
 from repro.config.manifest import DEFAULT_SCALE, Manifest, discover
+from repro.config.metrics import split_gap
 from repro.files import atomic
 from repro.files.locks import FileLock
 from repro.report import derived, relatives, renderers
@@ -256,8 +258,9 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
         rows, others = split_current(manifest, scale, runs)
         keys = cell_keys(manifest, scale)
         cells = seed_means(rows, keys)  # one row per grid cell: the table's and the renderers'
-        frame = _table(manifest, cells, keys, spread=True)
-        csv_frames.append(_table(manifest, rows, keys).assign(scale=scale))
+        extra = renderers.claim_metrics(manifest, scale)  # what the claims compare and no renderer shows
+        frame = _table(manifest, cells, keys, spread=True, extra=extra)
+        csv_frames.append(_table(manifest, rows, keys, extra=extra).assign(scale=scale))
         fill = f"`repro run {manifest.command} --scale {scale}`"
         lines += [
             f"## Scale `{scale}` — dataset: {renderers.datasets(rows)}"
@@ -277,13 +280,14 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
             f"trains them; then `repro report {manifest.command}` fills this section.",
             "",
         ]
+        lines += _split_gaps(cells)
         if not others.empty:
             lines += [
                 f"Other stored runs at this scale ({len(others)}), **not used** in the tables, figures or "
                 "claims above: their spec differs from the manifest's current resolution (a `--max-steps` "
                 "run, or a spec from an older version of the manifest or code).",
                 "",
-                markdown_table(_table(manifest, others, keys).assign(run_id=list(others["run_id"]))),
+                markdown_table(_table(manifest, others, keys, extra=extra).assign(run_id=list(others["run_id"]))),
                 "",
             ]
         drawn = Context(manifest, cells, scale, root, replicates=rows)
@@ -308,7 +312,7 @@ def _render(manifest: Manifest, root: Path, confidence: float) -> tuple[Path, li
     if manifest.notes and (manifest.set or manifest.sweep):  # a derived manifest's notes are its base's
         lines += [f"## Notes of `{manifest.path.name}`", "", _BASE_NOTES, "", *_quoted(manifest.notes), ""]
     elif manifest.notes:
-        lines += ["## Notes", "", manifest.notes.strip(), ""]
+        lines += _notes(manifest)
     if manifest.claims:
         lines[4:4] = _claims_defined(manifest)
     if results:
@@ -440,6 +444,42 @@ _BASE_NOTES = (
 )
 
 
+_INCLUDED_NOTES = (
+    "Written for the manifests that include that file (its recipe's choices), not for this one: where this "
+    "manifest sets other values, its own keys and the tables and claims of this report are the measured truth."
+)
+
+
+def _split_gaps(cells: pd.DataFrame) -> list[str]:
+    """A line under a scale's table where a cell's valid and test bits (seed means) lie far apart
+    (:func:`repro.config.metrics.split_gap`): the widest, and in how many cells."""
+    if cells.empty or not {"valid_bits", "test_bits"} <= set(cells):
+        return []
+    said = [
+        (abs(v - t), gap)
+        for v, t in zip(cells["valid_bits"], cells["test_bits"])
+        if (gap := split_gap(None if _missing(v) else v, None if _missing(t) else t))
+    ]
+    if not said:
+        return []
+    widest = max(said)[1]
+    return [f"**Valid against test** ({len(said)} of {len(cells)} cells), the widest gap: {widest}.", ""]
+
+
+def _notes(manifest: Manifest) -> list[str]:
+    """A manifest's own notes, then each included file's apart, quoted under the file's name (a user's
+    manifest that includes a shipped recipe does not present the recipe's notes as its own)."""
+    here = manifest.path.resolve()
+    by_file = manifest.notes_from or [(here, manifest.notes)]  # a manifest built without its files': its own
+    own = [text for path, text in by_file if path == here]
+    lines = ["## Notes", "", *[text.strip() for text in own], ""] if own else []
+    for path, text in by_file:
+        if path != here:
+            shown = os.path.relpath(path, here.parent)
+            lines += [f"## Notes of the included `{shown}`", "", _INCLUDED_NOTES, "", *_quoted(text), ""]
+    return lines
+
+
 def _quoted(text: str) -> list[str]:
     """Text as a markdown quote, line by line."""
     return [f"> {line}".rstrip() for line in text.strip().splitlines()]
@@ -538,9 +578,12 @@ def _embed(path: Path, caption: str, out_dir: Path) -> list[str]:
     return [f"[{caption}]({path.relative_to(out_dir)})", ""]
 
 
-def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool = False) -> pd.DataFrame:
+def _table(
+    manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool = False, extra: list[str] = ()
+) -> pd.DataFrame:
     """One row per run (the csv, each seed apart) or, with ``spread``, per grid cell from the seed means of
-    :func:`seed_means`: ``mean ± sd`` over its seeds and their number ``n``; the paper's values beside."""
+    :func:`seed_means`: ``mean ± sd`` over its seeds and their number ``n``; the paper's values beside.
+    ``extra``: metrics shown after :data:`COLUMNS` (:func:`repro.report.renderers.claim_metrics`)."""
     names = short_names(keys)
     out = []
     for _, row in rows.iterrows():
@@ -548,7 +591,7 @@ def _table(manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool
         record = {names[k]: value_text(v) if isinstance(v, (dict, list)) else v for k, v in cell.items()}
         if not spread and SEED in row:
             record["seed"] = row[SEED]
-        for c in COLUMNS:
+        for c in [*COLUMNS, *(m for m in extra if m not in COLUMNS)]:
             if c not in row or _missing(row[c]):
                 continue
             sd = row.get(f"{c} sd")

@@ -21,6 +21,7 @@ import importlib.util
 import math
 import os
 import posix
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from repro.claims import language as claims
 from repro.claims import verdict as verdicts
 from repro.config import renders
 from repro.config.keys import matching
@@ -47,6 +49,7 @@ _REGISTRY: dict[str, Renderer] = {}
 _FILES: dict[str, Path] = {}  # renderer -> the file that defines it
 _REFERENCE: dict[str, dict[str, type | tuple[type, ...]]] = {}  # renderer -> reference keys it reads
 _READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run files) it reads
+SPEC_SECTIONS = ("data.", "model.", "train.", "eval.")  # a claim's selections of spec keys, not metrics
 
 
 @dataclass
@@ -345,6 +348,26 @@ def check_loaded(manifest: Manifest) -> Manifest:
     when loaded, the shipped ones and its own: ``repro report`` (which runs them to draw) and ``repro
     validate --renderers``; every other command reads their source only (:func:`repro.config.renders.check_declared`)."""
     return renders.check(manifest, {name: _REFERENCE[name] for name in registry(manifest.analysis)})
+
+
+def claim_metrics(manifest: Manifest, scale: str) -> list[str]:
+    """The stored metrics that the checks of ``manifest``'s claims at ``scale`` compare and none of its
+    renderers reads (``reads``; ``name<N>`` stands for ``name`` followed by digits), in the claims' order:
+    the report's table of runs shows them beside its usual columns, so that every number a verdict rests on
+    is on the page, also where a manifest reuses a renderer written for other claims. Spec keys
+    (``model.span.ramp``) and the sanity checks' ``learned[]`` are not metrics here."""
+    known = registry(manifest.analysis)
+    read = [key for name in manifest.renders if name in known for key in _READS[name]]
+    patterns = [re.compile(re.escape(key).replace(re.escape("<N>"), r"\d+") + "$") for key in read]
+    out: list[str] = []
+    for claim in manifest.claims:
+        if (claim.scales is not None and scale not in claim.scales) or claims.is_sanity(claim.check):
+            continue
+        for metric, _ in claims.parse(claim.check)[1]:
+            if metric.startswith(SPEC_SECTIONS) or any(p.match(metric) for p in patterns) or metric in out:
+                continue
+            out.append(metric)
+    return out
 
 
 def render_all(ctx: Context) -> list[tuple[Path, str]]:

@@ -13,8 +13,9 @@ by", nor draw a band over seeds: docs/tracking.md.)
 Metrics: metrics.csv's series (per-head series as a mean per layer, as W&B gets them; the model's
 constants, :data:`repro.track.loggers.CONSTANTS`, go to the config), and at the last step the
 summary's results as ``summary/<key>`` (trackio draws single-point metrics as bars, one per run),
-with the paper's number beside them as ``<name> (paper)`` where the manifest's ``reference.runs``
-gives one for the run's cell and it is the same model (not an entry marked ``prior: true``: a prior
+with the paper's number beside them as ``<name> (paper)``, once a cell (on its first seed's run: not
+one equal bar per seed), where the manifest's ``reference.runs`` gives one for the run's cell and it is
+the same model (not an entry marked ``prior: true``: a prior
 work's number in the role the cell plays, which the report names but the dashboard does not draw). The page opens on one section, ``bits``: ``train/bits`` and
 ``valid/bits_quick`` against steps, then the summary's test and valid bits (:data:`RENAMED`,
 :data:`PLOT_ORDER`).
@@ -50,7 +51,7 @@ from repro.store.runs import RunDir, sources, table
 from repro.track.loggers import PROJECT, grid_columns, per_head_view, split_constants
 
 SECTIONS = ("data", "model", "train", "eval")
-FORMAT = 3  # what an import writes; runs imported in another format are imported again
+FORMAT = 4  # what an import writes; runs imported in another format are imported again
 # The summary's results drawn as bars (the rest of the summary is config): bits first.
 BARS = re.compile(r"^(test_bits|valid_bits)(_.*)?$|^(avg_span|dynamic_span_mean|flops_per_token|seconds_per_step)$")
 # The first section, ``bits``: the curves and the summary's bits (the paper's beside them); the page opens on it.
@@ -237,6 +238,10 @@ def import_runs(root: Path, manifest: str | None = None, access: Access = NONE) 
 
     cells = Counter(cell(s) for s in specs.values())
     seeded = Counter((*cell(s), seed(s)) for s in specs.values())
+    # the paper's number is one bar a cell, beside its first seed (not one per seed: three equal bars)
+    first: dict[tuple, Any] = {}
+    for s in sorted(specs.values(), key=lambda s: (seed(s) is None, seed(s) or 0)):  # a spec may lack one
+        first.setdefault(cell(s), seed(s))
     by_key = {(r["manifest"], r["run_id"]): r for r in runs.to_dict("records")}
     # imported cell by cell, each cell's seeds in order: the page lists a cell's seeds together
     for stored in sorted(specs, key=lambda k: [str(v) for v in (*cell(specs[k]), seed(specs[k]))]):
@@ -258,7 +263,7 @@ def import_runs(root: Path, manifest: str | None = None, access: Access = NONE) 
         if key in formats[name]:  # imported in another format: replaced
             store.delete_run(name, key, run_id=key)
         paper = references(spec["manifest"], spec.get("cell") or {})
-        rows, steps, constants = run_metrics(run, paper)
+        rows, steps, constants = run_metrics(run, paper if seed(spec) == first[cell(spec)] else {})
         twin = seeded[(*cell(spec), seed(spec))] > 1
         store.bulk_log(
             project=name,

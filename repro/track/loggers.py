@@ -5,11 +5,12 @@ W&B mode: ``online`` when credentials exist (``WANDB_API_KEY`` or a netrc entry 
 ``disabled`` by ``--no-wandb`` or ``WANDB_MODE=disabled``. Every run of a results root writes under
 ``<results>/wandb/``, so the W&B CLI's own commands work on that folder. One W&B group per manifest,
 job_type = model family, run name = the grid cell in words, tags = paper, scale and renders.
-Config: spec.yaml (resolved spec, run id, manifest, scale, cell, code version), the paper, each
+Config: spec.yaml (resolved spec, run id, manifest, scale, cell, code version: W&B's own code capture is
+off, it would hold the ``repro`` launcher script), the paper, each
 grid key as a top-level column, and the model's constants (params, span_limit, ...: :data:`CONSTANTS`),
 which are not logged as series. Per-head statistics (``model/spans/<layer>/<head>``) reach W&B as a
 per-layer mean and, at intervals, one layers x heads heatmap; metrics.csv keeps every head.
-The finished run's summary is the store's summary.json, and analysis.npz is saved with the run.
+The finished run's summary is the store's summary.json, and a copy of analysis.npz is saved with the run.
 """
 
 from __future__ import annotations
@@ -236,6 +237,7 @@ def wandb_logger(mode: str, spec: RunSpec, paper: str, renders: list[str], run: 
         offline=(mode == "offline"),
         id=run.summary().get("wandb_run_id"),
         resume="allow",
+        save_code=False,  # W&B would capture the `repro` launcher script, not the code: code_version names it
         heatmap_every=max(1, logs // HEATMAPS_PER_RUN),
     )
     logger.experiment.define_metric("valid/bits_quick", step_metric=STEP, step_sync=True, summary="min")
@@ -272,10 +274,14 @@ def resend_missing(logger, run: RunDir, before_step: int) -> int:
 
 def finish_wandb(logger, run: RunDir) -> None:
     """Close a finished run's W&B run: its summary becomes the store's summary.json (what ``repro pull``
-    writes back) and analysis.npz is saved with it."""
+    writes back) and a copy of analysis.npz is saved with it (``wandb.save`` of a file outside the W&B run's
+    folder leaves a symbolic link into the store there, which an upload from elsewhere, or after the store
+    moved, finds broken)."""
     experiment = logger.experiment
     experiment.summary.update(run.summary())
     analysis = run.path / "analysis.npz"
     if analysis.exists():
-        experiment.save(str(analysis), base_path=str(run.path), policy="now")
+        copy = Path(experiment.dir) / analysis.name
+        atomic.write_bytes(copy, analysis.read_bytes())
+        experiment.save(str(copy), base_path=experiment.dir, policy="now")
     experiment.finish()

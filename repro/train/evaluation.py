@@ -46,8 +46,10 @@ def evaluate(
     max_targets: int | None = None,
     progress: str | None = None,
 ) -> dict[str, Any]:
-    """Bits of ``model`` over ``data``; ``progress``: the split's name, for a bar on a terminal and lines
-    off one (a log), as training shows."""
+    """Bits of ``model`` over ``data``; ``max_targets``: stop after the batch that reaches that many scored
+    targets (a prefix of the split in the procedure's order: the quick validation's, and a ``--max-steps``
+    run's final evaluation); ``progress``: the split's name, for a bar on a terminal and lines off one (a
+    log), as training shows."""
     model.eval()
     stateful = model.init_state(1, device) is not None
     context = min_context(spec, stateful)
@@ -55,7 +57,7 @@ def evaluate(
         data, spec.eval.batch_size, spec.data.block, min_context=context or 0, stateful=stateful, start_token=vocab_size
     )
     total, count, state = 0.0, 0, None
-    bar = _progress(progress, data)
+    bar = _progress(progress, data, max_targets)
     for batch in batches:
         x, y, mask = batch.x.to(device), batch.y.to(device), batch.mask.to(device)
         if stateful and state is None:
@@ -88,10 +90,11 @@ def unigram_bits(train: np.ndarray, data: np.ndarray, vocab_size: int) -> float:
     return float(-log_p[np.asarray(data).ravel()].mean())
 
 
-def _progress(split: str | None, data: np.ndarray):
+def _progress(split: str | None, data: np.ndarray, max_targets: int | None = None):
     if split is None:
         return None
     total = int(data.size - (1 if data.ndim == 1 else 0))
+    total = total if max_targets is None else min(total, max_targets)
     if not sys.stderr.isatty():
         return Lines(f"evaluating {split}", total, "targets")
     return tqdm(total=total, unit="tok", unit_scale=True, desc=f"evaluating {split}", file=sys.stderr, leave=False)

@@ -27,22 +27,33 @@ from repro.train.selection import load_selected
 
 
 def scores(
-    spec: RunSpec, module: LMModule, trainer: pl.Trainer, run: RunDir, data: RunData, world: distributed.World
+    spec: RunSpec,
+    module: LMModule,
+    trainer: pl.Trainer,
+    run: RunDir,
+    data: RunData,
+    world: distributed.World,
+    eval_targets: int | None = None,
 ) -> dict[str, Any]:
     """What a finished run's summary adds: the weights it scored, its scores and analyses, the time the
-    evaluation took and its throughput."""
+    evaluation took and its throughput. ``eval_targets``: score only each split's first so many targets
+    (a ``--max-steps`` run's evaluation, recorded as ``eval_targets_cap``); None: every target."""
     selected = load_selected(spec, run.checkpoints, module.model)
     if selected["selected"] == "best_valid":
         module.checkpoint_stats = None  # the statistics of the weights scored, not of the last ones
     started = time.perf_counter()
-    scored = _evaluate_and_analyse(spec, module, trainer, run, data)
+    scored = _evaluate_and_analyse(spec, module, trainer, run, data, eval_targets)
+    if eval_targets is not None:
+        scored["eval_targets_cap"] = eval_targets
     # eval_seconds: what `repro run`'s ETA adds per run beside the training steps
     final = {"steps": spec.train.steps, **selected, **scored, "eval_seconds": round(time.perf_counter() - started, 2)}
-    final.update(_throughput(spec, final, trainer, run, world))
+    final.update(_throughput(spec, final, trainer, world))
     return final
 
 
-def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, run: RunDir, data: RunData) -> dict:
+def _evaluate_and_analyse(
+    spec: RunSpec, module: LMModule, trainer: pl.Trainer, run: RunDir, data: RunData, eval_targets: int | None
+) -> dict:
     """Summary numbers of a trained model: training time, speed and memory (kept with the checkpoints,
     so a resumed run reports its whole training), FLOPs, its statistics as of the final checkpoint, bits
     on every split (and at every swept context), the unigram level of the valid split; stores the family's
@@ -60,7 +71,7 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
     final["unigram_bits"] = unigram_bits(data.train, data.splits["valid"], data.vocab.size)
     for name in spec.eval.splits:
         shown = name if trainer.is_global_zero else None  # rank 0's lines
-        result = evaluate(model, data.splits[name], spec, device, data.vocab.size, progress=shown)
+        result = evaluate(model, data.splits[name], spec, device, data.vocab.size, eval_targets, progress=shown)
         final.update(
             {
                 f"{name}_bits": result["bits"],
@@ -71,13 +82,14 @@ def _evaluate_and_analyse(spec: RunSpec, module: LMModule, trainer: pl.Trainer, 
         )
     for context in spec.eval.context_sweep:
         swept = replace(spec, eval=spec.eval.model_copy(update={"min_context": context}))
-        final[f"test_bits_ctx{context}"] = evaluate(model, data.splits["test"], swept, device, data.vocab.size)["bits"]
+        swept_bits = evaluate(model, data.splits["test"], swept, device, data.vocab.size, eval_targets)["bits"]
+        final[f"test_bits_ctx{context}"] = swept_bits
     # arrays behind figures that need the trained model (renderers never load it)
     run.write_arrays("analysis.npz", figure_arrays(spec.family, model, data.splits["valid"], data.vocab))
     return final
 
 
-def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, world: distributed.World) -> dict:
+def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, world: distributed.World) -> dict:
     """Achieved model FLOP/s and MFU against the device's peak, the FLOPs convention, and the load the
     machine carried over training (repro.train.throughput, docs/throughput.md)."""
     metrics = trainer.callback_metrics
@@ -88,7 +100,6 @@ def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, run: RunDir, wo
         "cpus": os.cpu_count(),
         "ran_alone": throughput.ran_alone(load.get(TrainingMeter.OTHERS_MAX)),
         **throughput.summary_fields(
-            run.path.parent.parent.parent,
             device,
             trainer.precision,  # train.precision as resolved (auto: bf16-mixed or 32-true)
             final.get("flops_per_token"),

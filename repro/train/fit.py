@@ -44,10 +44,12 @@ def train(
     callbacks: Sequence[pl.Callback],
     echo: Callable[[str], None],
     tell: Callable[[Any], None],
+    eval_targets: int | None = None,
 ) -> tuple[str, dict]:
     """Rank 0: train the settled run (from ``got.checkpoint``, when it resumes) in ``precision`` (its
     ``train.precision`` resolved: repro.train.environment.pinned) and finish it, telling the other ranks
-    where to start; its status (finished or failed) and summary."""
+    where to start; its status (finished or failed) and summary. ``eval_targets``: the final evaluation
+    scores each split's first so many targets (:func:`repro.train.finish.scores`)."""
     data = got.prepared
     module = _module(spec, data)
     run.write_spec(spec.record(code_version()))
@@ -95,7 +97,7 @@ def train(
         diverged = _fit(trainer, module, data, resume, world.strategy == "ddp_spawn")
         stage = f"the final evaluation (eval.batch_size = {spec.eval.batch_size} windows of data.block = {spec.data.block} tokens)"
         if diverged is None:
-            final = finish.scores(spec, module, trainer, run, data, world)
+            final = finish.scores(spec, module, trainer, run, data, world, eval_targets)
     except signals.Interrupted as err:
         err.detail = _stopped(run, wb, err.exit_status)
         raise

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro import progress
 from repro.config.access import NONE, Access
 from repro.errors import UserError
 from repro.files import atomic
@@ -88,6 +89,7 @@ class Job:
     devices: int = 1  # processes per node
     num_nodes: int = 1
     max_steps: int | None = None
+    full_eval: bool = False  # --full-eval: a capped run scores every target
     only: tuple[str, ...] = ()  # --only (the run id narrows further; kept so both resolve alike)
     no_wandb: bool = False
     verbose: bool = False
@@ -258,15 +260,19 @@ def run_local(
     parallel: int,
     echo: Callable[[str], None],
     work: Callable[[Job], Ended],
+    left: Callable[[list[str], dict[str, float]], str] = lambda run_ids, elapsed: "",
 ) -> int:
     """Run ``runs`` as at most ``parallel`` local processes at a time (submitit's local executor); wait
-    for all, a line each as it ends (a failed one with its reason). Exit status as ``repro run``'s: 1 if
-    one failed, else 3 if one was trained elsewhere."""
+    for all, a line each as it ends (a failed one with its reason), then the sweep's progress: ``[3 of 12
+    ended] elapsed 4m10s, ETA ...`` (``left``: the ETA of the runs not done, given their ids and
+    the seconds the running ones have run). Exit status as ``repro run``'s: 1 if one failed, else 3 if one
+    was trained elsewhere."""
     import submitit  # the optional `cluster` extra
 
     executor = submitit.LocalExecutor(folder=root / JOBS / "local" / "%j")
     executor.update_parameters(timeout_min=LOCAL_TIMEOUT_MIN)
     waiting, running, codes = list(runs), [], []
+    began = time.monotonic()
     while waiting or running:
         while waiting and len(running) < parallel:
             manifest, description = waiting.pop(0)
@@ -274,12 +280,13 @@ def run_local(
             started = executor.submit(work, description)
             record(root, manifest, run_id, "local", started.job_id, started.paths.stdout)
             echo(f"started {manifest} {run_id} as local job {started.job_id} (log {started.paths.stdout})")
-            running.append((manifest, run_id, started))
+            running.append((manifest, run_id, started, time.monotonic()))
         done = [r for r in running if r[2].done()]
         if not done:
             time.sleep(0.5)
-        for manifest, run_id, finished in done:
-            running.remove((manifest, run_id, finished))
+        for job in done:
+            manifest, run_id, finished, _ = job
+            running.remove(job)
             try:
                 ended = finished.result()
             except Exception as err:  # the job process itself failed (killed, no result): submitit's error
@@ -292,6 +299,14 @@ def run_local(
                     f"{manifest} {run_id}: job {finished.job_id} done"
                     + (" (trained elsewhere)" if ended.code == 3 else "")
                 )
+        if done:
+            now = time.monotonic()
+            ids = [d.run_id for _, d in waiting] + [r[1] for r in running]
+            eta = left(ids, {r[1]: now - r[3] for r in running}) if ids else "nothing left"
+            echo(
+                f"[{len(codes)} of {len(runs)} ended] elapsed "
+                f"{progress.duration(now - began)}{', ' + eta if eta else ''}"
+            )
     return 1 if 1 in codes else 3 if 3 in codes else 0
 
 

@@ -49,11 +49,13 @@ def run_spec(
     echo: Callable[[str], None] = say,
     isa: str | None = None,
     precision: str | None = None,
+    eval_targets: int | None = None,
 ) -> Outcome:
     """Train ``spec`` into ``root`` (or resume it, or skip it when finished). ``isa``: the instruction set
     (repro/cpu_isa.py); default: the one the stored run recorded, else ``REPRO_CPU_ISA``'s. ``precision``:
     what ``train.precision: auto`` resolves to (repro/train/environment.py); default: the one the stored run
-    recorded, else this machine's."""
+    recorded, else this machine's. ``eval_targets``: the final evaluation scores each split's first so
+    many targets (a ``--max-steps`` run's); None: all of them."""
     world = distributed.world(devices, num_nodes)
     check_processes(spec, manifest, world)
     distributed.start(world)
@@ -64,7 +66,7 @@ def run_spec(
     with environment.pinned(spec, isa, precision or environment.recorded_precision(stored)) as precision:
         if not world.leads:
             return _follow(spec, manifest, run, world, callbacks, precision)
-        return _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision)
+        return _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision, eval_targets)
 
 
 def recorded_environment(run: RunDir) -> dict | None:
@@ -86,14 +88,15 @@ def settle_isa(root: Path, specs: Sequence[RunSpec]) -> None:
             return
 
 
-def _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision) -> Outcome:
+def _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision, eval_targets) -> Outcome:
     """Rank 0 (or the only process): settle the run, then train it, telling the other ranks what to do."""
     prepare = partial(open_data, spec, manifest)  # bad data or sizes: refused before anything is written
     with distributed.leading(world) as tell, settle(run, spec.resolved(), spec.cell, prepare, echo) as got:
         if not got.trains:
             tell(("done", got.action))
             return Outcome(spec, got.action, got.summary)
-        return Outcome(spec, *fit.train(spec, precision, manifest, run, got, world, wandb_mode, callbacks, echo, tell))
+        trained = fit.train(spec, precision, manifest, run, got, world, wandb_mode, callbacks, echo, tell, eval_targets)
+        return Outcome(spec, *trained)
 
 
 def check_processes(spec: RunSpec, manifest: Manifest, world: distributed.World) -> None:

@@ -12,6 +12,7 @@ from repro.errors import UserError
 from repro.models.base import LanguageModel
 from repro.store import checkpoints
 from repro.store.runs import RunDir
+from repro.train import retrain, samebits
 from repro.train.module import LMModule
 from repro.train.selection import load_selected
 
@@ -42,9 +43,32 @@ def _checkpoint(run: RunDir, spec: RunSpec) -> Path:
     command = f"`repro run {spec.manifest} --scale {spec.scale} --run-id {run.run_id}"
     if not run.finished:
         raise UserError(f"{run.path}: {why}; {command}` trains it")
-    if why == "no checkpoint":
-        why += " (checkpoints are not committed)"
+    if why == "no checkpoint":  # a clone's: its retrained copy, or the command that makes one
+        raise UserError(no_checkpoint(run))
     raise UserError(
         f"{run.path}: {why}; {command} --retrain-checkpoint` trains it again, checks that it reproduces the "
         "stored bits and keeps its checkpoint"
     )
+
+
+def no_checkpoint(run: RunDir) -> str:
+    """What ``repro sample`` says of a stored run without a checkpoint (a clone's): its retrained copy, where
+    one was kept apart (``repro run --retrain-checkpoint``, :mod:`repro.train.retrain`), else the command
+    that retrains it, and, where it cannot give the stored bits here, why and where its copy will be."""
+    said = f"{run.path}: no checkpoint (checkpoints are not committed)"
+    stored, summary = run.spec(), run.summary()
+    copy = retrain.copy_of(run)
+    if copy.finished and copy.last_checkpoint is not None:
+        off = samebits.differences(summary, copy.summary())
+        bits = f": {samebits.shown(off)}, not the stored bits" if off else ""
+        return f"{said}; its retrained copy has one{bits}: `repro sample {copy.path}` samples it"
+    name = stored.get("manifest", run.path.parent.name)
+    command = f"repro run {name} --scale {stored.get('scale')} --run-id {run.run_id} --retrain-checkpoint"
+    said += f"; `{command}` trains it again"
+    foreseen = samebits.reasons(stored, summary)
+    if foreseen:
+        return (
+            f"{said}, though it is not expected to give the stored bits ({'; '.join(foreseen)}): then it keeps "
+            f"the retrained copy apart, under {copy.path}, which `repro sample {copy.path}` samples"
+        )
+    return f"{said}, checks that it reproduces the stored bits and keeps its checkpoint"

@@ -131,7 +131,7 @@ def this_machine(here: RunDir, threads: int) -> dict:
     recorded.setdefault("cpu_vendor", cpu_isa.vendor())
     recorded.setdefault("device", cpu_isa.model())
     recorded.setdefault("threads", threads)
-    recorded.setdefault("torch", _torch_version())
+    recorded.setdefault("torch", torch_version())
     return recorded
 
 
@@ -185,7 +185,7 @@ def _commit(run: RunDir, version: str | None) -> tuple[Path, str]:
 def _environment(spec: dict, summary: dict) -> tuple[int, list[str]]:
     """The thread count, and the instruction sets to try (``avx2``, ``native``), from the summary."""
     environment = summary.get("environment") or {}
-    torch = _torch_version()
+    torch = torch_version()
     if environment.get("torch") and environment["torch"] != torch:
         raise CannotVerify(f"it was trained with torch {environment['torch']}; this is torch {torch}")
     threads = environment.get("threads") or (spec.get("train") or {}).get("threads") or DEFAULT_THREADS
@@ -314,7 +314,7 @@ def native_capability() -> str:
     return _NATIVE[0]
 
 
-def _torch_version() -> str:
+def torch_version() -> str:
     try:
         return importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:

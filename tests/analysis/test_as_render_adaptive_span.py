@@ -244,7 +244,7 @@ def _check_drawn(name: str, m: manifests.Manifest, root: Path, drawn: dict) -> N
         assert np.allclose(drawn[f"fig5-{spec.run_id}"][0]["bars"], np.linspace(5, 50, len(PHRASE)))
     elif name == "as-ablate-ramp":
         by_r = sorted((sp.model.span.ramp, su) for sp, su in runs)
-        for ax, key in zip(drawn["ramp"], ("valid_bits", "avg_span")):
+        for ax, key in zip(drawn["ramp"], ("valid_bits", "span_max")):  # z, not z + R (issue 49.3)
             _, x, y = ax["lines"][0]
             assert x.tolist() == [r for r, _ in by_r] and np.allclose(y, [su[key] for _, su in by_r])
     elif name == "as-ablate-lambda":

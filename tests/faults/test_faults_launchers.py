@@ -168,3 +168,28 @@ def test_a_job_process_that_died_is_told_in_one_line():
         "You can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n  - /r/12_0_log.err\n"
     )
     assert launch.crash_reason(trace).startswith("submitit.core.utils.UncompletedJobError: Job 12 (task: 0)")
+
+
+def test_a_local_sweep_prints_its_eta_first_and_its_progress_as_jobs_end(
+    tmp_path, write_manifest, one_thread_jobs, monkeypatch, capsys
+):
+    """Issue 49.4: `--launcher local` printed only started/done, no overall ETA. Real job processes: the
+    sweep's ETA (from a run of the same shape stored under the default root) before the first job, and
+    after each job that ends how many ended, the time so far and the ETA of what is left."""
+    path = two_run_manifest(write_manifest)
+    root, timing = tmp_path / "results", tmp_path / "timing"
+    (spec, _) = manifests.load(path).expand("tiny")
+    stored = RunDir(timing, spec.manifest, spec.run_id)
+    stored.write_spec(spec.record(None))
+    stored.write_summary(
+        {"status": "finished", "seconds_per_step": 0.5, "eval_seconds": 4.0, "valid_targets": 100, "test_targets": 100}
+    )
+    monkeypatch.setenv("REPRO_RESULTS", str(timing))  # the default root: the shipped runs' timings
+    assert main(["--results", str(root), "run", str(path), "--launcher", "local", "--max-parallel", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # 2 runs x (12 steps x 0.5 s + 200 targets x 4.0 s / 200 targets)
+    assert lines[0] == f"ETA 20s for 2 run(s), from stored runs of the same shape under {timing}/", lines
+    ended = [line for line in lines if line.startswith("[")]
+    assert len(ended) == 2 and ended[0].startswith("[1 of 2 ended] elapsed "), lines
+    assert ", ETA " in ended[0] and "for 1 run(s)" in ended[0]  # now timed by the run this sweep stored
+    assert ended[1].startswith("[2 of 2 ended] elapsed ") and ended[1].endswith(", nothing left")

@@ -227,6 +227,10 @@ def test_a_run_prints_only_the_suites_lines_then_its_checkpoint_is_retrained_and
     for chatter in ("anonymous setting", "litlogger", "LeafSpec", "No artists with labels"):
         assert chatter not in shown, chatter
     assert "ETA" in shown and "finished:" in shown
+    # issue 49.5: where the offline W&B runs go is said, and the analysis arrays W&B keeps are a copy
+    assert f"W&B offline: runs logged under {tmp_path / 'results' / 'wandb'}/ (`repro sync` uploads them" in shown
+    (kept,) = (tmp_path / "results" / "wandb").glob("offline-run-*/files/analysis.npz")
+    assert not kept.is_symlink() and kept.stat().st_size > 0
 
     (spec,) = lookup.load(path).expand("tiny")
     run = RunDir(tmp_path / "results", spec.manifest, spec.run_id)

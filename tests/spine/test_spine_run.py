@@ -77,8 +77,13 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
 
     capsys.readouterr()
     assert main(["sample", spec.run_id[:6], "--n", "2", "--length", "12", "--prompt", "when in"]) == 0
-    text = (run.path / "samples" / "seed0-temp1.txt").read_text().split("\n\n----\n\n")  # seed and temperature
+    prompt = hashlib.sha256(b"when in").hexdigest()[:8]  # what decides the draw names its file (issue 49.5)
+    drawn = run.path / "samples" / f"seed0-n2-len12-prompt{prompt}-temp1.txt"
+    text = drawn.read_text().split("\n\n----\n\n")
     assert len(text) == 2 and all(t.startswith("when in") and len(t.strip("\n")) == 7 + 12 for t in text)
+    assert main(["sample", spec.run_id[:6], "--n", "2", "--length", "5"]) == 0  # another draw: another file
+    assert drawn.read_text().split("\n\n----\n\n") == text
+    assert (run.path / "samples" / "seed0-n2-len5-temp1.txt").exists()
 
 
 def test_a_spec_finished_under_another_manifest_is_reused_not_retrained(tmp_path, write_manifest, capsys):

@@ -15,9 +15,10 @@ from repro.train import runner, throughput
 
 
 @pytest.fixture(autouse=True)
-def own_peak_cache(monkeypatch):
-    """These tests measure and cache the peak under their results root, as a user's run does."""
+def own_peak_cache(monkeypatch, tmp_path):
+    """These tests measure and cache the peak in the user's cache folder, as a user's run does."""
     monkeypatch.delenv(throughput.PEAK_CACHE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def test_a_run_records_its_model_flops_rate_mfu_and_load(tmp_path, write_manifest, capsys):
@@ -34,8 +35,10 @@ def test_a_run_records_its_model_flops_rate_mfu_and_load(tmp_path, write_manifes
     assert summary["others_cores_max"] >= summary["others_cores_mean"] >= 0
     assert summary["others_cores_max"] >= summary["steal_cores_max"] >= summary["steal_cores_mean"] >= 0
     assert summary["ran_alone"] is (summary["others_cores_max"] <= throughput.ALONE_SLACK) and summary["cpus"] >= 1
-    cached = json.loads((tmp_path / "results" / "machine" / "peak-flops.json").read_text())
-    ((key, entry),) = cached.items()  # measured once, for this processor, thread count and torch
+    assert not (tmp_path / "results" / "machine").exists()  # per machine, not per results root
+    cached = json.loads((tmp_path / "cache" / "repro" / "peak-flops.json").read_text())
+    ((key, entry),) = cached.items()  # measured once, for this machine, processor, thread count and torch
+    assert throughput.machine() and key.startswith(throughput.machine() + " | ")
     assert key in summary["peak_source"] and entry["flops_per_second"] == summary["peak_flops_per_second"]
     capsys.readouterr()
     assert main(["--results", str(tmp_path / "results"), "status"]) == 0
@@ -48,38 +51,100 @@ def test_a_measured_peak_is_cached_per_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(
         throughput, "measure_peak", lambda *a: calls.append(a) or {"flops_per_second": 1e11, "kernels": "native X"}
     )
-    first = throughput.peak(tmp_path, "cpu", "32-true", threads=1)
-    again = throughput.peak(tmp_path, "cpu", "32-true", threads=1)
+    first = throughput.peak("cpu", "32-true", threads=1)
+    again = throughput.peak("cpu", "32-true", threads=1)
     assert first == again and len(calls) == 1 and first["peak_flops_per_second"] == 1e11
     assert first["peak_kernels"] == "native X"
-    throughput.peak(tmp_path, "cpu", "bf16-mixed", threads=1)  # another dtype, another entry
-    throughput.peak(tmp_path, "cpu", "32-true", threads=2)  # another thread count too
+    throughput.peak("cpu", "bf16-mixed", threads=1)  # another dtype, another entry
+    throughput.peak("cpu", "32-true", threads=2)  # another thread count too
     assert len(calls) == 3
-    assert throughput.peak(tmp_path, "cpu", "32-true", threads=1, remeasure=True) and len(calls) == 4
+    assert throughput.peak("cpu", "32-true", threads=1, remeasure=True) and len(calls) == 4
 
 
-def test_a_peak_measured_under_more_load_than_now_is_measured_again(tmp_path, monkeypatch):
+def test_a_peak_measured_under_more_load_than_now_is_measured_again_and_the_highest_kept(monkeypatch):
     load = [6.0]
     monkeypatch.setattr(throughput.os, "getloadavg", lambda: (load[0], load[0], load[0]))
-    rates = iter([3e10, 1e11])  # low while others loaded the machine, then the machine's own
+    rates = iter([3e10, 1e11, 8e10])  # low while others loaded the machine, then the machine's own, then lower
     monkeypatch.setattr(throughput, "measure_peak", lambda *a: {"flops_per_second": next(rates), "kernels": "n"})
-    assert throughput.peak(tmp_path, "cpu", "32-true", threads=1)["peak_flops_per_second"] == 3e10
+    assert throughput.peak("cpu", "32-true", threads=1)["peak_flops_per_second"] == 3e10
     load[0] = 5.5  # within the slack: the cached one stands
-    assert throughput.peak(tmp_path, "cpu", "32-true", threads=1)["peak_flops_per_second"] == 3e10
+    assert throughput.peak("cpu", "32-true", threads=1)["peak_flops_per_second"] == 3e10
     load[0] = 0.5
-    found = throughput.peak(tmp_path, "cpu", "32-true", threads=1)
-    assert found["peak_flops_per_second"] == 1e11 and "load 0.5" in found["peak_source"]
+    found = throughput.peak("cpu", "32-true", threads=1)
+    assert found["peak_flops_per_second"] == 1e11 and "the highest of 2 measurements, load 0.5" in found["peak_source"]
+    found = throughput.peak("cpu", "32-true", threads=1, remeasure=True)  # measured lower: the highest stays
+    assert found["peak_flops_per_second"] == 1e11 and "the highest of 3 measurements, load 0.5" in found["peak_source"]
 
 
-def test_results_roots_share_a_peak_through_repro_peak_cache(tmp_path, monkeypatch):
+def test_results_roots_share_the_machines_peak(monkeypatch):
+    """Issue 49.2: each results root measured its own peak under whatever load it met (25.7 against 42.9
+    GFLOP/s on one machine); the peak is the machine's, whatever root a run stores into."""
+    calls = []
+    monkeypatch.setattr(
+        throughput, "measure_peak", lambda *a: calls.append(a) or {"flops_per_second": 1e11, "kernels": "native X"}
+    )
+    first = throughput.summary_fields("cpu", "32-true", 1e6, 1e3, 1.0, threads=1)
+    again = throughput.summary_fields("cpu", "32-true", 1e6, 1e3, 1.0, threads=1)
+    assert first == again and len(calls) == 1 and first["mfu"] == pytest.approx(3e9 / 1e11)
+
+
+def test_repro_peak_cache_names_another_cache_file(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(
         throughput, "measure_peak", lambda *a: calls.append(a) or {"flops_per_second": 1e11, "kernels": "native X"}
     )
     monkeypatch.setenv(throughput.PEAK_CACHE, str(tmp_path / "shared.json"))
-    first = throughput.peak(tmp_path / "a", "cpu", "32-true", threads=1)
-    assert throughput.peak(tmp_path / "b", "cpu", "32-true", threads=1) == first and len(calls) == 1
-    assert (tmp_path / "shared.json").exists() and not (tmp_path / "a").exists()
+    first = throughput.peak("cpu", "32-true", threads=1)
+    assert throughput.peak("cpu", "32-true", threads=1) == first and len(calls) == 1
+    assert (tmp_path / "shared.json").exists() and not (tmp_path / "cache").exists()
+
+
+def test_an_mfu_above_one_measures_the_peak_again_and_is_never_shown_silently(tmp_path, monkeypatch, capsys):
+    """Issue 49.2: `repro status` showed MFU 1.15-1.19 from a peak measured under load, without a word."""
+    from spine_manifests import stored_run, tiny_manifest
+
+    from repro.config import manifest as manifests
+
+    rates = iter([2e9, 4e9])  # under load: below what the step achieves (3e9 FLOP/s); again: the machine's
+    monkeypatch.setattr(throughput, "measure_peak", lambda *a: {"flops_per_second": next(rates), "kernels": "n"})
+    fields = throughput.summary_fields("cpu", "32-true", 1e6, 1e3, 1.0, threads=1)
+    assert fields["mfu"] == pytest.approx(0.75) and "the highest of 2 measurements" in fields["peak_source"]
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("abc " * 1000)
+    (tmp_path / "m.yaml").write_text(tiny_manifest(corpus))
+    (spec,) = manifests.load(tmp_path / "m.yaml").expand("tiny")
+    stored_run(tmp_path / "results", spec, mfu=1.152, valid_bits=2.0)  # a run stored with a low peak
+    assert main(["--results", str(tmp_path / "results"), "status"]) == 0
+    out = capsys.readouterr().out
+    assert "1.152*" in out and f"* {throughput.ABOVE_PEAK}" in out
+    assert main(["--results", str(tmp_path / "results"), "status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["mfu"] == 1.152  # the number as stored
+
+
+def test_parallel_runs_measure_the_peak_one_at_a_time(tmp_path):
+    """Issue 49.2: two parallel jobs measured different peaks under each other's load. Real processes: the
+    second waits on the cache's lock and reads the first's peak instead of measuring beside it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time, json\n"
+        "from repro.train import throughput\n"
+        "def slow(*a):\n"
+        "    print('measuring', flush=True); time.sleep(3.0)\n"
+        "    return {'flops_per_second': 1e11, 'kernels': 'n'}\n"
+        "throughput.measure_peak = slow\n"
+        "print(throughput.peak('cpu', '32-true', threads=1)['peak_flops_per_second'], flush=True)\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop(throughput.PEAK_CACHE, None)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs) and all(o.strip().endswith("100000000000.0") for o in outs)
+    assert sum(o.count("measuring") for o in outs) == 1
 
 
 def test_the_gemm_peak_is_the_native_kernels_whatever_the_caller_pinned(monkeypatch):
@@ -188,3 +253,14 @@ def test_a_busy_process_beside_the_run_is_seen_and_the_runs_own_are_not():
     worker.join()
     after = throughput.cpu_sample()
     assert used[0] >= 0.95 and after[2] - before[2] >= 0.9 * used[0]  # another thread's CPU is the run's own
+
+
+def test_a_cache_folder_that_cannot_be_written_costs_a_measurement_not_the_run(tmp_path, monkeypatch):
+    """The peak cache lives in the user's cache folder now: one that is not a folder (a read-only home
+    alike) leaves the run its own measurement, said so, never a failure after training."""
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # a file where the folder would be
+    monkeypatch.setattr(throughput, "measure_peak", lambda *a: {"flops_per_second": 1e11, "kernels": "n"})
+    found = throughput.peak("cpu", "32-true", threads=1)
+    assert found["peak_flops_per_second"] == 1e11 and "; not cached: " in found["peak_source"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import importlib.util
+import json
 import queue
 import re
 import shutil
@@ -236,3 +237,37 @@ def test_a_prior_works_number_is_not_drawn_beside_ours(store):
     assert "bits/test" in rows[-1] and "bits/test (paper)" not in rows[-1]
     rows, _, _ = run_metrics(run, {"label": "the same model", "test_bits": 1.11})
     assert rows[-1]["bits/test (paper)"] == 1.11
+
+
+def test_the_papers_number_is_one_bar_a_cell_not_one_per_seed(store, tmp_path):
+    """Issue 49.5: the "test (paper)" panel drew the paper's constant once per seed, three equal bars a
+    cell. A second seed of the cell that has a paper number: the number is drawn beside the first only."""
+
+    root = tmp_path / "results"
+    for folder in ("runs", "sources"):
+        shutil.copytree(store.root / folder, root / folder)
+    m = manifests.load(store.manifest)
+    spec = next(s for s in m.expand("tiny") if s.cell["model.span.limit"] == 16)
+    again = next(s for s in m.expand("tiny", seeds=2) if s.cell == spec.cell and s.train.seed == spec.train.seed + 1)
+    first = RunDir(root, m.name, spec.run_id)
+    twin = RunDir(root, m.name, again.run_id)
+    shutil.copytree(first.path, twin.path)
+    twin.write_spec(again.record(first.spec()["code_version"]))
+    twin.write_summary({**first.summary(), "run_id": again.run_id})
+    ids = [f"{m.name}/{s.run_id}" for s in (spec, again)]
+    code = (  # trackio binds one folder a process: the import runs in a process of its own
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from repro.track import dashboard\n"
+        "root = Path(sys.argv[1])\n"
+        "dashboard.import_runs(root)\n"
+        "storage = dashboard.storage(root)\n"
+        "print(json.dumps([storage.get_logs('repro-tiny', run_id=key)[-1] for key in sys.argv[2:]]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root), *ids], env=store.env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    drawn = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [logs.get("bits/test (paper)") for logs in drawn] == [1.25, None]
+    assert all("bits/test" in logs for logs in drawn)  # each seed's own bits stay

@@ -118,6 +118,7 @@ def test_offline_runs_live_under_the_results_root_with_the_config(store):
         assert np.allclose(layer0, store_layer0.to_numpy())
         saved = wb.folder / "files" / "analysis.npz"
         assert saved.read_bytes() == (stored.path / "analysis.npz").read_bytes()
+        assert not saved.is_symlink()  # a copy: a link into the store breaks on an upload from elsewhere
 
 
 def test_report_is_logged_as_a_report_run(store):
