@@ -112,7 +112,7 @@ def _controls(verdict: Verdict, controls, runs, cell_keys, confidence, reading: 
             said = judged.effect or judged.detail
             return stopped(verdict, "control", f"control `{control}` is {judged.status} ({said})")
         verdict.held.append(f"control `{control}`: {judged.effect}")
-        verdict.runs = verdict.runs | judged.runs
+        verdict.runs, verdict.computed = verdict.runs | judged.runs, verdict.computed | judged.computed
     return verdict
 
 

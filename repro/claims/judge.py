@@ -99,14 +99,13 @@ def judge(
         for word, level in (("fails at", -1), ("within noise at", 0)):
             named = [m.cell for m in cells if m.status == level]
             detail += f"; {word} {', '.join(named)}" if named else ""
-    used = frozenset(
-        run
-        for fr in frames
-        if "run_id" in fr
-        for _, f in selections
-        for run in matching_rows(fr, cell_keys, f)["run_id"]
+    picked = [matching_rows(fr, cell_keys, f) for fr in frames if "run_id" in fr for _, f in selections]
+    used = frozenset(run for rows in picked for run in rows["run_id"])
+    # what they computed (repro.store.computation): the same runs under two ids are one test, not two
+    computed = frozenset(c for rows in picked if "computation" in rows for c in rows["computation"].dropna())
+    common = dict(
+        deciding=reading.deciding, runs=used, computed=computed, p_holds=reading.p_holds, p_fails=reading.p_fails
     )
-    common = dict(deciding=reading.deciding, runs=used, p_holds=reading.p_holds, p_fails=reading.p_fails)
     if n == 1 and not gate:
         return Verdict(INDICATIVE, detail, n, margins, holds=reading.status > 0, **common)
     return Verdict(STATUS[reading.status], detail, n, margins, **common)

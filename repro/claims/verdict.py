@@ -83,7 +83,8 @@ class Verdict:
     holds: bool | None = None  # the direction an indicative (one-seed) verdict gave
     deciding: int | None = None  # the index in ``margins`` of the part that decided the verdict
     control: str | None = None  # the gate on the judged verdict that made it not evaluable (its detail says why)
-    runs: frozenset = frozenset()  # the run ids the verdict compared (REPORT.md's multiplicity counts run sets)
+    runs: frozenset = frozenset()  # the run ids the verdict compared
+    computed: frozenset = frozenset()  # what those runs computed: REPORT.md's multiplicity counts these sets once
     p_holds: float = math.nan  # the claim's own p of "holds", its parts combined (Bonferroni inside the claim)
     p_fails: float = math.nan
     sesoi: float = math.nan  # the smallest effect of interest the claim declares (or its metric's default)

@@ -86,7 +86,8 @@ def split_gap(valid: float | None, test: float | None) -> str | None:
     """Words for valid and test bits more than :data:`SPLIT_GAP` of the smaller apart (a corpus whose parts
     differ in kind: linux-doc's valid split reads 3.25 bits where its test split reads 2.74), which makes a
     number on one split no guide to the other; None when they are close, or one is missing."""
-    if valid is None or test is None or valid != valid or test != test or min(valid, test) <= 0:
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (valid, test))
+    if not numbers or valid != valid or test != test or min(valid, test) <= 0:  # missing, NaN, or not a number
         return None
     gap = abs(valid - test)
     if gap <= SPLIT_GAP * min(valid, test):

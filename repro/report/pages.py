@@ -634,7 +634,8 @@ def render_all(root: Path, confidence: float = CONFIDENCE, access: Access = NONE
 def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str]) -> str:
     """Adjust the t-judged findings among ``results`` for their number, in families of one paper at one
     scale (``papers``: manifest -> paper), each test fed its two-sided p (the direction is read from the
-    data) and counted once over distinct run sets, setting each one's ``adjusted`` (Holm's and
+    data) and counted once over distinct sets of computations (the same runs stored under two ids, e.g. the
+    frontier's fixed and st-table2's, are one test), setting each one's ``adjusted`` (Holm's and
     Benjamini-Hochberg's verdicts); returns REPORT.md's paragraph saying so."""
     judged = [
         r
@@ -646,11 +647,14 @@ def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str
     ]
 
     def key(r: ClaimResult) -> tuple:
-        return (r.verdict.runs or (r.manifest, r.scale, r.id), round(r.verdict.decided.mean, 9))
+        return (r.verdict.computed or r.verdict.runs or (r.manifest, r.scale, r.id), round(r.verdict.decided.mean, 6))
 
     families: dict[tuple[str, str], dict[tuple, float]] = {}
-    for r in judged:
-        families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_two_sided
+    seen: set[tuple] = set()
+    for r in judged:  # a test reported twice (by two manifests) counts once, in the family that reports it first
+        if key(r) not in seen:
+            seen.add(key(r))
+            families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_two_sided
     kept = {}
     for tests in families.values():
         holm, bh = stats.adjusted(list(tests.values()), alpha)

@@ -132,7 +132,11 @@ def test_report_is_logged_as_a_report_run(store):
     (claims,) = (files / "table").glob("claims_*.table.json")
     table = json.loads(claims.read_text())
     assert table["columns"] == ["scale", "claim", "text", "check", "verdict", "detail"]
-    assert [row[1] for row in table["data"]] == ["learns"] and table["data"][0][4] == "indicative (one seed)"
+    from repro.store.provenance import code_version
+
+    # a checkout with uncommitted changes trains +dirty runs, on which no verdict rests
+    expected = "not evaluable" if code_version().endswith("+dirty") else "indicative (one seed)"
+    assert [row[1] for row in table["data"]] == ["learns"] and table["data"][0][4] == expected
     (ours,) = (files / "table" / "tables").glob("paper_vs_ours_*.table.json")
     ours = json.loads(ours.read_text())
     assert "test_bits" in ours["columns"] and len(ours["data"]) == 2
