@@ -15,6 +15,7 @@ from repro.cli import options
 from repro.cli.bench import BENCHES, cmd_bench
 from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
 from repro.cli.report import cmd_renderers, cmd_report
+from repro.cli.retrain import cmd_retrain
 from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
 from repro.cli.status import cmd_status
@@ -222,6 +223,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="pass a run whose every number is within a relative X of the stored one (|stored - here| <= "
         "X |stored|; a stored 0 must be matched exactly), e.g. 1e-6; the line names the largest difference "
         "(default: bit for bit)",
+    )
+
+    p = command(
+        "retrain",
+        cmd_retrain,
+        "train stored runs again from committed code (their spec as stored, in a worktree of the commit) and put "
+        "them in place of the stored ones, saying their bits before and after",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run id (or unique prefix) or run directory")
+    p.add_argument(
+        "--at",
+        default=None,
+        metavar="COMMIT",
+        help="the commit to train at (default: this checkout's, which must hold no uncommitted change); e.g. "
+        "the commit of the runs it is compared with",
     )
 
     p = command("sync", cmd_sync, "upload offline W&B runs not uploaded yet (needs W&B credentials)")

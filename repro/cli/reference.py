@@ -159,6 +159,19 @@ the manifest's folder needs `--allow-read`, as for `repro run`. Exit status: 0 e
 bits; 1 one differs or cannot be verified; 2 a RUN that is not in the store. A verify killed by a signal
 leaves its scratch folder (`repro-verify-*` in the temporary directory): delete it, then `git worktree prune`.
 What verify found across the stored runs: [reproducibility.md](reproducibility.md).""",
+    "retrain": """\
+Each RUN (with its copies under other manifests: the same id, reused) is trained again from committed
+code and put in place of the stored run, so that no verdict rests on code the repository does not hold
+(a `+dirty` code_version) or on arms whose code could differ in bits. The run is its stored spec, whatever
+its manifest says today: written as a one-run manifest, trained by the commit's own `repro run` in a `git
+worktree` of the commit (`--at`; default this checkout's, which must be committed), with the threads its
+spec pins and the instruction set it recorded, W&B off, into `<results>/.retrain/replace/<id>`, which is
+kept until the run is in place (an interrupted retraining resumes there). Under the run's lock the new
+folder is swapped in by two renames, with the stored manifest and grid cell and `replaces: {code_version,
+valid_bits, test_bits}` in its summary. One line per run: `ID  MANIFESTS  retrained at COMMIT: valid A ->
+B, test C -> D (replaces VERSION)`. Exit status: 0 every run in place; 1 a retraining failed (the stored
+run unchanged, the scratch run kept, the log `retrain.log` beside it); 2 a RUN not in the store or not
+finished, uncommitted code without `--at`, an `--at` that is not a commit.""",
     "sample": """\
 Generates from a stored run's checkpoint into the run's `samples/` folder, named `seed<S>-temp<T>`
 (text, an image grid, or WAV files). Text samples are printed, all N of them, each after its prompt.
