@@ -193,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("status", cmd_status, "stored runs and their state")
     manifest_args(p, scale=False, optional="a manifest or group (default: every stored run)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per run)")
+    p.add_argument(
+        "--dirty",
+        action="store_true",
+        help="only the runs trained from uncommitted code (code_version +dirty), counted per manifest "
+        "(`repro retrain` trains them again from committed code)",
+    )
 
     p = command("report", cmd_report, "regenerate a manifest's tables/figures and judge its claims")
     manifest_args(p, scale=False, optional="a manifest or group (or --all)")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 from repro.cli.common import fmt, json_value, override_args, select, store_root
 from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.console import print_table
+from repro.store.provenance import DIRTY
 from repro.store.runs import CorruptFile, RunDir, listing
 from repro.train import launch
 
@@ -36,6 +38,9 @@ def cmd_status(args) -> int:
     runs = [_described(root, row, cell) for found, _ in scanned for row, cell in found]
     corrupt = [line for _, lines in scanned for line in lines]
     cols = ("manifest", "run_id", "cell", "seed", "scale", "status", "steps", "valid_bits", "test_bits", "mfu")
+    if args.dirty:
+        runs = [r for r in runs if str(r.get("code_version") or "").endswith(DIRTY)]
+        cols += ("code_version",)
     jobs = _jobs(root, names, runs)
     if jobs:
         cols += ("job", "job_state")
@@ -44,11 +49,15 @@ def cmd_status(args) -> int:
         for line in corrupt:  # stdout stays one JSON document
             print(f"corrupt: {line}", file=sys.stderr)
         return 0
-    if not runs and not corrupt:
+    if not runs and not corrupt and not args.dirty:
         print(f"no stored runs under {root}/runs")
         return 0
     if runs:
         print_table([cols, *([fmt(r.get(c)) for c in cols] for r in runs)])
+    if args.dirty:
+        counts = Counter(r["manifest"] for r in runs)
+        shown = ", ".join(f"{name} {n}" for name, n in sorted(counts.items()))
+        print(f"{len(runs)} stored run(s) trained from uncommitted code{': ' + shown if shown else ''}")
     for line in corrupt:
         print(f"corrupt: {line}")
     return 0

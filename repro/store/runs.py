@@ -402,6 +402,7 @@ def _entry(root: Path, path: Path, stamps: list) -> dict[str, Any] | None:
         "manifest": run.path.parent.name,
         "run_id": run.run_id,
         "scale": spec.get("scale"),
+        "code_version": spec.get("code_version"),
         **cell,
         "status": summary.get("status", "pending"),
     }

@@ -134,3 +134,25 @@ def test_bad_input_is_one_line_and_exit_status_2(store):
     assert proc.returncode == 2 and "not finished" in proc.stderr, proc.stderr
     assert json.loads((run.path / "summary.json").read_text())["status"] == "failed"
     assert yaml.safe_load((run.path / "spec.yaml").read_text())["code_version"] == f"{rev}+dirty"
+
+
+def test_status_dirty_lists_the_runs_from_uncommitted_code_and_counts_them_per_manifest(tmp_path, capsys):
+    from spine_manifests import stored_run
+
+    from repro.cli import main
+
+    (tmp_path / "corpus.txt").write_text("a corpus the runs never read")
+    for name, versions in (("t-a", ["abc1234+dirty", "abc1234"]), ("t-b", ["def5678+dirty"])):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(tiny_manifest(tmp_path / "corpus.txt", name=name, grid="grid: {train.lr: [0.001, 0.002]}\n"))
+        for spec, version in zip(manifests.load(path).expand("tiny"), versions, strict=False):
+            run = stored_run(tmp_path / "results", spec, test_bits=2.0)
+            run.write_spec({**run.spec(), "code_version": version})
+    assert main(["status", "--dirty", "--results", str(tmp_path / "results")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-1] == "code_version" and len(lines) == 4
+    assert [line.split()[0] for line in lines[1:3]] == ["t-a", "t-b"]
+    assert all(line.split()[-1].endswith("+dirty") for line in lines[1:3])
+    assert lines[3] == "2 stored run(s) trained from uncommitted code: t-a 1, t-b 1"
+    assert main(["status", str(tmp_path / "t-a.yaml"), "--dirty", "--results", str(tmp_path / "results")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 stored run(s) trained from uncommitted code: t-a 1"
