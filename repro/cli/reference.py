@@ -93,8 +93,9 @@ status 2 if any failed. Renderer files are read, not run, unless `--renderers`: 
 raises while loading is one line.""",
     "run": """\
 Trains every run of the selection one after another; a finished run is skipped, an interrupted one
-resumes from its last checkpoint, and a run whose spec already finished under another manifest is
-reused (copied), not retrained.
+resumes from its last checkpoint, and a run whose spec, or computation (its computation key, with
+everything it would store), already finished under another manifest or id is reused (copied under its own
+id, `reused: <manifest>/<run_id>`), not retrained ([store.md](store.md#writes)).
 
 - `--only KEY=VALUE`: one that matches nothing names the values that exist.
 - `--max-steps N`: a capped run is another spec, so another run id: its report lists it apart and never
