@@ -50,8 +50,9 @@ def canonical(spec: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(identity(spec))
     model, train, evaluation = out["model"] or {}, out["train"] or {}, out["eval"] or {}
     if model.get("family") == "frontier" and _sparse_transformer(model):
-        model = {"family": "sparse_transformer", **{k: model[k] for k in SHARED if k in model}}
-        model.update(pattern=spec["model"]["attention"], embedding="attn", qk_mult=1.0, impl="auto")
+        shared = {k: model[k] for k in SHARED if k in model}
+        model = {"family": "sparse_transformer", **shared, "pattern": model["attention"], "embedding": "attn"}
+        model.update(qk_mult=1.0, impl="auto")
     model.pop("checkpointing", None)
     scored = train.get("select") == "best_valid"
     for key in MEASURES["train"]:
