@@ -136,13 +136,15 @@ def _train(run: RunDir, spec: dict, summary: dict, code: Path, scratch: Path, ac
 
 def _install(run: RunDir, trained: RunDir, extra: dict) -> None:
     """Put the finished ``trained`` run in place of the stored ``run`` (the same id), keeping the stored
-    manifest, grid cell and a copy's ``reused_from``, adding ``extra`` to its summary; under the run's lock.
+    manifest, scale, grid cell and a copy's ``reused_from``, adding ``extra`` to its summary; under the run's lock.
     The new folder is staged under the scratch root (the same file system), then swapped in."""
     with run.lock() as lock:
         if not lock.held:
             raise RunFailed(f"run {run.run_id}: {lock.holder} holds it; nothing replaced, try again when it is done")
         stored_spec, stored_summary = run.spec(), run.summary()
-        kept = {key: stored_summary[key] for key in ("manifest", "cell", "reused_from") if key in stored_summary}
+        kept = {
+            key: stored_summary[key] for key in ("manifest", "scale", "cell", "reused_from") if key in stored_summary
+        }
         staged = RunDir(trained.path.parent.parent.parent / "staged", run.path.parent.name, run.run_id)
         shutil.rmtree(staged.path, ignore_errors=True)
         atomic.make_dirs(staged.path)
@@ -152,7 +154,7 @@ def _install(run: RunDir, trained: RunDir, extra: dict) -> None:
         if trained.last_checkpoint is not None:
             atomic.make_dirs(staged.checkpoints)
             os.link(trained.last_checkpoint, staged.checkpoints / "last.ckpt")
-        staged.write_spec({**trained.spec(), "manifest": stored_spec.get("manifest"), "cell": stored_spec.get("cell")})
+        staged.write_spec({**trained.spec(), **{key: stored_spec.get(key) for key in ("manifest", "scale", "cell")}})
         staged.write_summary({**trained.summary(), **kept, **extra})
         old = atomic.temp_dir(run.path, "old")
         os.rename(run.path, old)  # onto the empty folder temp_dir made

@@ -64,8 +64,9 @@ def store(tmp_path) -> tuple[Path, str, RunDir, dict]:
     run.write_summary({**honest, "valid_bits": 9.0, "test_bits": 8.0})
     copy = RunDir(repo / "results", "t-other", spec.run_id)
     shutil.copytree(run.path, copy.path, ignore=shutil.ignore_patterns("checkpoints", ".lock"))
-    copy.write_spec({**run.spec(), "manifest": "t-other", "cell": {"x": 1}})
-    copy.write_summary({**run.summary(), "manifest": "t-other", "cell": {"x": 1}, "reused_from": "t-retrain"})
+    names = {"manifest": "t-other", "scale": "mini", "cell": {"x": 1}}  # its own names, the same spec
+    copy.write_spec({**run.spec(), **names})
+    copy.write_summary({**run.summary(), **names, "reused_from": "t-retrain"})
     return repo, rev, run, honest
 
 
@@ -81,10 +82,10 @@ def test_a_run_from_uncommitted_code_is_retrained_at_a_commit_and_put_in_place_w
     ]
     replaces = {"valid_bits": 9.0, "test_bits": 8.0, "code_version": f"{rev}+dirty"}
     copy = RunDir(repo / "results", "t-other", run.run_id)
-    for stored, manifest, cell in ((run, "t-retrain", {}), (copy, "t-other", {"x": 1})):
+    for stored, names in ((run, ("t-retrain", "tiny", {})), (copy, ("t-other", "mini", {"x": 1}))):
         spec, summary = stored.spec(), stored.summary()  # both read: each spec still hashes to its folder's id
-        assert spec["code_version"] == rev and (spec["manifest"], spec["cell"]) == (manifest, cell)
-        assert summary["replaces"] == replaces and (summary["manifest"], summary["cell"]) == (manifest, cell)
+        assert spec["code_version"] == rev and (spec["manifest"], spec["scale"], spec["cell"]) == names
+        assert summary["replaces"] == replaces and (summary["manifest"], summary["scale"], summary["cell"]) == names
         assert (summary["valid_bits"], summary["test_bits"]) == (valid, test)  # the same code gives the same bits
     assert copy.summary()["reused_from"] == "t-retrain" and "reused_from" not in run.summary()
     assert run.last_checkpoint is not None and copy.last_checkpoint is not None
