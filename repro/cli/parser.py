@@ -17,6 +17,7 @@ from repro.cli.bench import BENCHES, cmd_bench
 from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
 from repro.cli.pretrained import cmd_import
 from repro.cli.report import cmd_renderers, cmd_report
+from repro.cli.retrain import cmd_retrain
 from repro.cli.run import INTERRUPTED as RUN_INTERRUPTED
 from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
@@ -215,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("status", cmd_status, "stored runs and their state")
     manifest_args(p, scale=False, optional="a manifest or group (default: every stored run)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per run)")
+    p.add_argument(
+        "--dirty",
+        action="store_true",
+        help="only the runs trained from uncommitted code (code_version +dirty), counted per manifest "
+        "(`repro retrain` trains them again from committed code)",
+    )
 
     p = command("report", cmd_report, "regenerate a manifest's tables/figures and judge its claims")
     manifest_args(p, scale=False, optional="a manifest or group (or --all)")
@@ -276,6 +283,21 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="score only each split's first N tokens (bytes, characters): a quick look, a run of its own",
+    )
+
+    p = command(
+        "retrain",
+        cmd_retrain,
+        "train stored runs again from committed code (their spec as stored, in a worktree of the commit) and put "
+        "them in place of the stored ones, saying their bits before and after",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run id (or unique prefix) or run directory")
+    p.add_argument(
+        "--at",
+        default=None,
+        metavar="COMMIT",
+        help="the commit to train at (default: this checkout's, which must hold no uncommitted change); e.g. "
+        "the commit of the runs it is compared with",
     )
 
     p = command("sync", cmd_sync, "upload offline W&B runs not uploaded yet (needs W&B credentials)")

@@ -99,8 +99,9 @@ status 2 if any failed. Renderer files are read, not run, unless `--renderers`: 
 raises while loading is one line.""",
     "run": """\
 Trains every run of the selection one after another; a finished run is skipped, an interrupted one
-resumes from its last checkpoint, and a run whose spec already finished under another manifest is
-reused (copied), not retrained.
+resumes from its last checkpoint, and a run whose spec, or computation (its computation key, with
+everything it would store), already finished under another manifest or id is reused (copied under its own
+id, `reused: <manifest>/<run_id>`), not retrained ([store.md](store.md#writes)).
 
 - `--only KEY=VALUE`: one that matches nothing names the values that exist.
 - `--max-steps N`: a capped run is another spec, so another run id: its report lists it apart and never
@@ -194,6 +195,19 @@ repro import official tests/pretrained/fixtures/official-tiny8/tiny8.pt data.nam
   data.path=tests/pretrained/fixtures/official-tiny8/tiny8.txt data.kind=text8 data.block=64 \\
   model.dropout=0.1 model.span.loss_coef=2e-6 model.span.init=0.125
 ```""",
+    "retrain": """\
+Each RUN (with its copies under other manifests: the same id, reused) is trained again from committed
+code and put in place of the stored run, so that no verdict rests on code the repository does not hold
+(a `+dirty` code_version) or on arms whose code could differ in bits. The run is its stored spec, whatever
+its manifest says today: written as a one-run manifest, trained by the commit's own `repro run` in a `git
+worktree` of the commit (`--at`; default this checkout's, which must be committed), with the threads its
+spec pins and the instruction set it recorded, W&B off, into `<results>/.retrain/replace/<id>`, which is
+kept until the run is in place (an interrupted retraining resumes there). Under the run's lock the new
+folder is swapped in by two renames, with the stored manifest and grid cell and `replaces: {code_version,
+valid_bits, test_bits}` in its summary. One line per run: `ID  MANIFESTS  retrained at COMMIT: valid A ->
+B, test C -> D (replaces VERSION)`. Exit status: 0 every run in place; 1 a retraining failed (the stored
+run unchanged, the scratch run kept, the log `retrain.log` beside it); 2 a RUN not in the store or not
+finished, uncommitted code without `--at`, an `--at` that is not a commit.""",
     "sample": """\
 Generates from a stored run's checkpoint into the run's `samples/` folder, named by everything that
 decides the draw, `seed<S>-n<N>-len<L>[-prompt<sha256 prefix>]-temp<T>`, so another draw never overwrites it

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 from repro.cli.common import fmt, json_value, override_args, select, store_root
 from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.console import print_table
+from repro.store.provenance import DIRTY
 from repro.store.runs import CorruptFile, RunDir, listing
 from repro.train import launch, throughput
 
@@ -36,6 +38,9 @@ def cmd_status(args) -> int:
     runs = [_described(root, row, cell) for found, _ in scanned for row, cell in found]
     left = [out for _, outs in scanned for out in outs]  # corrupt or unreadable run folders
     cols = ("manifest", "run_id", "cell", "seed", "scale", "status", "steps", "valid_bits", "test_bits", "mfu")
+    if args.dirty:
+        runs = [r for r in runs if str(r.get("code_version") or "").endswith(DIRTY)]
+        cols += ("code_version",)
     jobs = _jobs(root, names, runs)
     if jobs:
         cols += ("job", "job_state")
@@ -44,13 +49,17 @@ def cmd_status(args) -> int:
         for out in left:  # stdout stays one JSON document
             print(out, file=sys.stderr)
         return 0
-    if not runs and not left:
+    if not runs and not left and not args.dirty:
         print(f"no stored runs under {root}/runs")
         return 0
     if runs:
         print_table([cols, *([_shown(r, c) for c in cols] for r in runs)])
     if any(_above_peak(r) for r in runs):
         print(f"* {throughput.ABOVE_PEAK}")
+    if args.dirty:
+        counts = Counter(r["manifest"] for r in runs)
+        shown = ", ".join(f"{name} {n}" for name, n in sorted(counts.items()))
+        print(f"{len(runs)} stored run(s) trained from uncommitted code{': ' + shown if shown else ''}")
     for out in left:
         print(out)
     return 0

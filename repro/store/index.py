@@ -21,7 +21,7 @@ from repro.errors import StoreError
 from repro.files import atomic
 
 FOLDER = "index"
-VERSION = 1  # bumped whenever what a scan keeps per run changes
+VERSION = 3  # bumped whenever what a scan keeps per run changes
 
 
 def stamp(path: Path) -> list[int] | None:

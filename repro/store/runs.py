@@ -27,6 +27,7 @@ from repro.files import atomic, safeyaml
 from repro.files.locks import FileLock
 from repro.identity import SECTIONS, check_name, is_plain, spec_id
 from repro.store import index
+from repro.store.computation import computation
 
 FINISHED, RUNNING, FAILED, INTERRUPTED = "finished", "running", "failed", "interrupted"
 LIGHTNING_TEMP = ".temp.ckpt"  # Lightning's weight hand-over file under ddp_spawn
@@ -199,19 +200,25 @@ class RunDir:
         with np.load(self.path / name) as npz:
             return {k: npz[k] for k in npz.files}
 
-    def adopt(self, source: RunDir, manifest: str, cell: dict[str, Any]) -> dict[str, Any]:
-        """Take over a finished run of the same spec stored under another manifest (the run id is the
-        spec's hash, so the result is the same): files copied, the checkpoint hard-linked when possible."""
-        for name in ("metrics.csv", "analysis.npz"):
+    def adopt(self, source: RunDir, record: dict[str, Any]) -> dict[str, Any]:
+        """Take over a finished run of the same computation stored under another manifest or id
+        (:func:`repro.store.computation.provides`): its files copied, the spec this run's own ``record``
+        (its id, manifest, scale, cell and sections) with the source's code version, the summary the
+        source's with this run's names and ``reused_from: <manifest>/<run_id>``. The figure arrays come
+        along from a run of the same family, the checkpoint (hard-linked when possible) from the same id."""
+        same_family = (source.spec().get("model") or {}).get("family") == record["model"]["family"]
+        for name in ("metrics.csv", *(("analysis.npz",) if same_family else ())):
             if (source.path / name).exists():
                 atomic.write_bytes(self.path / name, (source.path / name).read_bytes())
-        if source.last_checkpoint is not None:
+        if source.last_checkpoint is not None and source.run_id == self.run_id:
             atomic.make_dirs(self.checkpoints)
             # another filesystem (or already linked): `repro sample` then needs the source run's
             with contextlib.suppress(OSError):
                 os.link(source.last_checkpoint, self.checkpoints / "last.ckpt")
-        self.write_spec({**source.spec(), "manifest": manifest, "cell": cell})
-        summary = {**source.summary(), "manifest": manifest, "cell": cell, "reused_from": source.path.parent.name}
+        self.write_spec({**record, "code_version": source.spec().get("code_version")})
+        names = {key: record[key] for key in ("run_id", "manifest", "scale", "cell")}
+        origin = f"{source.path.parent.name}/{source.run_id}"
+        summary = {**source.summary(), **names, "family": record["model"]["family"], "reused_from": origin}
         self.write_summary(summary)
         return summary
 
@@ -442,6 +449,8 @@ def _entry(root: Path, path: Path, stamps: list) -> dict[str, Any] | None:
         "manifest": run.path.parent.name,
         "run_id": run.run_id,
         "scale": spec.get("scale"),
+        "code_version": spec.get("code_version"),
+        "computation": computation(spec),
         **cell,
         "status": summary.get("status", "pending"),
     }

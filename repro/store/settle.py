@@ -1,8 +1,9 @@
 """Settling a run folder before it trains: one operation that puts in order what the store holds and says
 what to do with the run.
 
-In order: a run whose summary says ``finished`` is skipped; a finished run of the same resolved spec under
-another manifest (a *twin*) is looked for; unless there is one, ``prepare`` runs (the trainer opens and
+In order: a run whose summary says ``finished`` is skipped; a finished run of the same computation under
+another manifest or id (a *twin*: the same spec, or one that computes the same numbers and stores all
+this run would, :func:`repro.store.computation.provides`) is looked for; unless there is one, ``prepare`` runs (the trainer opens and
 checks its data there: bad input fails before anything is written); the run's lock is taken (a run another
 process trains is *busy*, saying who); links where the run's files belong are refused; what killed writers
 left is removed; a summary or spec that does not read is set aside (the summary starts afresh, the spec is
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from repro.identity import identity, spec_id
+from repro.identity import identity
 from repro.store import checkpoints
-from repro.store.runs import CorruptFile, RunDir
+from repro.store.computation import computation, provides
+from repro.store.runs import CorruptFile, RunDir, listing
 
 T = TypeVar("T")
 
@@ -47,16 +49,15 @@ class Settled(Generic[T]):
 
 @contextlib.contextmanager
 def settle(
-    run: RunDir, resolved: dict[str, Any], cell: dict[str, Any], prepare: Callable[[], T], echo: Callable[[str], None]
+    run: RunDir, record: dict[str, Any], prepare: Callable[[], T], echo: Callable[[str], None]
 ) -> Iterator[Settled[T]]:
-    """``with settle(run, spec.resolved(), spec.cell, prepare, echo) as got:`` the :class:`Settled` of
-    ``run``, its lock held inside the block when it trains (or was adopted). ``resolved``: the run's
-    resolved spec (its id's source); ``cell``: its grid cell, recorded by an adoption."""
+    """``with settle(run, spec.record(None), prepare, echo) as got:`` the :class:`Settled` of ``run``, its
+    lock held inside the block when it trains (or was adopted). ``record``: the run's spec.yaml record (its
+    id, manifest, scale, cell and resolved sections), which an adoption stores."""
     if run.finished:
         yield Settled(SKIPPED, run.summary())
         return
-    manifest = run.path.parent.name
-    twin = finished_twin(run.path.parent.parent.parent, manifest, resolved)
+    twin = finished_twin(run.path.parent.parent.parent, record)
     prepared = prepare() if twin is None else None  # before any write
     with run.lock() as lock:
         if not lock.held:
@@ -68,8 +69,9 @@ def settle(
             yield Settled(SKIPPED, run.summary())
             return
         if twin is not None:
-            echo(f"  same spec already finished under {twin.path.parent.name}: reused, not retrained")
-            yield Settled(REUSED, run.adopt(twin, manifest, cell))
+            same = "same spec" if twin.run_id == run.run_id else "same computation"
+            echo(f"  reused: {twin.path.parent.name}/{twin.run_id} ({same}), not retrained")
+            yield Settled(REUSED, run.adopt(twin, record))
             return
         found = checkpoints.latest(run.checkpoints, echo, run_id=run.run_id)
         run.cut_metrics(found[1] if found else 0, echo)  # what a killed run logged beyond its checkpoint goes
@@ -95,14 +97,26 @@ def _repair(run: RunDir, echo: Callable[[str], None]) -> None:
                 run.write_summary({})
 
 
-def finished_twin(root: Path, manifest: str, spec: dict[str, Any]) -> RunDir | None:
-    """A finished run of this resolved spec stored under another manifest (same spec, same result): its
-    stored spec must hash to its folder's id and equal ``spec`` section by section, not only by id."""
-    run_id = spec_id(spec)
+def finished_twin(root: Path, record: dict[str, Any]) -> RunDir | None:
+    """A finished run stored under another manifest or id that gives what a run of ``record`` would: first
+    one of the same id (its stored spec hashing to its folder's id and equal to ``record`` section by
+    section, not only by id), then one of the same computation that :func:`provides` it (found through
+    the store's index). Copies (runs that were themselves reused) are passed over for their originals."""
+    run_id, manifest = record["run_id"], record["manifest"]
     for summary in sorted((root / "runs").glob(f"*/{run_id}/summary.json")):
         other = RunDir(root, summary.parent.parent.name, run_id)
         if other.path.parent.name == manifest or not other.finished or "reused_from" in other.summary():
             continue
-        if identity(other.spec()) == identity(spec):
+        if identity(other.spec()) == identity(record):
+            return other
+    key = computation(record)
+    found, _ = listing(root)
+    for row, _ in found:
+        if row.get("computation") != key or row.get("status") != "finished" or isinstance(row.get("reused_from"), str):
+            continue
+        if row["run_id"] == run_id:
+            continue  # the same id: only as a twin of the same spec, above
+        other = RunDir(root, row["manifest"], row["run_id"])
+        if other.finished and provides(other.spec(), record):
             return other
     return None

@@ -4,7 +4,7 @@ the largest between two numbers, from one walk over them (:func:`differences`, s
 Compared exactly (every bit): each row of the step-wise ``metrics.csv`` in step order, then every key of
 the summary, then the ``analysis.npz`` arrays. Left out: what measures the machine rather than the
 computation (the timing, memory and load keys and columns: :data:`MACHINE`), and
-the records of where a run came from (its environment, its W&B id, a reused twin's origin). A key or a
+the records of where a run came from (its environment, its W&B id, a reused twin's origin, what a retraining replaced). A key or a
 column the stored run has and the re-executed one lacks is a difference; one only the re-executed run
 has (written by newer code) is not. The largest difference is relative to the stored number
 (:meth:`Gap.relative`; a summary value's list or mapping leaf by leaf, an array element by element);
@@ -41,7 +41,7 @@ MACHINE = (
     "cpus",
 )
 # where the numbers were made and kept
-PROVENANCE = frozenset({"environment", "wandb_run_id", "reused_from"})
+PROVENANCE = frozenset({"environment", "wandb_run_id", "reused_from", "replaces"})
 
 
 def not_bits(key: str) -> bool:

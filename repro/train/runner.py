@@ -91,7 +91,7 @@ def settle_isa(root: Path, specs: Sequence[RunSpec]) -> None:
 def _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision, eval_targets) -> Outcome:
     """Rank 0 (or the only process): settle the run, then train it, telling the other ranks what to do."""
     prepare = partial(open_data, spec, manifest)  # bad data or sizes: refused before anything is written
-    with distributed.leading(world) as tell, settle(run, spec.resolved(), spec.cell, prepare, echo) as got:
+    with distributed.leading(world) as tell, settle(run, spec.record(None), prepare, echo) as got:
         if not got.trains:
             tell(("done", got.action))
             return Outcome(spec, got.action, got.summary)

@@ -76,7 +76,7 @@ def verify(
             raise CannotVerify(f"the run is not finished (status {summary.get('status', 'none')})")
         repo, commit = _commit(run, spec.get("code_version"))
         threads, isas = _environment(spec, summary)
-        code = _worktree(repo, commit, scratch / "code" / commit)
+        code = worktree(repo, commit, scratch / "code" / commit)
         tried, within, note = [], None, ""
         for isa in isas:
             echo(f"verifying {run.run_id} ({manifest}) at {commit}, {threads} threads, {isa} kernels")
@@ -176,9 +176,9 @@ def _commit(run: RunDir, version: str | None) -> tuple[Path, str]:
         raise CannotVerify(f"it was trained with uncommitted changes (code_version {version})")
     store = run.path.parent.parent.parent
     for place in (store, Path(__file__).resolve().parent):
-        repo = _git(place, "rev-parse", "--show-toplevel")
-        if repo and _git(Path(repo), "rev-parse", "--verify", "--quiet", f"{version}^{{commit}}"):
-            return Path(repo), _git(Path(repo), "rev-parse", "--short", f"{version}^{{commit}}")
+        repo = git(place, "rev-parse", "--show-toplevel")
+        if repo and git(Path(repo), "rev-parse", "--verify", "--quiet", f"{version}^{{commit}}"):
+            return Path(repo), git(Path(repo), "rev-parse", "--short", f"{version}^{{commit}}")
     raise CannotVerify(f"commit {version} is in no repository here (the results root's, or this code's)")
 
 
@@ -219,7 +219,7 @@ def _kernels(isa: str, summary: dict) -> str:
     return said if environment.get("cpu_isa") else f"{said}; the run records no instruction set"
 
 
-def _worktree(repo: Path, commit: str, where: Path) -> Path:
+def worktree(repo: Path, commit: str, where: Path) -> Path:
     """A detached worktree of ``commit`` (made once per commit and scratch folder)."""
     if not where.exists():
         where.parent.mkdir(parents=True, exist_ok=True)
@@ -229,7 +229,7 @@ def _worktree(repo: Path, commit: str, where: Path) -> Path:
             text=True,
         )
         if made.returncode != 0:
-            raise CannotVerify(f"git worktree add of {commit} failed: {_last_line(made.stderr)}")
+            raise CannotVerify(f"git worktree add of {commit} failed: {last_line(made.stderr)}")
     return where
 
 
@@ -243,7 +243,7 @@ def scratch_folder(keep: bool = False) -> Iterator[Path]:
     finally:
         if not keep:
             repos = {
-                _git(tree, "rev-parse", "--path-format=absolute", "--git-common-dir")
+                git(tree, "rev-parse", "--path-format=absolute", "--git-common-dir")
                 for tree in (folder / "code").glob("*")
             }
             shutil.rmtree(folder, ignore_errors=True)
@@ -256,7 +256,7 @@ def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, i
     manifest = run.path.parent.name
     source = sources(run.path.parent.parent.parent).get(manifest)
     ref, overrides = (_in_tree(Path(source["path"]), code), source.get("args", [])) if source else (manifest, [])
-    parser = _parser_text(code)
+    parser = parser_text(code)
     if '"--run-id"' in parser:
         seeds = ["--seeds", str(int((spec.get("train") or {}).get("seed", 0)) + 1)] if '"--seeds"' in parser else []
         selection = ["--run-id", run.run_id, *seeds]
@@ -274,7 +274,7 @@ def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, i
         )
     here = RunDir(results, manifest, run.run_id)
     if done.returncode != 0 or not (here.path / "summary.json").exists():
-        said = _last_line((results / "verify.log").read_text(encoding="utf-8", errors="replace"))
+        said = last_line((results / "verify.log").read_text(encoding="utf-8", errors="replace"))
         raise CannotVerify(f"its code's `repro run` exited {done.returncode} without the run ({said})")
     return here
 
@@ -323,14 +323,14 @@ def torch_version() -> str:
 
 def _in_tree(path: Path, code: Path) -> str:
     """A manifest file of this checkout as the same file of the worktree (an outside file as it is)."""
-    top = _git(path.parent, "rev-parse", "--show-toplevel") if path.parent.is_dir() else ""
+    top = git(path.parent, "rev-parse", "--show-toplevel") if path.parent.is_dir() else ""
     if top:
         with contextlib.suppress(ValueError):
             return str(code / path.resolve().relative_to(Path(top).resolve()))
     return str(path)
 
 
-def _parser_text(code: Path) -> str:
+def parser_text(code: Path) -> str:
     """The source of the worktree's argument parser (its options tell how to select one run)."""
     for name in ("repro/cli/parser.py", "repro/cli.py"):
         if (code / name).exists():
@@ -338,7 +338,7 @@ def _parser_text(code: Path) -> str:
     return ""
 
 
-def _git(place: Path, *args: str) -> str:
+def git(place: Path, *args: str) -> str:
     try:
         done = subprocess.run(["git", "-C", str(place), *args], capture_output=True, text=True)
     except OSError:
@@ -346,6 +346,6 @@ def _git(place: Path, *args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:200] if lines else "no output"

@@ -72,3 +72,56 @@ def test_outside_a_repository_it_says_unknown(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.code_version() == "unknown"
+
+
+# could_differ, against commits of this repository (its history is part of the checkout)
+REPO = Path(provenance.__file__).resolve().parents[2]
+
+
+def _in_history(*commits: str) -> None:
+    for commit in commits:
+        found = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
+        if shutil.which("git") is None or found.returncode != 0:
+            pytest.skip(f"commit {commit} is not in this checkout's history (a shallow clone)")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "why"),
+    [
+        ("ff83ffa", "06a843e", "verdicts, the claim language, repro run's and the launcher's code: no numbers"),
+        ("9bef4f1", "b22cc7d", "regenerated reports and a report page"),
+        ("98467ee", "f715e67", "the power note before a run, a manifest's control cell"),
+    ],
+)
+def test_commits_that_changed_no_code_of_the_numbers_cannot_differ(a, b, why):
+    _in_history(a, b)
+    bits = provenance.could_differ(a, b, REPO)
+    assert (bits.differ, bits.could_differ) == (False, False), why
+    assert bits.reason == f"{a} and {b} differ in no code that decides a run's numbers"
+
+
+def test_commits_that_changed_a_model_or_the_pinned_environment_could_differ():
+    _in_history("79a27d5", "f715e67", "06a843e")
+    bits = provenance.could_differ("79a27d5^", "79a27d5", REPO)  # the dynamic span's gathers
+    assert bits.differ is True and bits.reason == "79a27d5^ and 79a27d5 differ in repro/models/relative_attention.py"
+    bits = provenance.could_differ("f715e67", "06a843e", REPO)  # the CPU vendor recorded, kernels pinned
+    assert bits.differ is True and bits.reason.startswith("f715e67 and 06a843e differ in repro/cpu_isa.py")
+
+
+def test_uncommitted_unknown_and_missing_code_versions_count_as_could_differ():
+    _in_history("06a843e")
+    cases = {
+        ("06a843e+dirty", "06a843e+dirty"): (True, "06a843e+dirty is uncommitted code"),
+        ("06a843e", "unknown"): (None, "a run records no code version (unknown)"),
+        (None, "06a843e"): (None, "a run records no code version (none)"),
+        ("06a843e", "0123abc"): (None, "commit 0123abc is not in the repository"),
+    }
+    for (a, b), (differ, said) in cases.items():
+        bits = provenance.could_differ(a, b, REPO)
+        assert bits.differ is differ and bits.could_differ and bits.reason.startswith(said), (a, b, bits)
+    assert provenance.could_differ("06a843e", "06a843e", REPO) == provenance.Bits(False, "the same commit 06a843e")
+
+
+def test_without_a_repository_it_is_unknown(tmp_path):
+    bits = provenance.could_differ("06a843e", "ff83ffa", tmp_path)
+    assert bits.differ is None and bits.reason == f"commit 06a843e is not in the repository at {tmp_path}"

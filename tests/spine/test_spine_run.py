@@ -94,11 +94,13 @@ def test_a_spec_finished_under_another_manifest_is_reused_not_retrained(tmp_path
     second = write_manifest(name="other.yaml", text=first.read_text().replace("name: t-tiny", "name: t-other"))
     assert main(["run", str(first)]) == 0
     assert main(["run", str(second)]) == 0
-    assert "reused, not retrained" in capsys.readouterr().out
     _, spec = only_run(first)
+    assert f"  reused: t-tiny/{spec.run_id} (same spec), not retrained" in capsys.readouterr().out
     a = RunDir(tmp_path / "results", "t-tiny", spec.run_id).summary()
     b = RunDir(tmp_path / "results", "t-other", spec.run_id).summary()
-    assert b["reused_from"] == "t-tiny" and b["manifest"] == "t-other" and b["test_bits"] == a["test_bits"]
+    assert (
+        b["reused_from"] == f"t-tiny/{spec.run_id}" and b["manifest"] == "t-other" and b["test_bits"] == a["test_bits"]
+    )
     assert (tmp_path / "results" / "runs" / "t-other" / spec.run_id / "checkpoints" / "last.ckpt").exists()
 
 

@@ -29,7 +29,7 @@ def _settle(run, spec, said, prepared="data"):
         calls.append(RunDir(run.path.parent.parent.parent, spec.manifest, spec.run_id).path.exists())
         return prepared
 
-    return settle(run, spec.resolved(), spec.cell, prepare, said.append), calls
+    return settle(run, spec.record(None), prepare, said.append), calls
 
 
 def test_a_new_run_starts_after_its_data_check_and_holds_the_lock(tmp_path):
@@ -73,7 +73,11 @@ def test_a_finished_twin_is_adopted_and_the_data_left_closed(tmp_path):
     run = RunDir(root, spec.manifest, spec.run_id)
     held, calls = _settle(run, spec, said)
     with held as got:
-        assert got.action == "reused" and got.summary["reused_from"] == "first" and got.summary["test_bits"] == 2.25
+        assert (
+            got.action == "reused"
+            and got.summary["reused_from"] == f"first/{spec.run_id}"
+            and got.summary["test_bits"] == 2.25
+        )
     assert calls == [] and run.finished and run.summary()["manifest"] == "second"
 
 

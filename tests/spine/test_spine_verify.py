@@ -196,7 +196,7 @@ def reexecuted(tmp_path, write_manifest, monkeypatch):
         return stored
 
     monkeypatch.setattr(verify, "_commit", lambda run, version: (tmp_path, "abc1234"))
-    monkeypatch.setattr(verify, "_worktree", lambda repo, commit, where: where)
+    monkeypatch.setattr(verify, "worktree", lambda repo, commit, where: where)
     monkeypatch.setattr(verify, "_execute", lambda *args: here)
     return store, here, here_env
 

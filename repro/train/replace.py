@@ -1,0 +1,163 @@
+"""``repro retrain RUN... [--at COMMIT]``: a stored run trained again from committed code and put in place of
+the stored one, so that no verdict rests on a run whose code is not in the repository (``+dirty``) or
+whose code differs in bits from the runs it is compared with (:func:`repro.store.provenance.could_differ`).
+
+The run is its stored spec, whatever its manifest says today: the spec's sections are written as a
+one-run manifest (its name, its scale) and trained by the commit's own ``repro run`` in a child process,
+in a git worktree of the commit (as ``repro verify`` re-executes a run), with the threads its spec pins
+and the instruction set it recorded, into the scratch results root ``<results>/.retrain/replace/<run_id>``.
+The scratch run is kept until it is in place, so a retraining that was interrupted resumes from its
+checkpoint. Only a finished run of the same id (the same spec) is put in place: under the stored run's
+lock a new folder is assembled beside it (the retrained files, the stored grid cell and manifest, and
+``replaces``: the code version and bits it replaces) and swapped in by two renames, and the old folder
+is removed. A run's copies under other manifests (reused, the same id) are replaced with it. A retraining
+that fails leaves every stored file as it was; a kill between the two renames leaves the run's files in
+the hidden ``.<run_id>.old-*`` folder beside it, never a folder that mixes the two.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from repro.config.access import NONE, Access
+from repro.errors import RunFailed, UserError
+from repro.files import atomic
+from repro.identity import SECTIONS
+from repro.store.provenance import DIRTY, code_version
+from repro.store.runs import RunDir, refresh_index
+from repro.train import verify
+
+SCRATCH = (".retrain", "replace")
+COPIED = ("metrics.csv", "analysis.npz")  # beside spec.yaml and summary.json, which are rewritten
+
+
+def commit_of(at: str | None, repo: Path) -> str:
+    """``--at``'s commit as a short hash (default: this code's commit, which must hold no uncommitted change)."""
+    version = at or code_version()
+    if version.endswith(DIRTY):
+        raise UserError(
+            f"this checkout's code is uncommitted (code_version {version}): commit it, or name a commit with --at"
+        )
+    short = verify.git(repo, "rev-parse", "--short", f"{version}^{{commit}}")
+    if not short:
+        raise UserError(f"--at {version}: not a commit of the repository at {repo}")
+    return short
+
+
+def folders(root: Path, ref: str) -> list[RunDir]:
+    """The stored folders of the run ``ref`` names (its id, a unique prefix of it, or a run folder): the run
+    first, then its copies under other manifests (the same id, reused)."""
+    path = Path(ref)
+    if (path / "spec.yaml").exists():
+        root, ref = path.parent.parent.parent, path.name
+    ids = sorted({p.parent.name for p in root.glob(f"runs/*/{ref}*/spec.yaml")})
+    if len(ids) != 1:
+        raise UserError(f"run {ref!r} matches {len(ids)} stored run ids under {root}/runs; give a longer id or a path")
+    found = [RunDir(root, p.parent.parent.name, ids[0]) for p in sorted(root.glob(f"runs/*/{ids[0]}/spec.yaml"))]
+    for run in found:
+        if not run.finished:
+            raise UserError(
+                f"run {run.path}: not finished (or corrupt): `repro run` trains it, `repro status` says why"
+            )
+    return sorted(found, key=lambda run: "reused_from" in run.summary())
+
+
+def retrain(
+    runs: list[RunDir], commit: str, code: Path, access: Access = NONE, echo: Callable[[str], None] = print
+) -> str:
+    """Train ``runs``' run again with the code of ``commit`` (its worktree ``code``) and put it in place of
+    every folder of ``runs``; the line that says what moved."""
+    first = runs[0]
+    spec, summary = first.spec(), first.summary()
+    root = first.path.parent.parent.parent
+    scratch = root.joinpath(*SCRATCH, first.run_id)
+    echo(f"retraining {first.run_id} ({first.path.parent.name}) at {commit} under {scratch}")
+    trained = _train(first, spec, summary, code, scratch, access)
+    new = trained.summary()
+    replaces = {key: summary.get(key) for key in ("valid_bits", "test_bits")}
+    replaces["code_version"] = spec.get("code_version")
+    for run in runs:
+        _install(run, trained, {"replaces": replaces})
+        refresh_index(root, run.path.parent.name)
+    shutil.rmtree(scratch)
+    moved = ", ".join(
+        f"{key.split('_')[0]} {_bits(replaces[key])} -> {_bits(new.get(key))}" for key in replaces if "bits" in key
+    )
+    names = ", ".join(run.path.parent.name for run in runs)
+    return f"{first.run_id}  {names}  retrained at {commit}: {moved} (replaces {replaces['code_version']})"
+
+
+def _bits(value) -> str:
+    return "none" if value is None else f"{value:.6f}"
+
+
+def _train(run: RunDir, spec: dict, summary: dict, code: Path, scratch: Path, access: Access) -> RunDir:
+    """The run trained by the code in ``code`` under the results root ``scratch``: its stored spec as a one-run
+    manifest, selected by id where that code's ``repro run`` can (code without ``--run-id`` trains the one run)."""
+    manifest = run.path.parent.name
+    atomic.make_dirs(scratch)
+    document = {
+        "name": manifest,
+        "title": f"run {run.run_id} as stored, retrained",
+        "paper": "suite",
+        "renders": [],
+        "base": {section: spec.get(section) for section in SECTIONS},
+        "scales": {spec.get("scale", "tiny"): {}},
+    }
+    path = scratch / f"{manifest}.yaml"
+    atomic.write_text(path, yaml.safe_dump(document, sort_keys=False))
+    parser = verify.parser_text(code)
+    selection = ["--run-id", run.run_id] if '"--run-id"' in parser else []
+    selection += ["--seeds", "1"] if '"--seeds"' in parser else []
+    command = [sys.executable, "-m", "repro", "--results", str(scratch), "run", str(path)]
+    command += ["--scale", str(spec.get("scale", "tiny")), "--no-wandb", *selection]
+    threads = (spec.get("train") or {}).get("threads") or verify.DEFAULT_THREADS
+    isa = "avx2" if (summary.get("environment") or {}).get("cpu_isa") == "avx2" else "native"
+    with (scratch / "retrain.log").open("a") as log:
+        done = subprocess.run(
+            command, cwd=code, env=verify.child_environment(code, threads, isa, access), stdout=log, stderr=log
+        )
+    trained = RunDir(scratch, manifest, run.run_id)
+    if done.returncode != 0 or not trained.finished:
+        said = verify.last_line((scratch / "retrain.log").read_text(errors="replace"))
+        raise RunFailed(
+            f"run {run.run_id}: its retraining exited {done.returncode} without a finished run ({said}); the stored "
+            f"run is unchanged, the retraining stays under {scratch}"
+        )
+    return trained
+
+
+def _install(run: RunDir, trained: RunDir, extra: dict) -> None:
+    """Put the finished ``trained`` run in place of the stored ``run`` (the same id), keeping the stored
+    manifest, scale, grid cell and a copy's ``reused_from``, adding ``extra`` to its summary; under the run's lock.
+    The new folder is staged under the scratch root (the same file system), then swapped in."""
+    with run.lock() as lock:
+        if not lock.held:
+            raise RunFailed(f"run {run.run_id}: {lock.holder} holds it; nothing replaced, try again when it is done")
+        stored_spec, stored_summary = run.spec(), run.summary()
+        kept = {
+            key: stored_summary[key] for key in ("manifest", "scale", "cell", "reused_from") if key in stored_summary
+        }
+        staged = RunDir(trained.path.parent.parent.parent / "staged", run.path.parent.name, run.run_id)
+        shutil.rmtree(staged.path, ignore_errors=True)
+        atomic.make_dirs(staged.path)
+        for name in COPIED:
+            if (trained.path / name).exists():
+                atomic.write_bytes(staged.path / name, (trained.path / name).read_bytes())
+        if trained.last_checkpoint is not None:
+            atomic.make_dirs(staged.checkpoints)
+            os.link(trained.last_checkpoint, staged.checkpoints / "last.ckpt")
+        staged.write_spec({**trained.spec(), **{key: stored_spec.get(key) for key in ("manifest", "scale", "cell")}})
+        staged.write_summary({**trained.summary(), **kept, **extra})
+        old = atomic.temp_dir(run.path, "old")
+        os.rename(run.path, old)  # onto the empty folder temp_dir made
+        os.rename(staged.path, run.path)
+        atomic.fsync_dir(run.path.parent)
+    shutil.rmtree(old)

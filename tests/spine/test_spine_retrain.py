@@ -1,0 +1,159 @@
+"""``repro retrain``: a stored run trained again from committed code (a real git repository, real processes)
+and put in place of the stored one, with its copies under other manifests; the bits before and after in
+one line and in the summary (``replaces``); a retraining that fails leaves every stored file as it was;
+bad input is one line, exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from spine_manifests import tiny_manifest
+from textcorpus import write_corpus
+
+from repro.config import manifest as manifests
+from repro.store.runs import RunDir
+
+HERE = Path(__file__).resolve().parents[2]  # the checkout under test
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+
+def _repro(cwd: Path, *args: str, code: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(code), "WANDB_MODE": "disabled"}
+    env.pop("REPRO_RESULTS", None)
+    return subprocess.run([sys.executable, "-m", "repro", *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def _commit(repo: Path, message: str) -> str:
+    subprocess.run([*GIT, "-C", str(repo), "commit", "-qam", message], check=True)
+    return subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _files(run: RunDir) -> dict[str, bytes]:
+    return {str(p.relative_to(run.path)): p.read_bytes() for p in sorted(run.path.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def store(tmp_path) -> tuple[Path, str, RunDir, dict]:
+    """A git repository holding this checkout's code and a tiny manifest, committed; its run trained by
+    that commit into the repository's (untracked) results/, then made to look trained from uncommitted
+    code with other bits (as the stored +dirty runs are), and copied under a second manifest (reused)."""
+    repo = tmp_path / "repo"
+    for folder in ("repro", "analysis"):
+        shutil.copytree(HERE / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "experiments").mkdir()
+    corpus = write_corpus(repo / "experiments" / "corpus.txt")
+    (repo / "experiments" / "t-retrain.yaml").write_text(tiny_manifest(corpus, name="t-retrain"))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*GIT, "-C", str(repo), "add", "repro", "analysis", "experiments"], check=True)
+    rev = _commit(repo, "tiny")
+    trained = _repro(repo, "--results", "results", "run", "t-retrain", "--no-wandb", code=repo)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    (spec,) = manifests.load(repo / "experiments" / "t-retrain.yaml").expand("tiny")
+    run = RunDir(repo / "results", "t-retrain", spec.run_id)
+    honest = run.summary()
+    run.write_spec({**run.spec(), "code_version": f"{rev}+dirty"})
+    run.write_summary({**honest, "valid_bits": 9.0, "test_bits": 8.0})
+    copy = RunDir(repo / "results", "t-other", spec.run_id)
+    shutil.copytree(run.path, copy.path, ignore=shutil.ignore_patterns("checkpoints", ".lock"))
+    names = {"manifest": "t-other", "scale": "mini", "cell": {"x": 1}}  # its own names, the same spec
+    copy.write_spec({**run.spec(), **names})
+    copy.write_summary({**run.summary(), **names, "reused_from": "t-retrain"})
+    return repo, rev, run, honest
+
+
+def test_a_run_from_uncommitted_code_is_retrained_at_a_commit_and_put_in_place_with_its_copies(store):
+    repo, rev, run, honest = store
+    allow = ("--allow-read", str(repo / "experiments"))  # the corpus lies beside the manifest, not the scratch one
+    done = _repro(repo, "--results", "results", *allow, "retrain", run.run_id[:8], code=repo)
+    assert done.returncode == 0, done.stderr[-2000:]
+    valid, test = honest["valid_bits"], honest["test_bits"]
+    assert done.stdout.splitlines() == [
+        f"{run.run_id}  t-retrain, t-other  retrained at {rev}: valid 9.000000 -> {valid:.6f}, test 8.000000 -> "
+        f"{test:.6f} (replaces {rev}+dirty)"
+    ]
+    replaces = {"valid_bits": 9.0, "test_bits": 8.0, "code_version": f"{rev}+dirty"}
+    copy = RunDir(repo / "results", "t-other", run.run_id)
+    for stored, names in ((run, ("t-retrain", "tiny", {})), (copy, ("t-other", "mini", {"x": 1}))):
+        spec, summary = stored.spec(), stored.summary()  # both read: each spec still hashes to its folder's id
+        assert spec["code_version"] == rev and (spec["manifest"], spec["scale"], spec["cell"]) == names
+        assert summary["replaces"] == replaces and (summary["manifest"], summary["scale"], summary["cell"]) == names
+        assert (summary["valid_bits"], summary["test_bits"]) == (valid, test)  # the same code gives the same bits
+    assert copy.summary()["reused_from"] == "t-retrain" and "reused_from" not in run.summary()
+    assert run.last_checkpoint is not None and copy.last_checkpoint is not None
+    assert not (repo / "results" / ".retrain" / "replace" / run.run_id).exists()  # the scratch run went
+    assert [p.name for p in run.path.parent.iterdir()] == [run.run_id]  # nothing staged or old left beside it
+    assert (
+        subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout.count("\n")
+        == 1
+    )  # the commit's worktree removed
+
+
+def test_a_retraining_that_fails_leaves_the_stored_run_as_it_was(store):
+    repo, rev, run, _ = store
+    model = repo / "repro" / "models" / "sparse_transformer.py"
+    model.write_text(model.read_text() + "\nraise RuntimeError('a broken model')\n")
+    broken = _commit(repo, "broken")
+    before = _files(run)
+    allow = ("--allow-read", str(repo / "experiments"))
+    failed = _repro(repo, "--results", "results", *allow, "retrain", run.run_id, "--at", broken, code=repo)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    line = failed.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: run {run.run_id}: its retraining exited 1 without a finished run (")
+    assert line.endswith(
+        f"the stored run is unchanged, the retraining stays under {repo / 'results/.retrain/replace' / run.run_id}"
+    )
+    assert _files(run) == before
+
+
+def test_bad_input_is_one_line_and_exit_status_2(store):
+    repo, rev, run, _ = store
+    cases = {
+        ("retrain", "0123abcd"): f"error: run '0123abcd' matches 0 stored run ids under {repo / 'results'}/runs;",
+        ("retrain", run.run_id, "--at", "nosuchcommit"): "error: --at nosuchcommit: not a commit of the repository at",
+    }
+    for args, said in cases.items():
+        proc = _repro(repo, "--results", "results", *args, code=repo)
+        assert proc.returncode == 2 and proc.stderr.startswith(said) and len(proc.stderr.splitlines()) == 1, proc.stderr
+    (repo / "experiments" / "t-retrain.yaml").write_text("name: t-retrain\n")  # uncommitted code
+    proc = _repro(repo, "--results", "results", "retrain", run.run_id, code=repo)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: this checkout's code is uncommitted (code_version {rev}+dirty): commit it, or name a commit with --at\n"
+    )
+    summary = run.summary()
+    summary["status"] = "failed"
+    run.write_summary(summary)
+    proc = _repro(repo, "--results", "results", "retrain", run.run_id, "--at", rev, code=repo)
+    assert proc.returncode == 2 and "not finished" in proc.stderr, proc.stderr
+    assert json.loads((run.path / "summary.json").read_text())["status"] == "failed"
+    assert yaml.safe_load((run.path / "spec.yaml").read_text())["code_version"] == f"{rev}+dirty"
+
+
+def test_status_dirty_lists_the_runs_from_uncommitted_code_and_counts_them_per_manifest(tmp_path, capsys):
+    from spine_manifests import stored_run
+
+    from repro.cli import main
+
+    (tmp_path / "corpus.txt").write_text("a corpus the runs never read")
+    for name, versions in (("t-a", ["abc1234+dirty", "abc1234"]), ("t-b", ["def5678+dirty"])):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(tiny_manifest(tmp_path / "corpus.txt", name=name, grid="grid: {train.lr: [0.001, 0.002]}\n"))
+        for spec, version in zip(manifests.load(path).expand("tiny"), versions, strict=False):
+            run = stored_run(tmp_path / "results", spec, test_bits=2.0)
+            run.write_spec({**run.spec(), "code_version": version})
+    assert main(["status", "--dirty", "--results", str(tmp_path / "results")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-1] == "code_version" and len(lines) == 4
+    assert [line.split()[0] for line in lines[1:3]] == ["t-a", "t-b"]
+    assert all(line.split()[-1].endswith("+dirty") for line in lines[1:3])
+    assert lines[3] == "2 stored run(s) trained from uncommitted code: t-a 1, t-b 1"
+    assert main(["status", str(tmp_path / "t-a.yaml"), "--dirty", "--results", str(tmp_path / "results")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 stored run(s) trained from uncommitted code: t-a 1"
