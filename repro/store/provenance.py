@@ -25,7 +25,6 @@ NOT_NUMBERS = (
     "repro/config/claims.py",  # the claim language, before it became repro/claims/
     "repro/claims",  # the claim language and its judge
     "repro/config/claim_checks.py",
-    "repro/pretrained",  # scoring released weights (a run of its own)
     "repro/config/renders.py",  # which renderers a manifest names
     "repro/data/cli.py",  # `repro data`
     "repro/train/verify.py",  # re-execution of stored runs
