@@ -187,7 +187,7 @@ def score(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[str], N
         def ready() -> Prepared:
             return prepare(spec, open_data(spec, manifest), weights_file(spec, echo, weights), echo)
 
-        with settle(run, spec.resolved(), spec.cell, ready, echo) as got:
+        with settle(run, spec.record(None), ready, echo) as got:
             if not got.trains:
                 return runner.Outcome(spec, got.action, got.summary)
             return runner.Outcome(spec, *scored(spec, run, got.prepared, echo, precision))
