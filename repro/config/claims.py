@@ -26,6 +26,10 @@ Two words expand into checks:
   mechanism). A precondition holds only when it holds on every seed the claim pairs, never on a seed
   mean (repro.report.verdicts). A claim on a metric the span mechanism sets (:data:`SPAN_METRICS`) gets
   this precondition for each of its selections without its author writing it (:func:`mechanism_requires`).
+- ``used[CLASS, key=value, ...]`` (synthetic corpora, docs/probes.md): the selected runs used the long-range
+  source of dependency class CLASS: its valid bits (``valid_bits.CLASS``) below the bits of a model blind
+  at its distance by at least :data:`USED_FRACTION` of the gap between that and the class's floor. A
+  claim on bits that a short span wins on the filler cannot hold while nothing long-range was learned.
 
 A claim on a span metric that would hold at the spans' initial value too (z = 0: :data:`INITIAL`) says
 nothing about the penalty: the report judges it *not evaluable* (the initial-span control) unless it
@@ -54,8 +58,9 @@ AVERAGE_MOVED_FRACTION = 0.25  # of R: the average effective span grew past R by
 # the span metrics whose value at z = 0 is known: the average effective span min(S, R), the mean z's 0
 INITIAL = ("avg_span", "span_lower_half", "span_upper_half")
 COST_METRICS = ("flops_per_token", "params", "peak_memory_bytes", "attn_keys_per_query")
+USED_FRACTION = 0.25  # of blind - floor: a class counts as used once a quarter of its long-range bits is gained
 SPAN_METRICS = ("avg_span", "flops_per_token", "span_lower_half", "span_upper_half", "dynamic_span_mean")
-_WORDS = re.compile(r"\b(learned_test|learned|moved)\[([^\[\]]*)\]")
+_WORDS = re.compile(r"\b(learned_test|learned|moved|used)\[([^\[\]]*)\]")
 _SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\[([^\[\]]*)\]")
 FUNCTIONS = ("mean", "min", "max", "abs", "all", "any", "first", "last")
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
@@ -71,6 +76,12 @@ class ClaimError(UserError):
 
 def _expand_word(match: re.Match) -> str:
     word, f = match.group(1), match.group(2)
+    if word == "used":
+        group, _, f = f.partition(",")
+        if not re.fullmatch(r"[a-z][a-z0-9]*", group.strip()):
+            raise ClaimError(f"used[{match.group(2)}]: expected a dependency class first (used[long, key=value])")
+        bits, blind, floor = (f"{m}.{group.strip()}[{f}]" for m in ("valid_bits", "blind_bits", "floor_bits"))
+        return f"({bits} < {blind} - {USED_FRACTION} * ({blind} - {floor}))"
     if word == "moved":
         return (
             f"(span_max[{f}] >= {MOVED_FRACTION} * model.span.ramp[{f}] and "

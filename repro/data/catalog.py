@@ -144,6 +144,20 @@ def _entries() -> list[Dataset]:
         ),
         Dataset(
             DatasetInfo(
+                "synthetic",
+                T,
+                "generated corpora with known long-range structure (probe scale; never the papers' data)",
+                "data.synthetic (generator, parameters, seed)",
+                None,
+                "symbol",
+                "-",
+                "data.synthetic.symbols",
+            ),
+            _generated,
+            frozenset({"synthetic"}),
+        ),
+        Dataset(
+            DatasetInfo(
                 "cifar10",
                 I,
                 "CIFAR-10, 32x32x3 -> 3,072-byte sequences (48k/2k/10k)",
@@ -228,6 +242,12 @@ def _entries() -> list[Dataset]:
             audio.MOH,
         ),
     ]
+
+
+def _generated(job: Job) -> dict:
+    raise DataError(
+        "dataset 'synthetic' is generated when a run opens it, from its data.synthetic section; nothing to prepare"
+    )
 
 
 CATALOG: dict[str, Dataset] = {d.info.name: d for d in _entries()}
