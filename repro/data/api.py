@@ -66,6 +66,8 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
     A Debian package is fetched and unpacked into a temporary directory too (:func:`debian.fetch`).
     """
     ds = catalog.get(name)
+    if name == "synthetic":
+        synthetic.nothing_stored()
     if name == "file":
         src, kind = _file_source({"path": src or options.get("path"), "kind": options.get("kind")})
         options = {"kind": kind}
@@ -283,6 +285,8 @@ def _stale(meta: dict) -> bool:
 
 def verify(name: str, root=None, **options) -> list[str]:
     """Re-hash the stored splits against meta.json; returns the problems found (empty: all good)."""
+    if name == "synthetic":
+        synthetic.nothing_stored()
     directory = dataset_dir(name, root, **options)
     meta = read_meta(directory)
     if meta is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from repro.data import audio, imagenet, images, text
+from repro.data import audio, imagenet, images, synthetic, text
 from repro.data.debian import Package
 from repro.data.errors import DataError
 from repro.data.job import Job
@@ -153,7 +153,7 @@ def _entries() -> list[Dataset]:
                 "-",
                 "data.synthetic.symbols",
             ),
-            _generated,
+            synthetic.nothing_stored,
             frozenset({"synthetic"}),
         ),
         Dataset(
@@ -242,12 +242,6 @@ def _entries() -> list[Dataset]:
             audio.MOH,
         ),
     ]
-
-
-def _generated(job: Job) -> dict:
-    raise DataError(
-        "dataset 'synthetic' is generated when a run opens it, from its data.synthetic section; nothing to prepare"
-    )
 
 
 CATALOG: dict[str, Dataset] = {d.info.name: d for d in _entries()}

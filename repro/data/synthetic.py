@@ -167,6 +167,14 @@ def _copy(o: dict, rng: np.random.Generator) -> Corpus:
 _MAKE = {"periodic": _periodic, "mix": _mix, "grid": _grid, "copy": _copy}
 
 
+def nothing_stored(job=None) -> dict:
+    """What preparing or verifying a synthetic corpus does: refuse, saying why (a DataError)."""
+    raise DataError(
+        "dataset 'synthetic' is generated from its data.synthetic section when a run opens it; "
+        "nothing is prepared or stored"
+    )
+
+
 def parse(options: str) -> dict:
     """The generator's options from ``data.synthetic`` as the spec passes them (canonical JSON)."""
     try:

@@ -160,3 +160,15 @@ def test_targets_whose_source_precedes_their_stream_are_counted_apart():
     spec.eval.batch_size = 128
     everything = evaluate(model, data, spec, torch.device("cpu"), 32)
     assert everything["bits"] > groups["long"]["bits"] + 2.0 and "groups" not in everything
+
+
+def test_nothing_is_prepared_or_verified_for_a_generated_corpus(root):
+    from repro.data import api
+    from repro.data.errors import DataError
+
+    for call in (lambda: api.prepare("synthetic", root=root), lambda: api.verify("synthetic", root=root)):
+        with pytest.raises(DataError, match="synthetic.*generated"):
+            call()
+    assert api.missing("synthetic", root, synthetic=option(**PERIODIC)) is None
+    assert api.provenance("synthetic", root, synthetic=option(**PERIODIC)) == (None, True)
+    assert not root.exists()
