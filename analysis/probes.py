@@ -5,6 +5,7 @@ numbers: the corpora are generated (repro.data.synthetic)."""
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -116,8 +117,8 @@ def probe_horizon(ctx: Context) -> Files:
                     "seeds": int(r.get("seeds", 1)),
                 }
             )
-    top = float(runs["data.synthetic.distance"].max())
-    left.plot([0, top], [0, top], color="gray", lw=1, ls="--", label="z = D")
+    ds = sorted(runs["data.synthetic.distance"].astype(float).unique())
+    left.plot(ds, ds, color="gray", lw=1, ls="--", label="z = D")
     left.set_xlabel("distance D the data depends on (dotted: D = R)")
     left.set_ylabel("longest learned span z (tokens)")
     right.axhline(float(runs["blind_bits.long"].iloc[0]), color="k", ls=":", lw=1, label="blind")
@@ -127,7 +128,7 @@ def probe_horizon(ctx: Context) -> Files:
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         legend(ax, fontsize=7)
-    fig.suptitle(ctx.title("The gradient horizon of the adaptive span from z = 0"), fontsize=9)
+    fig.suptitle(textwrap.fill(ctx.title("The gradient horizon of the adaptive span from z = 0"), 140), fontsize=8)
     figure = ctx.save_figure(fig, "horizon")
     table = ctx.write_table(
         "horizon",
