@@ -20,6 +20,10 @@ Words that expand into checks:
 - ``learned[key=value, ...]``: the suite's one definition of "the model learned the data": each selected
   run's valid bits below :data:`LEARNED_FRACTION` times the unigram bits of its data
   (``learned_test[...]``: its test bits, where only the test split is scored).
+- ``used[CLASS, key=value, ...]`` (synthetic corpora, docs/probes.md): the selected runs used the long-range
+  source of dependency class CLASS: its valid bits (``valid_bits.CLASS``) below the bits of a model blind
+  at its distance by at least :data:`USED_FRACTION` of the gap between that and the class's floor. A
+  claim on bits that a short span wins on the filler cannot hold while nothing long-range was learned.
 
 A claim has a *kind* (:func:`kind`): a **sanity** check (made only of ``learned`` words: the model
 trained), a **cost** check (made only of :data:`COST_METRICS`, computed from the model's shape; or an
@@ -42,7 +46,8 @@ LEARNED = {"learned": "valid_bits", "learned_test": "test_bits"}
 # the span metrics whose value at z = 0 is known: the average effective span min(S, R), the mean z's 0
 INITIAL = ("avg_span", "span_lower_half", "span_upper_half")
 COST_METRICS = ("flops_per_token", "params", "peak_memory_bytes", "attn_keys_per_query")
-_WORDS = re.compile(r"\b(learned_test|learned)\[([^\[\]]*)\]")
+USED_FRACTION = 0.25  # of blind - floor: a class counts as used once a quarter of its long-range bits is gained
+_WORDS = re.compile(r"\b(learned_test|learned|used)\[([^\[\]]*)\]")
 _SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\[([^\[\]]*)\]")
 FUNCTIONS = ("mean", "min", "max", "abs", "all", "any", "first", "last")
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
@@ -58,6 +63,12 @@ class ClaimError(UserError):
 
 def _expand_word(match: re.Match) -> str:
     word, f = match.group(1), match.group(2)
+    if word == "used":
+        group, _, f = f.partition(",")
+        if not re.fullmatch(r"[a-z][a-z0-9]*", group.strip()):
+            raise ClaimError(f"used[{match.group(2)}]: expected a dependency class first (used[long, key=value])")
+        bits, blind, floor = (f"{m}.{group.strip()}[{f}]" for m in ("valid_bits", "blind_bits", "floor_bits"))
+        return f"({bits} < {blind} - {USED_FRACTION} * ({blind} - {floor}))"
     return f"({LEARNED[word]}[{f}] < {LEARNED_FRACTION} * unigram_bits[{f}])"
 
 

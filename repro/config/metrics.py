@@ -57,6 +57,9 @@ FAMILY = {
     ),
 }
 PATTERNS = {"sparse_transformer": (re.compile(r"test_bits_ctx\d+$"),)}  # st-table3: bits at each context
+# a synthetic corpus's scores per dependency class (repro.data.synthetic; any family): bits and targets per
+# split, the class's floor and the bits of a model blind at its distance, e.g. valid_bits.long
+GROUPS = re.compile(r"((train|valid|test)_(bits|targets)|floor_bits|blind_bits)\.[a-z][a-z0-9]*$")
 # metrics that count spec keys' values whatever the model learned: (the keys, why)
 COUNTS = {"avg_span": (("model.span.ramp",), "the effective span min(S, z + R) adds R to z")}
 
@@ -68,7 +71,7 @@ def names(family: str | None) -> tuple[str, ...]:
 
 
 def known(metric: str, family: str | None) -> bool:
-    if metric in names(family):
+    if metric in names(family) or GROUPS.match(metric):
         return True
     families = [family] if family else list(PATTERNS)
     return any(p.match(metric) for f in families for p in PATTERNS.get(f, ()))

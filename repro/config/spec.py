@@ -21,6 +21,7 @@ from repro.config.cells import cell_text
 from repro.config.families import FAMILIES, SparseTransformerConfig
 from repro.config.fields import Float, Int, Section, SpecError, build, later, plain, refuse
 from repro.config.keys import show
+from repro.config.synthetic import SyntheticSpec
 from repro.data import catalog
 from repro.data.text import FILE_KINDS
 from repro.data.views import BYTE_VOCABS
@@ -35,19 +36,26 @@ class DataSpec(Section):
     sha256: str | None = later(None)  # `file` corpora: the file's content hash, set when the manifest resolves
     vocab: str | None = None  # byte corpora: bytes (256) | as205 (adaptive-span's observed-symbol vocabulary)
     seq_len: Int | None = Field(None, ge=2)  # audio: samples per sequence
+    synthetic: SyntheticSpec | None = later(None)  # `synthetic` corpora: the generator, its parameters and seed
 
     @property
     def label(self) -> str:
         """The dataset in words: its name, or a `file` corpus's file name and short content hash."""
         if self.name == "file" and self.path and self.sha256:
             return f"{Path(self.path).name}@{self.sha256[:8]}"
+        if self.synthetic is not None:
+            return f"synthetic {self.synthetic.label}"
         return self.name
 
     def options(self) -> dict[str, Any]:
         """The dataset options passed to ``repro.data.open_split`` (the ones that are set)."""
+        synthetic = self.synthetic.option() if self.synthetic is not None else None
         return {
             k: v
-            for k, v in (("path", self.path), ("kind", self.kind), ("vocab", self.vocab), ("seq_len", self.seq_len))
+            for k, v in (
+                *(("path", self.path), ("kind", self.kind), ("vocab", self.vocab), ("seq_len", self.seq_len)),
+                ("synthetic", synthetic),
+            )
             if v is not None
         }
 
@@ -222,6 +230,12 @@ def check_relations(spec: RunSpec) -> None:
     d, m, e = spec.data, spec.model, spec.eval
     if d.name not in catalog.names():
         raise SpecError("data.name", f"got {d.name!r}; allowed: one of {', '.join(catalog.names())}")
+    if (d.name == "synthetic") != (d.synthetic is not None):
+        raise SpecError(
+            "data.synthetic",
+            "a synthetic corpus needs data.name: synthetic and its data.synthetic section (generator, ...); "
+            f"got name {d.name!r} with{'' if d.synthetic is not None else 'out'} the section",
+        )
     options = catalog.get(d.name).options
     for key, value in d.options().items():
         if key not in options:

@@ -7,6 +7,7 @@ Public API::
     prepare(name, src=None, root=None, allow_unverified=False, **options) -> Path
     missing(name, root=None, **options) -> None | what `repro run` does;  ensure(name, echo, ...)
     provenance(name, root=None, **options) -> (source version or None, verified)
+    truth(name, split, **options) -> what each token of a synthetic corpus depends on (else None)
     DataError, DatasetMissing (both UserError: one-line message, exit status 2)
 
 and :mod:`repro.data.batching` for training/evaluation batches. What each dataset is, its pins, splits
@@ -24,6 +25,7 @@ from repro.data.api import (
     prepare,
     prepare_command,
     provenance,
+    truth,
     verify,
 )
 from repro.data.catalog import DatasetInfo, get, names
@@ -53,5 +55,6 @@ __all__ = [
     "prepare",
     "prepare_command",
     "provenance",
+    "truth",
     "verify",
 ]

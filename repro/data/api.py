@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.bounds import MAX_CORPUS_BYTES
-from repro.data import catalog, debian, views
+from repro.data import catalog, debian, synthetic, views
 from repro.data.audio import SEQ_LEN
 from repro.data.errors import CorruptData, DataError, DatasetMissing
 from repro.data.fetch import digest_file
@@ -66,6 +66,8 @@ def prepare(name: str, src=None, root=None, allow_unverified: bool = False, **op
     A Debian package is fetched and unpacked into a temporary directory too (:func:`debian.fetch`).
     """
     ds = catalog.get(name)
+    if name == "synthetic":
+        synthetic.nothing_stored()
     if name == "file":
         src, kind = _file_source({"path": src or options.get("path"), "kind": options.get("kind")})
         options = {"kind": kind}
@@ -140,6 +142,8 @@ def _debian_source(package: debian.Package, fetched: debian.Fetched | None, job:
 
 def provenance(name: str, root=None, **options) -> tuple[str | None, bool]:
     """A prepared dataset's source version (Debian-sourced datasets; else None) and whether it was verified."""
+    if name == "synthetic":
+        return None, True  # generated from its spec: nothing to verify
     meta = read_meta(dataset_dir(name, root, **options))
     if meta is None:
         raise _missing(name, root, options)
@@ -160,7 +164,7 @@ def missing(name: str, root=None, **options) -> str | None:
     """None when ``name`` is ready for a run; else what ``repro run`` does about it (prepares a dataset
     from a package registry; the others need the exact prepare command first)."""
     ds = catalog.get(name)
-    if name == "file" or is_prepared(name, root, **options):
+    if name in ("file", "synthetic") or is_prepared(name, root, **options):
         return None
     if ds.from_registry:
         return f"dataset {name} not prepared: `repro run` prepares it from {ds.info.source}"
@@ -194,6 +198,8 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
         raise DataError(f"dataset {name!r} takes no option {', '.join(map(repr, unknown))} (allowed: {allowed})")
     if split not in SPLITS:
         raise DataError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if name == "synthetic":
+        return synthetic.split(_synthetic(options), split)
     directory = dataset_dir(name, root, **options)
     try:
         meta = read_meta(directory)
@@ -216,6 +222,20 @@ def open_split(name: str, split: str, root=None, **options) -> tuple[np.ndarray,
     if "seq_len" in ds.options:
         array = views.sequence_view(array, options.get("seq_len", SEQ_LEN))
     return array, vocab
+
+
+def truth(name: str, split: str, **options) -> synthetic.Truth | None:
+    """What each token of a synthetic corpus's split depends on (:mod:`repro.data.synthetic`); None for
+    every other dataset (its structure is unknown)."""
+    return synthetic.truth(_synthetic(options), split) if name == "synthetic" else None
+
+
+def _synthetic(options: dict) -> str:
+    if not options.get("synthetic"):
+        raise DataError(
+            "dataset 'synthetic' needs its generator (data: {name: synthetic, synthetic: {generator: ...}})"
+        )
+    return options["synthetic"]
 
 
 _MATCHED: set[tuple] = set()  # splits this process hashed and found as meta.json records them
@@ -265,6 +285,8 @@ def _stale(meta: dict) -> bool:
 
 def verify(name: str, root=None, **options) -> list[str]:
     """Re-hash the stored splits against meta.json; returns the problems found (empty: all good)."""
+    if name == "synthetic":
+        synthetic.nothing_stored()
     directory = dataset_dir(name, root, **options)
     meta = read_meta(directory)
     if meta is None:

@@ -123,11 +123,26 @@ def shift_right(y: torch.Tensor, start_token: int) -> torch.Tensor:
 
 @dataclass
 class EvalBatch:
-    """Inputs ``x``, targets ``y`` (both (B, T) long) and ``mask`` (bool): which targets are scored."""
+    """Inputs ``x``, targets ``y`` (both (B, T) long) and ``mask`` (bool): which targets are scored.
+
+    Text only: ``targets`` (B, T), the index of each target in the split, and ``view`` (B, 1), the first
+    token of the split that row's model has in view (its stream's start, or its window's): a target whose
+    source lies before it cannot be predicted from it (:func:`in_view`)."""
 
     x: torch.Tensor
     y: torch.Tensor
     mask: torch.Tensor
+    targets: np.ndarray | None = None
+    view: np.ndarray | None = None
+
+
+def in_view(batch: EvalBatch, distance: np.ndarray) -> np.ndarray:
+    """Which targets of ``batch`` have their source in view: ``distance`` (per token of the split, 0 = no
+    source) back from the target lands at or after the row's ``view``. Targets without a source count
+    as in view (nothing is missing)."""
+    targets = np.minimum(batch.targets, len(distance) - 1)
+    back = distance[targets]
+    return (back == 0) | (targets - back >= batch.view)
 
 
 def eval_batches(
@@ -155,8 +170,9 @@ def eval_batches(
         yield from _window_batches(data, batch_size, block, min_context)
 
 
-def _gather(data: np.ndarray, positions: np.ndarray, scored: np.ndarray) -> EvalBatch:
-    """x = data[positions], y = data[positions + 1] (zero past the last target); ``scored`` is the mask.
+def _gather(data: np.ndarray, positions: np.ndarray, scored: np.ndarray, view: np.ndarray) -> EvalBatch:
+    """x = data[positions], y = data[positions + 1] (zero past the last target); ``scored`` is the mask,
+    ``view`` each row's first position in view.
 
     Unscored positions inside the data keep their real tokens: they are the context of scored ones.
     """
@@ -164,7 +180,7 @@ def _gather(data: np.ndarray, positions: np.ndarray, scored: np.ndarray) -> Eval
     pos = np.where(inside, positions, 0)
     x = np.where(inside, data[pos], 0)
     y = np.where(inside, data[pos + 1], 0)
-    return EvalBatch(_long(x), _long(y), torch.from_numpy(scored & inside))
+    return EvalBatch(_long(x), _long(y), torch.from_numpy(scored & inside), positions + 1, view)
 
 
 def _stream_batches(data: np.ndarray, batch_size: int, block: int) -> Iterator[EvalBatch]:
@@ -174,7 +190,7 @@ def _stream_batches(data: np.ndarray, batch_size: int, block: int) -> Iterator[E
     ends = np.minimum(starts + stream_len, targets)
     for k in range(-(-stream_len // block)):
         positions = starts + k * block + np.arange(block)[None, :]
-        yield _gather(data, positions, positions < ends)
+        yield _gather(data, positions, positions < ends, starts)
 
 
 def _window_batches(data: np.ndarray, batch_size: int, block: int, min_context: int) -> Iterator[EvalBatch]:
@@ -187,7 +203,7 @@ def _window_batches(data: np.ndarray, batch_size: int, block: int, min_context: 
         w = np.arange(first, min(first + batch_size, windows))[:, None]
         positions = w * stride + t
         valid = (positions < targets) & ((t >= min_context) | (w == 0))
-        yield _gather(data, positions, valid)
+        yield _gather(data, positions, valid, w * stride)
 
 
 def _sequence_batches(data: np.ndarray, batch_size: int, block: int, start_token: int) -> Iterator[EvalBatch]:

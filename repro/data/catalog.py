@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from repro.data import audio, imagenet, images, text
+from repro.data import audio, imagenet, images, synthetic, text
 from repro.data.debian import Package
 from repro.data.errors import DataError
 from repro.data.job import Job
@@ -141,6 +141,20 @@ def _entries() -> list[Dataset]:
             text.prepare_file,
             frozenset({"path", "kind", "vocab"}),
             needs_from="PATH",
+        ),
+        Dataset(
+            DatasetInfo(
+                "synthetic",
+                T,
+                "generated corpora with known long-range structure (probe scale; never the papers' data)",
+                "data.synthetic (generator, parameters, seed)",
+                None,
+                "symbol",
+                "-",
+                "data.synthetic.symbols",
+            ),
+            synthetic.nothing_stored,
+            frozenset({"synthetic"}),
         ),
         Dataset(
             DatasetInfo(

@@ -65,7 +65,7 @@ def cmd_list(args) -> int:
     for name in catalog.names():
         info = catalog.get(name).info
         try:
-            prepared = "-" if name == "file" else ("yes" if api.is_prepared(name, args.root) else "no")
+            prepared = "-" if name in ("file", "synthetic") else ("yes" if api.is_prepared(name, args.root) else "no")
         except CorruptData as err:
             prepared = f"corrupt: {err}"
         rows.append([name, info.kind, info.size, info.vocab, info.source, prepared])

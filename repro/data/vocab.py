@@ -25,7 +25,7 @@ class Vocab:
     """The symbols of a token stream. ``size`` counts the data symbols; ``unit`` is what one token is."""
 
     size: int
-    unit: str  # "char" | "byte" | "dim" | "sample"
+    unit: str  # "char" | "byte" | "dim" | "sample" | "symbol" (a synthetic corpus)
     alphabet: str | None = None
     byte_values: tuple[int, ...] | None = None
 

@@ -67,10 +67,12 @@ SCALE_NOTE = {
     "small": "**Scale: small** (one GPU or a long CPU run). Smaller than the paper's models; absolute "
     "numbers are not the paper's.",
     "paper": "**Scale: paper** (the paper's configuration).",
+    "probe": "**Scale: probe** (synthetic mechanism checks on generated corpora whose right answer is known, 2 CPU "
+    "cores, minutes per run: docs/probes.md). NOT the papers' numbers and not their data.",
 }
 
 
-PAPERS = ("adaptive_span", "sparse_transformer", "suite", "pilot")  # REPORT.md's order of papers
+PAPERS = ("adaptive_span", "sparse_transformer", "suite", "probe", "pilot")  # REPORT.md's order of papers
 KINDS = ("table", "fig")  # then the suite's ablations, by name
 HOW = {"corrupt": " (`repro run` redoes it)", "unreadable": " (this user may not read it)"}  # a run left out
 
@@ -790,7 +792,8 @@ def _render_all(root: Path, confidence: float, access: Access) -> Path:
         "and `cpu` results come from 2-CPU runs on offline stand-in corpora and are not the papers' numbers. "
         "A claim is *not evaluable* when a precondition fails (the spans never moved, a baseline is "
         "under-trained, a model did not learn the data); *trained* marks a check that the model learned, "
-        "apart from the papers' findings. The `pilot` rows are the measured search for the `cpu` scale "
+        "apart from the papers' findings. The `probe` rows are synthetic mechanism checks with known answers "
+        "(docs/probes.md), never the papers' numbers; the `pilot` rows are the measured search for the `cpu` scale "
         "(studies/cpu-scale.md)."
     )
     lines = [

@@ -10,6 +10,12 @@
 * Images and audio: whole sequences, every element scored.
 
 Every target of the split is scored exactly once; bits = total NLL in nats / targets / ln 2.
+
+A synthetic corpus (:mod:`repro.data.synthetic`) also knows each target's source: its targets are scored
+per dependency class as well, and a target whose source lies before what its stream or window holds is
+counted apart (class ``unseen``), never in its class: with many short streams (``eval.batch_size``) the
+first D targets of every stream cannot see a source D back, and would read as a model blind at D. The
+split's bits over every target are unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from repro.config.spec import RunSpec
-from repro.data.batching import eval_batches
+from repro.data.batching import eval_batches, in_view
+from repro.data.synthetic import Truth
 from repro.models.base import LanguageModel
 from repro.progress import Lines
 
@@ -45,11 +52,13 @@ def evaluate(
     vocab_size: int,
     max_targets: int | None = None,
     progress: str | None = None,
+    truth: Truth | None = None,
 ) -> dict[str, Any]:
     """Bits of ``model`` over ``data``; ``max_targets``: stop after the batch that reaches that many scored
     targets (a prefix of the split in the procedure's order: the quick validation's, and a ``--max-steps``
     run's final evaluation); ``progress``: the split's name, for a bar on a terminal and lines off one (a
-    log), as training shows."""
+    log), as training shows; ``truth``: the split's dependencies (a synthetic corpus), which adds
+    ``groups``, bits and targets per dependency class (:func:`by_group`)."""
     model.eval()
     stateful = model.init_state(1, device) is not None
     context = min_context(spec, stateful)
@@ -57,6 +66,7 @@ def evaluate(
         data, spec.eval.batch_size, spec.data.block, min_context=context or 0, stateful=stateful, start_token=vocab_size
     )
     total, count, state = 0.0, 0, None
+    groups = None if truth is None else np.zeros((2, len(truth.groups) + 1))  # nats, targets; last: unseen
     bar = _progress(progress, data, max_targets)
     for batch in batches:
         x, y, mask = batch.x.to(device), batch.y.to(device), batch.mask.to(device)
@@ -66,6 +76,8 @@ def evaluate(
         state = out.state
         nll = F.cross_entropy(out.logits.float().flatten(0, 1), y.flatten(), reduction="none")
         total += float(nll[mask.flatten()].sum())
+        if groups is not None:
+            _add_groups(groups, nll.view(mask.shape), batch, truth)
         scored = int(mask.sum())
         count += scored
         if bar is not None:
@@ -79,6 +91,29 @@ def evaluate(
         "targets": count,
         "procedure": "stream" if stateful else ("sequences" if data.ndim == 2 else "windows"),
         "min_context": context,
+        **({} if groups is None else {"groups": by_group(groups, truth)}),
+    }
+
+
+def _add_groups(groups: np.ndarray, nll: torch.Tensor, batch, truth: Truth) -> None:
+    """Add a batch's scored targets to ``groups`` (nats and counts per class, the last column the targets
+    whose source is out of view)."""
+    mask = batch.mask.numpy()
+    targets = np.minimum(batch.targets, len(truth.group) - 1)[mask]
+    index = np.where(in_view(batch, truth.distance)[mask], truth.group[targets], len(truth.groups))
+    groups[0] += np.bincount(index, weights=nll.float().cpu().numpy()[mask], minlength=groups.shape[1])
+    groups[1] += np.bincount(index, minlength=groups.shape[1])
+
+
+def by_group(groups: np.ndarray, truth: Truth) -> dict[str, dict[str, float | int | None]]:
+    """Per dependency class (and ``unseen``): bits over its targets (None without any) and their count."""
+    names = [g.name for g in truth.groups] + ["unseen"]
+    return {
+        name: {
+            "bits": float(nats / n / math.log(2.0)) if n else None,
+            "targets": int(n),
+        }
+        for name, nats, n in zip(names, groups[0], groups[1], strict=True)
     }
 
 

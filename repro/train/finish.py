@@ -71,13 +71,17 @@ def _evaluate_and_analyse(
     final["unigram_bits"] = unigram_bits(data.train, data.splits["valid"], data.vocab.size)
     for name in spec.eval.splits:
         shown = name if trainer.is_global_zero else None  # rank 0's lines
-        result = evaluate(model, data.splits[name], spec, device, data.vocab.size, eval_targets, progress=shown)
+        truth = data.truth.get(name)
+        result = evaluate(
+            model, data.splits[name], spec, device, data.vocab.size, eval_targets, progress=shown, truth=truth
+        )
         final.update(
             {
                 f"{name}_bits": result["bits"],
                 f"{name}_targets": result["targets"],
                 "eval_procedure": result["procedure"],
                 "eval_min_context": result["min_context"],
+                **group_metrics(name, result.get("groups"), truth),
             }
         )
     for context in spec.eval.context_sweep:
@@ -87,6 +91,23 @@ def _evaluate_and_analyse(
     # arrays behind figures that need the trained model (renderers never load it)
     run.write_arrays("analysis.npz", figure_arrays(spec.family, model, data.splits["valid"], data.vocab))
     return final
+
+
+def group_metrics(split: str, groups: dict | None, truth) -> dict[str, float | int]:
+    """A synthetic corpus's scores per dependency class as summary keys: ``<split>_bits.<class>`` (classes
+    with targets), ``<split>_targets.<class>``, and each class's known ``floor_bits.<class>`` and
+    ``blind_bits.<class>`` (:mod:`repro.data.synthetic`); ``unseen`` counts the targets whose source was
+    out of the evaluation's view."""
+    if not groups:
+        return {}
+    out: dict[str, float | int] = {}
+    for name, scored in groups.items():
+        out[f"{split}_targets.{name}"] = scored["targets"]
+        if scored["bits"] is not None:
+            out[f"{split}_bits.{name}"] = scored["bits"]
+    for group in truth.groups:
+        out[f"floor_bits.{group.name}"], out[f"blind_bits.{group.name}"] = group.floor, group.blind
+    return out
 
 
 def _throughput(spec: RunSpec, final: dict, trainer: pl.Trainer, world: distributed.World) -> dict:

@@ -6,7 +6,7 @@ manifest's key); the training batches are dealt from the train split.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ class RunData:
     batches: LMDataModule
     source_version: str | None  # the dataset's source version and whether it was verified
     verified: bool
+    truth: dict[str, Any] = field(default_factory=dict)  # a synthetic corpus: each split's dependencies
 
 
 def open_data(spec: RunSpec, manifest: Manifest) -> RunData:
@@ -63,4 +64,6 @@ def open_data(spec: RunSpec, manifest: Manifest) -> RunData:
     except UserError as err:
         raise UserError(f"{manifest.path}: {err}") from None
     source_version, verified = datasets.provenance(spec.data.name, **options)
-    return RunData(train, vocab, datasets.dataset_info(spec.data.name), splits, batches, source_version, verified)
+    truth = {name: datasets.truth(spec.data.name, name, **options) for name in splits}
+    info = datasets.dataset_info(spec.data.name)
+    return RunData(train, vocab, info, splits, batches, source_version, verified, {k: v for k, v in truth.items() if v})

@@ -558,3 +558,70 @@ def test_the_power_note_says_before_a_run_what_its_seeds_can_decide(tmp_path, ca
     assert "indicative only" in power.power_note(1)
     assert main(["--results", str(tmp_path), "run", "st-ablate-stride", "--seeds", "2", "--dry-run"]) == 0
     assert two in capsys.readouterr().out
+
+
+def _copy_store(copy_bits: dict[str, list[float]]) -> pd.DataFrame:
+    """The scouting study's copy corpus (docs/probes.md): adaptive wins 0.15 bits on the filler, both arms
+    learned the data and the spans moved; ``copy_bits``: each arm's bits on the copied targets per seed
+    (blind: 6.0, floor 1.05)."""
+    rows = []
+    for seed in range(3):
+        for kind, bits, span in (("adaptive", 3.10, 60.0), ("fixed", 3.25, 512.0)):
+            rows.append(
+                {
+                    "model.span.kind": kind,
+                    "train.seed": seed,
+                    "status": "finished",
+                    "valid_bits": bits + 0.01 * seed,
+                    "unigram_bits": 6.0,
+                    "span_max": span,
+                    "avg_span": span,
+                    "model.span.ramp": 32,
+                    "valid_bits.copy": copy_bits[kind][seed],
+                    "blind_bits.copy": 6.0,
+                    "floor_bits.copy": 1.05,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_used_blocks_a_claim_that_holds_while_nothing_long_range_was_learned():
+    keys, guards = ["model.span.kind"], ["learned[]", "moved[kind=adaptive]"]
+    blind = _copy_store({"adaptive": [6.01, 6.0, 6.02], "fixed": [6.0, 6.03, 6.01]})
+    # today's rule: the data learned, the spans moved, adaptive wins: reproduced with nothing copied
+    assert verdicts.evaluate(WINS, blind, keys, guards).status == "reproduced"
+    used = [*guards, "used[copy, kind=adaptive]", "used[copy, kind=fixed]"]
+    stopped = verdicts.evaluate(WINS, blind, keys, used)
+    assert stopped.status == "not evaluable" and stopped.failed == used[2:]
+    # the guard passes once the copies are predicted a quarter of the way from blind to the floor
+    copied = _copy_store({"adaptive": [2.0, 2.2, 2.1], "fixed": [4.7, 4.6, 4.5]})
+    assert verdicts.evaluate(WINS, copied, keys, used).status == "reproduced"
+    # 4.8 is less than a quarter of the way down from 6.0 (the line is 6.0 - 0.25 * 4.95 = 4.76)
+    short = _copy_store({"adaptive": [2.0, 2.2, 2.1], "fixed": [4.7, 4.8, 4.5]})
+    assert verdicts.evaluate(WINS, short, keys, used).failed == ["used[copy, kind=fixed]"]
+
+
+def test_used_names_its_class_first():
+    with pytest.raises(claims.ClaimError, match="expected a dependency class first"):
+        claims.parse("used[kind=fixed] and valid_bits[] < 1")
+    assert [m for m, _ in claims.parse("used[long, limit=160]")[1]] == [
+        "valid_bits.long",
+        "blind_bits.long",
+        "blind_bits.long",
+        "floor_bits.long",
+    ]
+
+
+def test_an_arm_at_chance_by_design_does_not_block_the_arm_that_must_learn():
+    # probe (a): S = 96 < D is blind by design (8.0 bits, above 0.8 x unigram); S = 160 must learn
+    runs = pd.DataFrame(
+        [
+            {"model.span.limit": s, "train.seed": seed, "status": "finished", "valid_bits": b + 0.01 * seed}
+            | {"unigram_bits": 8.0, "valid_bits.long": b + 0.02 * seed}
+            for seed in range(3)
+            for s, b in ((96, 8.07), (160, 1.9))
+        ]
+    )
+    check, keys = "valid_bits.long[limit=160] <= valid_bits.long[limit=96] - 2", ["model.span.limit"]
+    assert verdicts.evaluate(check, runs, keys, ["learned[]"]).status == "not evaluable"
+    assert verdicts.evaluate(check, runs, keys, ["learned[limit=160]"]).status == "reproduced"

@@ -147,3 +147,37 @@ def test_wandb_offline_run_is_recorded(tmp_path, write_manifest, monkeypatch):
     assert run_id and list((tmp_path / "results" / "wandb").glob(f"offline-run-*-{run_id}"))
     config = json.dumps(spec.resolved(), sort_keys=True)
     assert "sparse_transformer" in config
+
+
+SYNTHETIC = """name: t-probe
+title: a probe
+paper: probe
+base:
+  data: {name: synthetic, block: 16, synthetic: {generator: periodic, distance: 8, symbols: 8, tokens: 20000}}
+  model: {family: adaptive_span, layers: 1, d_model: 16, d_ff: 32, heads: 2, dropout: 0.0,
+          span: {kind: fixed, limit: 16, ramp: 4}}
+  train: {steps: 200, batch_size: 4, lr: 0.01, checkpoint_every: 200, log_every: 50}
+  eval: {batch_size: 4}
+scales:
+  tiny: {}
+claims:
+  - {id: used, text: the source is used, check: "valid_bits.long[] < blind_bits.long[]", requires: ["used[long]"]}
+"""
+
+
+def test_a_synthetic_run_stores_bits_per_dependency_class_beside_floor_and_blind(tmp_path, capsys):
+    path = tmp_path / "probe.yaml"
+    path.write_text(SYNTHETIC)
+    assert main(["run", str(path), "--results", str(tmp_path / "results")]) == 0
+    m, spec = only_run(path)
+    summary = RunDir(tmp_path / "results", m.name, spec.run_id).summary()
+    assert summary["dataset"] == "synthetic periodic distance=8 seed=0" and summary["dataset_unit"] == "symbol"
+    assert summary["floor_bits.long"] < summary["blind_bits.long"] == 3.0
+    # 4 streams: each stream's first 7 targets have their source before the stream, scored apart
+    assert summary["valid_targets.unseen"] == 4 * 7
+    assert summary["valid_targets.long"] + summary["valid_targets.unseen"] == summary["valid_targets"]
+    assert summary["valid_bits.long"] < 2.5  # 200 steps find a distance inside the span
+    capsys.readouterr()
+    assert main(["report", str(path), "--results", str(tmp_path / "results")]) == 0
+    report = (tmp_path / "results" / "reports" / "t-probe.md").read_text()
+    assert "`used[long]` | holds" in report and "- **used** — **indicative (one seed)** — holds" in report
