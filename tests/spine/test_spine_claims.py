@@ -586,19 +586,20 @@ def _copy_store(copy_bits: dict[str, list[float]]) -> pd.DataFrame:
 
 
 def test_used_blocks_a_claim_that_holds_while_nothing_long_range_was_learned():
-    keys, guards = ["model.span.kind"], ["learned[]", "moved[kind=adaptive]"]
+    moved = "span_max[kind=adaptive] >= model.span.ramp[kind=adaptive]"  # the retired gate, written out
+    keys, guards = ["model.span.kind"], ["learned[]", moved]
     blind = _copy_store({"adaptive": [6.01, 6.0, 6.02], "fixed": [6.0, 6.03, 6.01]})
-    # today's rule: the data learned, the spans moved, adaptive wins: reproduced with nothing copied
-    assert verdicts.evaluate(WINS, blind, keys, guards).status == "reproduced"
+    # the old rule: the data learned, the spans moved, adaptive wins: reproduced with nothing copied
+    assert gates.evaluate(WINS, blind, keys, guards).status == "reproduced"
     used = [*guards, "used[copy, kind=adaptive]", "used[copy, kind=fixed]"]
-    stopped = verdicts.evaluate(WINS, blind, keys, used)
+    stopped = gates.evaluate(WINS, blind, keys, used)
     assert stopped.status == "not evaluable" and stopped.failed == used[2:]
     # the guard passes once the copies are predicted a quarter of the way from blind to the floor
     copied = _copy_store({"adaptive": [2.0, 2.2, 2.1], "fixed": [4.7, 4.6, 4.5]})
-    assert verdicts.evaluate(WINS, copied, keys, used).status == "reproduced"
+    assert gates.evaluate(WINS, copied, keys, used).status == "reproduced"
     # 4.8 is less than a quarter of the way down from 6.0 (the line is 6.0 - 0.25 * 4.95 = 4.76)
     short = _copy_store({"adaptive": [2.0, 2.2, 2.1], "fixed": [4.7, 4.8, 4.5]})
-    assert verdicts.evaluate(WINS, short, keys, used).failed == ["used[copy, kind=fixed]"]
+    assert gates.evaluate(WINS, short, keys, used).failed == ["used[copy, kind=fixed]"]
 
 
 def test_used_names_its_class_first():
@@ -623,5 +624,5 @@ def test_an_arm_at_chance_by_design_does_not_block_the_arm_that_must_learn():
         ]
     )
     check, keys = "valid_bits.long[limit=160] <= valid_bits.long[limit=96] - 2", ["model.span.limit"]
-    assert verdicts.evaluate(check, runs, keys, ["learned[]"]).status == "not evaluable"
-    assert verdicts.evaluate(check, runs, keys, ["learned[limit=160]"]).status == "reproduced"
+    assert gates.evaluate(check, runs, keys, ["learned[]"]).status == "not evaluable"
+    assert gates.evaluate(check, runs, keys, ["learned[limit=160]"]).status == "reproduced"
