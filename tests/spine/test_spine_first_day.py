@@ -139,7 +139,7 @@ def test_report_all_removes_figures_no_report_references(tmp_path, capsys):
     assert not list(figures.glob("as-fig1-fig1-0123456789ab-tiny.*"))
     assert sorted(p.name for p in figures.glob("st-fig2-fig2-*")) == ["st-fig2-fig2-tiny.pdf", "st-fig2-fig2-tiny.png"]
     assert not prune.unreferenced(root)  # every file a report wrote is linked from one
-    text = (root / "REPORT.md").read_text()
+    text = (root / "reports" / "claims.md").read_text()  # every artefact's claims, off REPORT.md's headlines
     assert (
         "`st-table1` — gathers `st-table1-cifar10`, `st-table1-enwik8`, `st-table1-imagenet64`, `st-table1-audio`; their runs stored at: tiny"
         in text

@@ -187,7 +187,8 @@ def test_list_counts_every_trained_scale_not_only_tiny(capsys):
     header = [h.strip() for h in header if h.strip()]
     assert header[2:4] == ["tiny (finished/runs)", "cpu (finished/runs)"]
     pilot = next(line for line in lines if line.startswith("cpu-pilot-fixed "))
-    assert pilot.split()[-3:-1] == ["-", "2/2"]  # no tiny scale; both cpu runs finished
+    cells = pilot.split()[-len(header) + 2 :]  # one column per scale, in the header's order
+    assert cells[:2] == ["-", "2/2"]  # no tiny scale; both cpu runs finished
     assert main(["list", "--results", str(shipped), "--scale", "cpu"]) == 0
     pilot = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("cpu-pilot-fixed "))
     assert pilot.split()[-2:] == ["2", "2"]
