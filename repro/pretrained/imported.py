@@ -30,9 +30,9 @@ from repro.errors import UserError
 from repro.pretrained import checkpoint, mapping, protocol, released, symbols
 from repro.progress import duration
 from repro.store.provenance import code_version
-from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, refresh_index
+from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RunDir, refresh_index
 from repro.store.settle import settle
-from repro.train import environment, runner, signals
+from repro.train import environment, fit, runner, signals
 from repro.train.evaluation import evaluate, unigram_bits
 from repro.train.rundata import RunData, open_data
 
@@ -198,22 +198,7 @@ def scored(spec: RunSpec, run: RunDir, got: Prepared, echo: Callable[[str], None
     while scoring marks it failed with the reason, a signal interrupted (at once: there is no step to
     finish); the next `repro run` or `repro import` scores it again."""
     run.write_spec(spec.record(code_version()))
-    run.write_summary(
-        {
-            "status": RUNNING,
-            "manifest": spec.manifest,
-            "run_id": spec.run_id,
-            "scale": spec.scale,
-            "cell": spec.cell,
-            "family": spec.family,
-            "dataset": spec.data.label,
-            "dataset_version": got.data.source_version,
-            "dataset_verified": got.data.verified,
-            "dataset_unit": got.data.vocab.unit,
-            "environment": environment.describe(precision),
-            "steps": 0,
-        }
-    )
+    run.write_summary({**fit.opening(spec, got.data, precision), "steps": 0})
     try:
         final = scores(spec, got, echo)
     except signals.Interrupted as err:  # SIGTERM, SIGINT, SIGHUP: nothing to checkpoint, scored again later

@@ -60,19 +60,9 @@ def train(
     run.write_summary(
         {
             **earlier,
-            "status": RUNNING,
-            "manifest": spec.manifest,
-            "run_id": spec.run_id,
-            "scale": spec.scale,
-            "cell": spec.cell,
-            "family": spec.family,
-            "dataset": spec.data.label,
-            "dataset_version": data.source_version,
-            "dataset_verified": data.verified,
-            "dataset_unit": data.vocab.unit,
+            **opening(spec, data, precision),
             "train_tokens": int(data.train.size),
             "params": params,
-            "environment": environment.describe(precision),
             "wandb_run_id": wb.experiment.id if wb is not None else None,
         }
     )
@@ -224,3 +214,21 @@ def _trainer(
         default_root_dir=str(run.path),
         use_distributed_sampler=False,
     )
+
+
+def opening(spec: RunSpec, data, precision: str) -> dict:
+    """The summary a run starts with, running: what it is, on which data, in which environment (a trained
+    run's and a scored one's, repro.pretrained, alike)."""
+    return {
+        "status": RUNNING,
+        "manifest": spec.manifest,
+        "run_id": spec.run_id,
+        "scale": spec.scale,
+        "cell": spec.cell,
+        "family": spec.family,
+        "dataset": spec.data.label,
+        "dataset_version": data.source_version,
+        "dataset_verified": data.verified,
+        "dataset_unit": data.vocab.unit,
+        "environment": environment.describe(precision),
+    }

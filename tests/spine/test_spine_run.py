@@ -180,4 +180,8 @@ def test_a_synthetic_run_stores_bits_per_dependency_class_beside_floor_and_blind
     capsys.readouterr()
     assert main(["report", str(path), "--results", str(tmp_path / "results")]) == 0
     report = (tmp_path / "results" / "reports" / "t-probe.md").read_text()
-    assert "`used[long]` | holds" in report and "- **used** — **indicative (one seed)** — holds" in report
+    assert "`used[long]` | holds" in report
+    if RunDir(tmp_path / "results", m.name, spec.run_id).spec()["code_version"].endswith("+dirty"):
+        assert "- **used** — **not evaluable** — rests on 1 run(s) trained from uncommitted code" in report
+    else:
+        assert "- **used** — **indicative (one seed)** — holds" in report
