@@ -291,7 +291,23 @@ def build_parser() -> argparse.ArgumentParser:
         "train stored runs again from committed code (their spec as stored, in a worktree of the commit) and put "
         "them in place of the stored ones, saying their bits before and after",
     )
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run id (or unique prefix) or run directory")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="REF",
+        help="a run id (or unique prefix) or run directory; or a manifest (or group): its runs at --scale, "
+        "each trained again where its code could differ from the commit's, trained where the store lacks it",
+    )
+    p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
+    seeds_arg(p, "bring")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a manifest's runs whose grid cell has this value only (repeatable; KEY may be a dotted suffix)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what each run would get; train nothing")
     p.add_argument(
         "--at",
         default=None,

@@ -1,36 +1,103 @@
-"""``repro retrain RUN... [--at COMMIT]``: stored runs trained again from committed code and put in place of
-the stored ones (repro.train.replace), one line per run: its bits before and after.
+"""``repro retrain REF... [--at COMMIT]``: runs trained again from committed code, one line per run.
+
+A REF that names stored runs (a run id, a unique prefix of one, a run directory) is trained again and put in
+place of the stored run (repro.train.replace), its bits before and after said. A REF that names a manifest
+(or a group) brings its runs at ``--scale`` (``--seeds``, ``--only``) to the commit: a run whose code could
+give other bits than the commit's (:func:`repro.store.provenance.could_differ`) is trained again, a run the
+store lacks is trained at the commit and stored, a run already at the commit is kept. So the arms of a
+claim can all be made at one commit, the one most of them were trained at, while the checkout moves on.
 
 Exit status: 0 every run retrained and in place; 1 a retraining failed (that run and the ones after it
 unchanged); 2 bad input (a run that is not in the store or not finished, uncommitted code without
-``--at``, an ``--at`` that is not a commit)."""
+``--at``, an ``--at`` that is not a commit, a manifest without the scale)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
-from repro.cli.common import store_root
+from repro.cli import filters
+from repro.cli.common import at_scale, store_root, stored
+from repro.config import lookup
+from repro.config.cells import cell_text
 from repro.errors import RunFailed, UserError
+from repro.store.provenance import could_differ
+from repro.store.runs import RunDir
 
 
 def cmd_retrain(args) -> int:
     from repro.train import replace, verify  # torch
 
     root = store_root(args).resolve()  # the retraining runs in the commit's worktree
-    runs = [replace.folders(root, ref) for ref in args.runs]  # every name checked before anything trains
     repo = verify.git(Path(replace.__file__).resolve().parent, "rev-parse", "--show-toplevel")
     if not repo:
         raise UserError("this code is in no git repository: a retraining needs the commit it trains at")
     commit = replace.commit_of(args.at, Path(repo))
+    steps = [step for ref in args.runs for step in _steps(root, ref, commit, args)]  # all checked before training
+    if args.dry_run or not any(what != "keep" for what, _ in steps):
+        for what, target in steps:
+            print(_planned(what, target, commit), flush=True)
+        return 0
     with verify.scratch_folder() as scratch:
         try:
             code = verify.worktree(Path(repo), commit, scratch / "code" / commit)
         except verify.CannotVerify as why:
             raise RunFailed(str(why)) from None
-        for found in runs:
-            print(replace.retrain(found, commit, code, args.access, echo=_stderr), flush=True)
+        for what, target in steps:
+            if what == "retrain":
+                print(replace.retrain(target, commit, code, args.access, echo=_stderr), flush=True)
+            elif what == "train":
+                print(replace.train_missing(root, target, commit, code, args.access, echo=_stderr), flush=True)
+            else:
+                print(_planned(what, target, commit), flush=True)
     return 0
+
+
+def _steps(root: Path, ref: str, commit: str, args) -> list[tuple[str, object]]:
+    """What ``ref`` asks of the store: ``("retrain", folders)`` for a stored run (named, or a manifest's run
+    whose code could differ from ``commit``'s), ``("train", spec)`` for a manifest's run the store lacks,
+    ``("keep", folder)`` for one already at ``commit``."""
+    from repro.train import replace
+
+    if _names_runs(root, ref):
+        return [("retrain", replace.folders(root, ref))]
+    found = at_scale(lookup.with_parts(lookup.select(ref, [], stored(root), args.access), []), args.scale)
+    steps = []
+    for m in [m for m in found if m.base is not None]:
+        for spec in filters.select(m.expand(args.scale, seeds=args.seeds), args.only):
+            run = RunDir(root, m.name, spec.run_id)
+            if not run.path.exists():
+                steps.append(("train", spec))
+                continue
+            if not run.finished:
+                raise UserError(
+                    f"run {run.path}: not finished (or corrupt): `repro run` finishes it, `repro status` says why"
+                )
+            differ = could_differ(run.spec().get("code_version"), commit).could_differ
+            steps.append(("retrain", replace.folders(root, spec.run_id)) if differ else ("keep", run))
+    return steps
+
+
+def _names_runs(root: Path, ref: str) -> bool:
+    """Whether ``ref`` names runs (a run directory, or 4 to 12 hex digits: a run id or its start), else a
+    manifest."""
+    return (Path(ref) / "spec.yaml").exists() or bool(re.fullmatch(r"[0-9a-f]{4,12}", ref))
+
+
+def _planned(what: str, target, commit: str) -> str:
+    """One step in words, for ``--dry-run`` and for the runs kept."""
+    if what == "train":
+        cell = cell_text(target.cell) or "-"
+        return f"{target.run_id}  {target.manifest}  {cell}  seed {target.train.seed}: train at {commit} (not stored)"
+    run = target[0] if what == "retrain" else target
+    spec = run.spec()
+    where = f"{run.path.parent.name}  {cell_text(spec.get('cell') or {}) or '-'}  seed {spec['train'].get('seed')}"
+    if what == "retrain":
+        return f"{run.run_id}  {where}: retrain at {commit} (trained at {spec.get('code_version')})"
+    version = spec.get("code_version")
+    same = "" if version == commit else f", the same code as {commit}"
+    return f"{run.run_id}  {where}: kept (trained at {version}{same})"
 
 
 def _stderr(line: str) -> None:

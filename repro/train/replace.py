@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from repro.config.access import NONE, Access
+from repro.config.spec import RunSpec
 from repro.errors import RunFailed, UserError
 from repro.files import atomic
 from repro.identity import SECTIONS
@@ -79,7 +80,8 @@ def retrain(
     root = first.path.parent.parent.parent
     scratch = root.joinpath(*SCRATCH, first.run_id)
     echo(f"retraining {first.run_id} ({first.path.parent.name}) at {commit} under {scratch}")
-    trained = _train(first, spec, summary, code, scratch, access)
+    isa = "avx2" if (summary.get("environment") or {}).get("cpu_isa") == "avx2" else "native"
+    trained = _train(first.path.parent.name, first.run_id, spec, isa, code, scratch, access)
     new = trained.summary()
     replaces = {key: summary.get(key) for key in ("valid_bits", "test_bits")}
     replaces["code_version"] = spec.get("code_version")
@@ -98,14 +100,45 @@ def _bits(value) -> str:
     return "none" if value is None else f"{value:.6f}"
 
 
-def _train(run: RunDir, spec: dict, summary: dict, code: Path, scratch: Path, access: Access) -> RunDir:
-    """The run trained by the code in ``code`` under the results root ``scratch``: its stored spec as a one-run
-    manifest, selected by id where that code's ``repro run`` can (code without ``--run-id`` trains the one run)."""
-    manifest = run.path.parent.name
+def train_missing(root: Path, spec: RunSpec, commit: str, code: Path, access: Access = NONE, echo=print) -> str:
+    """Train ``spec``'s run, which the store lacks, with the code of ``commit`` (its worktree ``code``), as a
+    run of its manifest's cell, and store it; the line that says so. ``commit``'s code must give the run the
+    id this checkout gives it (else its spec schema differs: nothing is stored, say why). The finished run
+    is staged beside the scratch run and renamed into place, so a kill leaves no half-written run; a run
+    that appeared meanwhile (another job trained it) is left alone."""
+    run = RunDir(root, spec.manifest, spec.run_id)
+    scratch = root.joinpath(*SCRATCH, spec.run_id)
+    echo(f"training {spec.run_id} ({spec.manifest}, {spec.cell_name}) at {commit} under {scratch}")
+    trained = _train(spec.manifest, spec.run_id, spec.record(None), "native", code, scratch, access)
+    staged = _stage(
+        trained, {**trained.spec(), "cell": spec.cell}, {**trained.summary(), "cell": spec.cell, "trained_at": commit}
+    )
+    atomic.make_dirs(run.path.parent)
+    try:
+        os.rename(staged.path, run.path)  # refused when the run's folder exists and holds anything
+    except OSError:
+        raise RunFailed(
+            f"run {spec.run_id}: {run.path} appeared while it trained (another job?); left it alone, the "
+            f"retraining stays under {scratch}"
+        ) from None
+    atomic.fsync_dir(run.path.parent)
+    refresh_index(root, spec.manifest)
+    shutil.rmtree(scratch)
+    new = RunDir(root, spec.manifest, spec.run_id).summary()
+    return (
+        f"{spec.run_id}  {spec.manifest}  {spec.cell_name}  trained at {commit}: valid {_bits(new.get('valid_bits'))}, "
+        f"test {_bits(new.get('test_bits'))} (new)"
+    )
+
+
+def _train(manifest: str, run_id: str, spec: dict, isa: str, code: Path, scratch: Path, access: Access) -> RunDir:
+    """The run ``run_id`` of ``spec`` (a stored spec.yaml, or a new run's record) trained by the code in
+    ``code`` under the results root ``scratch``: the spec as a one-run manifest, selected by id where that
+    code's ``repro run`` can (code without ``--run-id`` trains the one run), on the instruction set ``isa``."""
     atomic.make_dirs(scratch)
     document = {
         "name": manifest,
-        "title": f"run {run.run_id} as stored, retrained",
+        "title": f"run {run_id} as stored, retrained",
         "paper": "suite",
         "renders": [],
         "base": {section: spec.get(section) for section in SECTIONS},
@@ -114,21 +147,22 @@ def _train(run: RunDir, spec: dict, summary: dict, code: Path, scratch: Path, ac
     path = scratch / f"{manifest}.yaml"
     atomic.write_text(path, yaml.safe_dump(document, sort_keys=False))
     parser = verify.parser_text(code)
-    selection = ["--run-id", run.run_id] if '"--run-id"' in parser else []
+    selection = ["--run-id", run_id] if '"--run-id"' in parser else []
     selection += ["--seeds", "1"] if '"--seeds"' in parser else []
     command = [sys.executable, "-m", "repro", "--results", str(scratch), "run", str(path)]
     command += ["--scale", str(spec.get("scale", "tiny")), "--no-wandb", *selection]
     threads = (spec.get("train") or {}).get("threads") or verify.DEFAULT_THREADS
-    isa = "avx2" if (summary.get("environment") or {}).get("cpu_isa") == "avx2" else "native"
     with (scratch / "retrain.log").open("a") as log:
         done = subprocess.run(
             command, cwd=code, env=verify.child_environment(code, threads, isa, access), stdout=log, stderr=log
         )
-    trained = RunDir(scratch, manifest, run.run_id)
+    trained = RunDir(scratch, manifest, run_id)
     if done.returncode != 0 or not trained.finished:
         said = verify.last_line((scratch / "retrain.log").read_text(errors="replace"))
+        if (done.returncode == 0 and not trained.path.exists()) or f"--run-id {run_id}: no run" in said:
+            said = f"the code of that commit gives this spec another run id: its spec schema differs ({said})"
         raise RunFailed(
-            f"run {run.run_id}: its retraining exited {done.returncode} without a finished run ({said}); the stored "
+            f"run {run_id}: its retraining exited {done.returncode} without a finished run ({said}); the stored "
             f"run is unchanged, the retraining stays under {scratch}"
         )
     return trained
@@ -145,19 +179,32 @@ def _install(run: RunDir, trained: RunDir, extra: dict) -> None:
         kept = {
             key: stored_summary[key] for key in ("manifest", "scale", "cell", "reused_from") if key in stored_summary
         }
-        staged = RunDir(trained.path.parent.parent.parent / "staged", run.path.parent.name, run.run_id)
-        shutil.rmtree(staged.path, ignore_errors=True)
-        atomic.make_dirs(staged.path)
-        for name in COPIED:
-            if (trained.path / name).exists():
-                atomic.write_bytes(staged.path / name, (trained.path / name).read_bytes())
-        if trained.last_checkpoint is not None:
-            atomic.make_dirs(staged.checkpoints)
-            os.link(trained.last_checkpoint, staged.checkpoints / "last.ckpt")
-        staged.write_spec({**trained.spec(), **{key: stored_spec.get(key) for key in ("manifest", "scale", "cell")}})
-        staged.write_summary({**trained.summary(), **kept, **extra})
+        keys = ("manifest", "scale", "cell")
+        staged = _stage(
+            trained,
+            {**trained.spec(), **{key: stored_spec.get(key) for key in keys}},
+            {**trained.summary(), **kept, **extra},
+        )
         old = atomic.temp_dir(run.path, "old")
         os.rename(run.path, old)  # onto the empty folder temp_dir made
         os.rename(staged.path, run.path)
         atomic.fsync_dir(run.path.parent)
     shutil.rmtree(old)
+
+
+def _stage(trained: RunDir, spec: dict, summary: dict) -> RunDir:
+    """The finished ``trained`` run's files, with ``spec`` and ``summary`` as its spec.yaml and summary.json,
+    assembled in a folder beside it under its scratch root (the same file system as the store, so a rename
+    puts it in place); its checkpoint hard-linked, not copied."""
+    staged = RunDir(trained.path.parent.parent.parent / "staged", trained.path.parent.name, trained.run_id)
+    shutil.rmtree(staged.path, ignore_errors=True)
+    atomic.make_dirs(staged.path)
+    for name in COPIED:
+        if (trained.path / name).exists():
+            atomic.write_bytes(staged.path / name, (trained.path / name).read_bytes())
+    if trained.last_checkpoint is not None:
+        atomic.make_dirs(staged.checkpoints)
+        os.link(trained.last_checkpoint, staged.checkpoints / "last.ckpt")
+    staged.write_spec(spec)
+    staged.write_summary(summary)
+    return staged

@@ -118,11 +118,15 @@ def test_manifests_validate(capsys):
         assert modes == {"mean_times_S"}, (name, modes)  # the official span loss, at every scale
 
 
-def test_table1_variants_are_the_paper_rows():
+def test_table1_variants_are_the_paper_rows_and_the_fixed_window_of_r():
     m = _load("as-table1")
     paper = {s.cell["variant"]: s for s in m.expand("paper")}
-    assert list(paper) == ["fixed-512", "adaptive-small", "adaptive-large"]
+    assert list(paper) == ["fixed-512", "adaptive-small", "adaptive-large", "fixed-32"]
     assert paper["fixed-512"].model.span.kind == "fixed" and paper["fixed-512"].model.span.limit == 512
+    for scale in ("tiny", "cpu", "paper"):  # the control: a fixed span of R, the window adaptive spans start from
+        cells = {s.cell["variant"]: s for s in m.expand(scale)}
+        window, small = cells["fixed-32"].model.span, cells["adaptive-small"].model.span
+        assert (window.kind, window.limit, small.init) == ("fixed", small.ramp, 0.0), scale
     small, large = paper["adaptive-small"], paper["adaptive-large"]
     assert (small.model.layers, small.model.d_model, small.model.span.limit, small.train.steps) == (
         12,

@@ -70,7 +70,7 @@ def test_renderers_lists_what_each_draws_and_reads(capsys):
 def test_json_on_list_show_status(capsys, write_manifest):
     assert main(["list", "--json"]) == 0
     listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
-    assert listed["as-table1"]["runs"] == 9 and "shared" not in "".join(listed)  # fragments are no manifests
+    assert listed["as-table1"]["runs"] == 12 and "shared" not in "".join(listed)  # fragments are no manifests
     assert main(["show", str(write_manifest()), "--json"]) == 0
     (shown,) = json.loads(capsys.readouterr().out)
     assert shown["runs"][0]["train"]["steps"] == 30 and len(shown["runs"][0]["run_id"]) == 12

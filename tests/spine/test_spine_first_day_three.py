@@ -205,7 +205,7 @@ def test_show_names_what_tells_the_variants_apart_and_which_runs_are_finished(tm
     stored_run(tmp_path / "results", specs[0], valid_bits=2.0)
     assert main(["show", "as-table1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith(f"[scale tiny; 1 of 9 finished under {tmp_path / 'results'}/]")
+    assert lines[0].endswith(f"[scale tiny; 1 of 12 finished under {tmp_path / 'results'}/]")
     header = lines[1].split()
     for column in ("variant", "layers", "d_model", "kind", "limit", "seed", "state"):
         assert column in header, column

@@ -137,6 +137,58 @@ def test_bad_input_is_one_line_and_exit_status_2(store):
     assert yaml.safe_load((run.path / "spec.yaml").read_text())["code_version"] == f"{rev}+dirty"
 
 
+def test_a_manifest_is_brought_to_one_commit_its_other_runs_retrained_its_missing_runs_trained_the_rest_kept(store):
+    repo, rev, run, honest = store
+    allow = ("--allow-read", str(repo / "experiments"))
+    seed1 = manifests.load(repo / "experiments" / "t-retrain.yaml").expand("tiny", seeds=2)[1]
+    args = ("--results", "results", *allow, "retrain", "t-retrain", "--seeds", "2", "--at", rev)
+    planned = _repro(repo, *args, "--dry-run", code=repo)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    assert planned.stdout.splitlines() == [
+        f"{run.run_id}  t-retrain  -  seed 0: retrain at {rev} (trained at {rev}+dirty)",
+        f"{seed1.run_id}  t-retrain  -  seed 1: train at {rev} (not stored)",
+    ]
+    assert not RunDir(repo / "results", "t-retrain", seed1.run_id).path.exists()  # a dry run trains nothing
+    done = _repro(repo, *args, code=repo)
+    assert done.returncode == 0, done.stderr[-2000:]
+    new = RunDir(repo / "results", "t-retrain", seed1.run_id)
+    assert new.finished and new.spec()["code_version"] == rev and new.summary()["trained_at"] == rev
+    assert new.spec()["train"]["seed"] == seed1.train.seed and new.last_checkpoint is not None
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"{run.run_id}  t-retrain, t-other  retrained at {rev}: valid 9.000000 -> ")
+    assert lines[1] == (
+        f"{seed1.run_id}  t-retrain  t-retrain  trained at {rev}: valid {new.summary()['valid_bits']:.6f}, "
+        f"test {new.summary()['test_bits']:.6f} (new)"
+    )
+    assert run.summary()["valid_bits"] == honest["valid_bits"] and run.spec()["code_version"] == rev
+    assert not (repo / "results" / ".retrain" / "replace" / seed1.run_id).exists()
+    again = _repro(repo, *args, code=repo)  # every run at the commit: nothing to train
+    assert again.returncode == 0 and again.stdout.splitlines() == [
+        f"{run.run_id}  t-retrain  -  seed 0: kept (trained at {rev})",
+        f"{seed1.run_id}  t-retrain  -  seed 1: kept (trained at {rev})",
+    ]
+
+
+def test_a_commit_whose_code_names_the_run_otherwise_stores_nothing(store):
+    repo, rev, run, _ = store
+    identity = repo / "repro" / "identity.py"
+    identity.write_text(identity.read_text().replace("hexdigest()[:12]", "hexdigest()[-12:]"))
+    other = _commit(repo, "another id")  # this commit's code hashes specs to other run ids
+    identity.write_text(identity.read_text().replace("hexdigest()[-12:]", "hexdigest()[:12]"))
+    _commit(repo, "the ids back")
+    before = _files(run)
+    allow = ("--allow-read", str(repo / "experiments"))
+    seed1 = manifests.load(repo / "experiments" / "t-retrain.yaml").expand("tiny", seeds=2)[1]
+    failed = _repro(
+        repo, "--results", "results", *allow, "retrain", "t-retrain", "--seeds", "2", "--at", other, code=repo
+    )
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr[-2000:]
+    line = failed.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: run {run.run_id}: its retraining exited 2 without a finished run (the code of ")
+    assert "gives this spec another run id: its spec schema differs" in line
+    assert _files(run) == before and not RunDir(repo / "results", "t-retrain", seed1.run_id).path.exists()
+
+
 def test_status_dirty_lists_the_runs_from_uncommitted_code_and_counts_them_per_manifest(tmp_path, capsys):
     from spine_manifests import stored_run
 
