@@ -205,9 +205,18 @@ spec pins and the instruction set it recorded, W&B off, into `<results>/.retrain
 kept until the run is in place (an interrupted retraining resumes there). Under the run's lock the new
 folder is swapped in by two renames, with the stored manifest and grid cell and `replaces: {code_version,
 valid_bits, test_bits}` in its summary. One line per run: `ID  MANIFESTS  retrained at COMMIT: valid A ->
-B, test C -> D (replaces VERSION)`. Exit status: 0 every run in place; 1 a retraining failed (the stored
-run unchanged, the scratch run kept, the log `retrain.log` beside it); 2 a RUN not in the store or not
-finished, uncommitted code without `--at`, an `--at` that is not a commit.""",
+B, test C -> D (replaces VERSION)`.
+
+A REF that names a manifest (or a group) brings its runs at `--scale` (with `--seeds`, `--only`) to one
+commit, so that a claim's arms can all be trained at the commit most of them already share while the
+checkout moves on: a stored run whose code could differ in bits from the commit's (`+dirty`, or a commit
+whose model, data or training code differs) is retrained as above; a run the store lacks (a new seed, a new
+grid cell) is trained at the commit from the spec this checkout resolves, stored with `trained_at: COMMIT`
+(staged beside its scratch run and renamed into place, never half-written; a commit whose code gives the
+spec another run id, an older spec schema, stores nothing and says so); a run already at the commit is
+kept. `--dry-run` says which of the three each run gets. Exit status: 0 every run in place; 1 a retraining
+failed (the stored run unchanged, the scratch run kept, the log `retrain.log` beside it); 2 a RUN not in the
+store or not finished, uncommitted code without `--at`, an `--at` that is not a commit.""",
     "sample": """\
 Generates from a stored run's checkpoint into the run's `samples/` folder, named by everything that
 decides the draw, `seed<S>-n<N>-len<L>[-prompt<sha256 prefix>]-temp<T>`, so another draw never overwrites it
