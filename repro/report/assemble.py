@@ -37,7 +37,8 @@ HELD = {verdicts.REPRODUCED: "holds", verdicts.NOT_REPRODUCED: "fails"}  # a pre
 def assemble(manifest: Manifest, root: Path, confidence: float) -> Report:
     """``manifest``'s report from the store under ``root`` (the renderers write their files meanwhile)."""
     runs, left = scan(root, manifest.name)
-    checks = {t: language.compiled(t) for c in manifest.claims for t in (c.check, *c.requires, *c.controls)}
+    written = dict.fromkeys(t for c in manifest.claims for t in (c.check, *c.requires, *c.controls))
+    checks = {t: language.compiled(t) for t in written}  # each parsed once, handed on parsed
     changes = {**manifest.set, **manifest.sweep}
     report = Report(
         name=manifest.name,
