@@ -82,17 +82,16 @@ def _section(
     extra = renderers.claim_metrics(manifest, [checks[c.check] for c in judged])  # what no renderer shows
     section = Section(
         scale,
-        renderers.datasets(rows) if not rows.empty else "",
-        len(manifest.expand(scale)),
-        frames.evaluation(rows) if not rows.empty else [],
-        [why for _, why in manifest.left_out(scale)],
-        frames.run_table(manifest, cells, keys, spread=True, extra=extra) if not rows.empty else None,
-        frames.run_table(manifest, rows, keys, extra=extra).assign(scale=scale),
-        frames.split_gaps(cells),
-        frames.run_table(manifest, others, keys, extra=extra).assign(run_id=list(others["run_id"]))
-        if not others.empty
-        else None,
+        dataset=renderers.datasets(rows) if not rows.empty else "",
+        expected=len(manifest.expand(scale)),
+        evaluation=frames.evaluation(rows) if not rows.empty else [],
+        left_out=[why for _, why in manifest.left_out(scale)],
+        table=frames.run_table(manifest, cells, keys, spread=True, extra=extra) if not rows.empty else None,
+        runs=frames.run_table(manifest, rows, keys, extra=extra).assign(scale=scale),
+        gaps=frames.split_gaps(cells),
     )
+    if not others.empty:
+        section.others = frames.run_table(manifest, others, keys, extra=extra).assign(run_id=list(others["run_id"]))
     drawn = Context(manifest, cells, scale, root, replicates=rows)
     section.figures = _shown(renderers.render_all(drawn), root) if not rows.empty else []
     section.judges = bool(judged or drawn.judged)
@@ -117,7 +116,7 @@ def _claims(
     checks: dict[str, language.Check],
     confidence: float,
 ) -> tuple[list[Precondition], list[ClaimResult]]:
-    """The claims judged at one scale, and their preconditions judged once each (labelled ``P1``...)."""
+    """The claims judged at one scale, and their preconditions in a table, once (labelled ``P1``...)."""
     pre = list(dict.fromkeys(p for c in judged for p in c.requires if p != c.check))
     preconditions = [
         Precondition(f"P{i + 1}", p, HELD.get(v.status, "not evaluable"), v.detail)
