@@ -44,19 +44,23 @@ SameCode = Callable[[str, str], "str | None"]  # (commit, commit) -> why their r
 
 
 def evaluate(
-    check: str,
+    check: str | language.Check,
     runs: pd.DataFrame,
     cell_keys: list[str],
-    requires: list[str] = (),
+    requires: list[str | language.Check] = (),
     confidence: float = CONFIDENCE,
-    controls: list[str] = (),
+    controls: list[str | language.Check] = (),
     sesoi: float = math.nan,
     curves: trajectory.Curves | None = None,
     same_code: SameCode | None = None,
 ) -> Verdict:
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
-    metrics, ``train.seed`` for replicates, ``code_version`` where known) after its requirements."""
-    failed = [p for p in requires if p != check and precondition(p, runs, cell_keys).status != REPRODUCED]
+    metrics, ``train.seed`` for replicates, ``code_version`` where known) after its requirements. Each check
+    is parsed here once (none that comes parsed, :class:`repro.claims.language.Check`, again)."""
+    check, requires = language.compiled(check), [language.compiled(p) for p in requires]
+    failed = [
+        p.text for p in requires if p.text != check.text and precondition(p, runs, cell_keys).status != REPRODUCED
+    ]
     if failed:
         return Verdict(NOT_EVALUABLE, failed_text([f"`{p}`" for p in failed]), failed=failed)
     frames, means = paired(runs, cell_keys, [check])
@@ -75,17 +79,20 @@ def evaluate(
     return verdict
 
 
-def paired(runs: pd.DataFrame, cell_keys: list[str], checks: list[str]) -> tuple[list[pd.DataFrame], pd.DataFrame]:
+def paired(
+    runs: pd.DataFrame, cell_keys: list[str], checks: list[str | language.Check]
+) -> tuple[list[pd.DataFrame], pd.DataFrame]:
     """(each complete seed's runs, the seed means of those runs) for ``checks``."""
     runs = runs.reset_index(drop=True)  # rows are told apart by position
-    seeds = complete_seeds(runs, cell_keys, [sel for c in checks for sel in language.parse(c)[1]])
+    seeds = complete_seeds(runs, cell_keys, [sel for c in checks for sel in language.compiled(c).selections])
     frames = [runs[seeds_of(runs) == seed] for seed in seeds]
     return frames, seed_means(pd.concat(frames), cell_keys) if len(frames) > 1 else frames[0]
 
 
-def precondition(check: str, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
+def precondition(check: str | language.Check, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
     """A precondition judged alone: it holds (*reproduced*) only when it holds on every seed of the seeds
     that complete it, never on a seed mean; the detail gives its values' spread and the seeds it fails on."""
+    check = language.compiled(check)
     frames, means = paired(runs, cell_keys, [check])
     verdict = judge(check, means, [means], cell_keys, CONFIDENCE, gate=True)
     if verdict.status == NOT_EVALUABLE or len(frames) < 2:
@@ -104,23 +111,25 @@ def _controls(verdict: Verdict, controls, runs, cell_keys, confidence, reading: 
     """A claim that holds stands only when each control is reproduced (see the module docstring)."""
     if reading <= 0:
         return verdict
-    for control in controls:
+    for control in map(language.compiled, controls):
         frames, means = paired(runs, cell_keys, [control])
         judged = judge(control, means, frames, cell_keys, confidence)
         one_seed = verdict.status == INDICATIVE and judged.status == INDICATIVE and judged.holds
         if judged.status != REPRODUCED and not one_seed:  # a one-seed claim takes its control's sign alike
             said = judged.effect or judged.detail
-            return stopped(verdict, "control", f"control `{control}` is {judged.status} ({said})")
-        verdict.held.append(f"control `{control}`: {judged.effect}")
+            return stopped(verdict, "control", f"control `{control.text}` is {judged.status} ({said})")
+        verdict.held.append(f"control `{control.text}`: {judged.effect}")
         verdict.runs, verdict.computed = verdict.runs | judged.runs, verdict.computed | judged.computed
     return verdict
 
 
-def _initial_span_control(check: str, verdict: Verdict, means: pd.DataFrame, cell_keys, confidence) -> Verdict:
+def _initial_span_control(
+    check: language.Check, verdict: Verdict, means: pd.DataFrame, cell_keys, confidence
+) -> Verdict:
     """Not evaluable when the claim holds and would hold at the spans' initial value too (z = 0): true
     by construction, it says nothing about the penalty (a lambda = 0 control starts alike, so a claim
     against one passes this control)."""
-    spans = [f for m, f in language.parse(check)[1] if m in language.INITIAL]
+    spans = [f for m, f in check.selections if m in language.INITIAL]
     learned = _learned(means)
     if not spans or learned is None or not (verdict.status == REPRODUCED or verdict.holds):
         return verdict
@@ -165,11 +174,11 @@ def _learned(rows: pd.DataFrame) -> pd.Series | None:
     return None
 
 
-def _trajectory(check: str, verdict: Verdict, frames, cell_keys, curves, reading: int) -> Verdict:
+def _trajectory(check: language.Check, verdict: Verdict, frames, cell_keys, curves, reading: int) -> Verdict:
     """Each bits comparison that decided the reading keeps its sign along the curves (module docstring)."""
     if reading == 0 or curves is None:
         return verdict
-    selections = language.parse(check)[1]
+    selections = check.selections
     for m in verdict.margins:
         if m.status != reading or None in m.sides:
             continue

@@ -63,7 +63,7 @@ def combine(parts: list[Reading], every: bool, alpha: float) -> Reading:
 
 
 def judge(
-    check: str,
+    check: str | language.Check,
     means: pd.DataFrame,
     frames: list[pd.DataFrame],
     cell_keys: list[str],
@@ -71,7 +71,8 @@ def judge(
     gate: bool = False,
 ) -> Verdict:
     """The verdict of ``check`` on the seed means ``means``, its noise from the per-seed ``frames``."""
-    tree, selections = language.parse(check)
+    parsed = language.compiled(check)
+    tree, selections = parsed.tree, parsed.selections
     n = len(frames)
     try:
         mean = {f"_s{i}": select(means, cell_keys, m, f) for i, (m, f) in enumerate(selections)}

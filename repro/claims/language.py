@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
+from functools import cached_property
 
 from repro.errors import UserError
 
@@ -115,16 +117,42 @@ def parse(check: str) -> tuple[ast.Expression, list[Selection]]:
     return tree, selections
 
 
-def is_sanity(check: str) -> bool:
+@dataclass(eq=False)
+class Check:
+    """A check parsed once (:func:`compiled`): its text, its tree and its selections, handed on whole to
+    whatever judges it, so that no stage parses the same check again."""
+
+    text: str
+    tree: ast.Expression
+    selections: list[Selection]
+
+    @cached_property
+    def kind(self) -> str:
+        return kind(self)
+
+
+def compiled(check: str | Check) -> Check:
+    """``check`` parsed (:func:`parse`), or as it is where it already was."""
+    return check if isinstance(check, Check) else Check(check, *parse(check))
+
+
+def written(check: str | Check) -> str:
+    """A check as it is written."""
+    return check.text if isinstance(check, Check) else check
+
+
+def is_sanity(check: str | Check) -> bool:
     """A check made only of ``learned[...]`` words: it says the model trained, not what the paper found."""
+    check = written(check)
     rest = _WORDS.sub("", check)
     return bool(_WORDS.search(check)) and not re.search(r"[A-Za-z_]", re.sub(r"\b(and|or|all|any)\b", "", rest))
 
 
-def is_cost(check: str) -> bool:
+def is_cost(check: str | Check) -> bool:
     """A cost check: made only of :data:`COST_METRICS` (and constants), or an ``or`` one of whose parts is
     (it can hold by its cost alone, whatever the bits say)."""
-    tree, selections = parse(check)
+    parsed = compiled(check)
+    tree, selections = parsed.tree, parsed.selections
 
     def costly(node: ast.AST) -> bool:
         names = [int(n.id[2:]) for n in ast.walk(node) if isinstance(n, ast.Name) and n.id.startswith("_s")]
@@ -139,7 +167,7 @@ def is_cost(check: str) -> bool:
 FINDING, SANITY, COST = "finding", "sanity", "cost"
 
 
-def kind(check: str) -> str:
+def kind(check: str | Check) -> str:
     """:data:`SANITY`, :data:`COST` or :data:`FINDING` (the module docstring)."""
     return SANITY if is_sanity(check) else COST if is_cost(check) else FINDING
 

@@ -18,9 +18,9 @@ SPANS = ("avg_span", "span_max", "span_lower_half", "span_upper_half", "span_gro
 DEFAULTS = {"bits": 0.02, "span": 4.0}
 
 
-def default_sesoi(check: str) -> float:
+def default_sesoi(check: str | language.Check) -> float:
     """The smallest effect of interest of ``check`` when it declares none: its first metric's default."""
-    for metric, _ in language.parse(check)[1]:
+    for metric, _ in language.compiled(check).selections:
         if metric.endswith("bits") or "bits." in metric:
             return DEFAULTS["bits"]
         if metric in SPANS:

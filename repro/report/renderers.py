@@ -350,8 +350,8 @@ def check_loaded(manifest: Manifest) -> Manifest:
     return renders.check(manifest, {name: _REFERENCE[name] for name in registry(manifest.analysis)})
 
 
-def claim_metrics(manifest: Manifest, scale: str) -> list[str]:
-    """The stored metrics that the checks of ``manifest``'s claims at ``scale`` compare and none of its
+def claim_metrics(manifest: Manifest, checks: list[claims.Check]) -> list[str]:
+    """The stored metrics that ``checks`` (of ``manifest``'s claims judged at a scale) compare and none of its
     renderers reads (``reads``; ``name<N>`` stands for ``name`` followed by digits), in the claims' order:
     the report's table of runs shows them beside its usual columns, so that every number a verdict rests on
     is on the page, also where a manifest reuses a renderer written for other claims. Spec keys
@@ -360,10 +360,10 @@ def claim_metrics(manifest: Manifest, scale: str) -> list[str]:
     read = [key for name in manifest.renders if name in known for key in _READS[name]]
     patterns = [re.compile(re.escape(key).replace(re.escape("<N>"), r"\d+") + "$") for key in read]
     out: list[str] = []
-    for claim in manifest.claims:
-        if (claim.scales is not None and scale not in claim.scales) or claims.is_sanity(claim.check):
+    for check in checks:
+        if claims.is_sanity(check):
             continue
-        for metric, _ in claims.parse(claim.check)[1]:
+        for metric, _ in check.selections:
             if metric.startswith(SPEC_SECTIONS) or any(p.match(metric) for p in patterns) or metric in out:
                 continue
             out.append(metric)

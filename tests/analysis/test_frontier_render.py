@@ -13,7 +13,7 @@ import pytest
 
 from repro.config import manifest as manifests
 from repro.config.manifest import resolve
-from repro.report.pages import context
+from repro.report.assemble import context
 from repro.report.renderers import Context, load
 from repro.store.runs import RunDir
 

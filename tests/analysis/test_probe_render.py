@@ -8,7 +8,7 @@ import pandas as pd
 
 from repro.config import manifest as manifests
 from repro.config.manifest import resolve
-from repro.report.pages import context
+from repro.report.assemble import context
 from repro.report.renderers import load
 from repro.store.runs import RunDir
 

@@ -12,7 +12,8 @@ from storekit import steady_curve
 
 from repro.config.manifest import resolve
 from repro.report import renderers
-from repro.report.pages import context, render
+from repro.report.assemble import context
+from repro.report.pages import render
 from repro.report.renderers import pyplot
 from repro.store.runs import RunDir
 

@@ -99,7 +99,7 @@ def test_the_verdict_table_opens_with_every_claims_counts_per_scale():
     """REPORT.md's table: a first row sums each scale's verdicts over every artefact, then one row each; a
     check that the model learned counts as a sanity check, apart."""
     from repro.claims.verdict import Verdict
-    from repro.report.pages import ClaimResult, verdict_table
+    from repro.report.results import ClaimResult, verdict_table
 
     def judged(manifest, scale, *statuses):
         return [ClaimResult(manifest, scale, f"c{i}", "t", "x", Verdict(s, "")) for i, s in enumerate(statuses)]
@@ -171,7 +171,9 @@ def test_holm_and_benjamini_hochberg_adjust_a_family_of_p_values():
 
 def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_moved(tmp_path):
     from repro.claims.verdict import Margin, Verdict
-    from repro.report.pages import ClaimResult, moved_verdicts, multiplicity
+    from repro.report.multiplicity import multiplicity
+    from repro.report.overview import moved_verdicts
+    from repro.report.results import ClaimResult
 
     def found(name, runs, p, status="reproduced"):
         margin = Margin(0, "", 0.1, 0.05, 0.15, 3, status=1 if status == "reproduced" else 0, p_holds=p, p_fails=1 - p)
@@ -216,7 +218,8 @@ def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_m
     assert any(line.startswith("- gone (cpu) **x**: reproduced -> **—**") for line in lines)
     assert moved_verdicts({("a", "tiny", "c"): "reproduced"}, results[:1]) == []
     # the verdicts are kept as data, not parsed back out of REPORT.md's prose
-    from repro.report.pages import stored_verdicts, verdicts_json
+    from repro.report.overview import verdicts_json
+    from repro.report.pages import stored_verdicts
 
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "verdicts.json").write_text(verdicts_json(results))

@@ -1,0 +1,62 @@
+"""REPORT.md's adjustment for the number of findings judged: Holm and Benjamini-Hochberg, per family of
+one paper at one scale."""
+
+from __future__ import annotations
+
+import math
+
+from repro.claims import stats
+from repro.claims import verdict as verdicts
+from repro.report.results import ClaimResult
+
+
+def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str]) -> str:
+    """Adjust the t-judged findings among ``results`` for their number, in families of one paper at one
+    scale (``papers``: manifest -> paper), each test fed its two-sided p (the direction is read from the
+    data) and counted once over distinct sets of computations (the same runs stored under two ids, e.g. the
+    frontier's fixed and st-table2's, are one test), setting each one's ``adjusted`` (Holm's and
+    Benjamini-Hochberg's verdicts); returns REPORT.md's paragraph saying so."""
+    judged = [
+        r
+        for r in results
+        if r.verdict.seeds >= 2
+        and r.verdict.status in (verdicts.REPRODUCED, verdicts.NOT_REPRODUCED, verdicts.WITHIN_NOISE)
+        and not (r.sanity or r.cost)
+        and r.verdict.decided is not None  # judged by t: a margin measured (not an exact or bare truth)
+        and not math.isnan(r.verdict.p_two_sided)
+    ]
+
+    def key(r: ClaimResult) -> tuple:
+        return (r.verdict.computed or r.verdict.runs or (r.manifest, r.scale, r.id), round(r.verdict.decided.mean, 6))
+
+    families: dict[tuple[str, str], dict[tuple, float]] = {}
+    seen: set[tuple] = set()
+    for r in judged:  # a test reported twice (by two manifests) counts once, in the family that reports it first
+        if key(r) not in seen:
+            seen.add(key(r))
+            families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_two_sided
+    kept = {}
+    for tests in families.values():
+        holm, bh = stats.adjusted(list(tests.values()), alpha)
+        kept |= {k: (h, b) for k, h, b in zip(tests, holm, bh)}
+    for r in judged:
+        h, b = kept[key(r)]
+        found = r.verdict.status != verdicts.WITHIN_NOISE
+        r.adjusted = tuple(r.verdict.status if found and ok else verdicts.WITHIN_NOISE for ok in (h, b))
+    findings = [r for r in judged if r.verdict.status != verdicts.WITHIN_NOISE]
+    directional = sum(1 for r in judged if r.verdict.decided.band is None)
+    bands = len(judged) - directional
+    sizes = ", ".join(f"{paper} {scale}: {len(tests)}" for (paper, scale), tests in sorted(families.items()))
+    return (
+        f"**Multiplicity:** {len(judged)} findings are judged by the t rule (sanity and cost checks apart), "
+        f"{sum(len(t) for t in families.values())} distinct tests once verdicts on the same runs and margin are "
+        f"counted once, in families of one paper at one scale ({sizes}). A directional verdict at {alpha:.0%} per "
+        f"tail reads a zero effect as a finding {2 * alpha:.0%} of the time: its {directional} directional tests "
+        f"alone expect {2 * alpha * directional:.1f} false readings were no effect real, its {bands} bands "
+        f"{alpha * bands:.1f}. Each family is adjusted on the tests' two-sided p values: *Holm* (family-wise error "
+        f"at {alpha:.0%}) and *BH* (Benjamini-Hochberg, false discovery rate at {alpha:.0%}); the verdict columns "
+        f"lead with Holm's. Of the {len(findings)} findings, {sum(r.adjusted[0] == r.verdict.status for r in findings)} "
+        f"survive Holm and {sum(r.adjusted[1] == r.verdict.status for r in findings)} survive BH. The seeds vary "
+        f"the initialisation only (one data order, one test split): the intervals speak for that variation alone. "
+        f"The claims csvs give each verdict's sign-flip permutation p beside its t p."
+    )
