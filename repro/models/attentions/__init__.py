@@ -9,6 +9,8 @@ An attention is a module built as ``Attention(cfg, layer)`` (``cfg`` the ``model
   (what the attention FLOPs count);
 * ``loss`` (a tensor or None), set by ``forward``: the term it adds to the training loss (the span penalty);
 * ``spans() -> (z, effective)`` per head in tokens, or None for an attention without spans.
+* ``reset_parameters()`` (optional): set its own parameters to their initial values, called after the
+  backbone's N(0, init_std) initialisation of every Linear and Embedding.
 
 A new attention is a new file here whose module defines ``Attention``; its name is the file's, and
 ``model.attention: NAME`` in a manifest selects it (``repro.config.families.ATTENTIONS`` lists the files).
