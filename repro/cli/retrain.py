@@ -15,7 +15,8 @@ from repro.errors import RunFailed, UserError
 
 
 def cmd_retrain(args) -> int:
-    from repro.train import replace, verify  # torch
+    from repro.replay import verify  # torch
+    from repro.train import replace
 
     root = store_root(args).resolve()  # the retraining runs in the commit's worktree
     runs = [replace.folders(root, ref) for ref in args.runs]  # every name checked before anything trains

@@ -197,8 +197,9 @@ def _train(
     """Train ``specs`` (manifest, spec) one after another into ``root`` (``retrain_checkpoint``: each stored
     run's checkpoint trained again; ``caps``: run id -> the targets of each split a capped run scores):
     the exit status of ``repro run``."""
+    from repro.replay import retrain, samebits
     from repro.track.loggers import resolve_mode, wandb_dir
-    from repro.train import retrain, runner, samebits, throughput
+    from repro.train import runner, throughput
 
     known = manifests.discover()
     mode = resolve_mode(no_wandb)

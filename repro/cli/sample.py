@@ -13,8 +13,8 @@ from repro.store.runs import find_run
 def cmd_sample(args) -> int:
     import torch  # torch, Lightning, matplotlib
 
-    from repro.train import sampling
-    from repro.train.trained import load_trained
+    from repro.sample import sampling
+    from repro.sample.trained import load_trained
 
     run = find_run(store_root(args), args.run)
     model, spec, vocab, info = load_trained(run)

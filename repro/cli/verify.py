@@ -1,4 +1,4 @@
-"""``repro verify RUN...``: stored runs re-executed as they were made, one line per run (repro.train.verify).
+"""``repro verify RUN...``: stored runs re-executed as they were made, one line per run (repro.replay.verify).
 
 Exit status: 0 every run gave its stored bits (or, under ``--tolerance X``, numbers within a relative X
 of them); 1 a run differs or cannot be verified; 2 bad input (a run that is not in the store, a
@@ -29,7 +29,7 @@ def tolerance(text: str) -> float:
 
 
 def cmd_verify(args) -> int:
-    from repro.train import verify  # torch
+    from repro.replay import verify  # torch
 
     root = store_root(args)
     runs = [find_run(root, ref) for ref in args.runs]  # every name checked before anything trains (as `repro sample`)
