@@ -12,6 +12,7 @@ from pathlib import Path
 
 from repro.cli.common import store_root
 from repro.errors import RunFailed, UserError
+from repro.registry import Command
 
 
 def cmd_retrain(args) -> int:
@@ -36,3 +37,23 @@ def cmd_retrain(args) -> int:
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def add_arguments(p, parents) -> None:
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run id (or unique prefix) or run directory")
+    p.add_argument(
+        "--at",
+        default=None,
+        metavar="COMMIT",
+        help="the commit to train at (default: this checkout's, which must hold no uncommitted change); e.g. "
+        "the commit of the runs it is compared with",
+    )
+
+
+COMMAND = Command(
+    "retrain",
+    "train stored runs again from committed code (their spec as stored, in a worktree of the commit) and put "
+    "them in place of the stored ones, saying their bits before and after",
+    add_arguments,
+    cmd_retrain,
+)
