@@ -12,13 +12,12 @@ An attention is a module built as ``Attention(cfg, layer)`` (``cfg`` the ``model
 * ``reset_parameters()`` (optional): set its own parameters to their initial values, called after the
   backbone's N(0, init_std) initialisation of every Linear and Embedding.
 
-A new attention is a new file here whose module defines ``Attention``; its name is the file's, and
-``model.attention: NAME`` in a manifest selects it (``repro.config.families.ATTENTIONS`` lists the files).
+A new attention is a new file here whose module defines ``Attention``, registered by name in
+``repro.config.families.ATTENTIONS`` (the module it is in); ``model.attention: NAME`` in a manifest selects
+it, and the frontier manifest's variants are the registered attentions.
 """
 
 from __future__ import annotations
-
-import importlib
 
 import torch.nn as nn
 
@@ -29,4 +28,4 @@ def build(cfg: FrontierConfig, layer: int) -> nn.Module:
     """The attention ``cfg.attention`` of layer ``layer``."""
     if cfg.attention not in ATTENTIONS:
         raise ValueError(f"attention {cfg.attention!r}: expected one of {', '.join(ATTENTIONS)}")
-    return importlib.import_module(f"{__name__}.{cfg.attention}").Attention(cfg, layer)
+    return ATTENTIONS[cfg.attention].load().Attention(cfg, layer)
