@@ -1,4 +1,4 @@
-"""The frontier's attentions (repro.models.frontier): one file each, found by name.
+"""The frontier's attentions (repro.models.frontier): one file each, registered by name.
 
 An attention is a module built as ``Attention(cfg, layer)`` (``cfg`` the ``model`` section,
 :class:`repro.config.families.FrontierConfig`; ``layer`` its index) with
