@@ -21,7 +21,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 
 class Named(Protocol):
@@ -31,7 +31,7 @@ class Named(Protocol):
 E = TypeVar("E", bound=Named)
 
 
-class Registry(Mapping[str, E], Generic[E]):
+class Registry(Mapping[str, E]):
     """Entries by name, in the order given (a mapping: iterating gives the names)."""
 
     def __init__(self, kind: str, entries: list[E] | tuple[E, ...] = ()):
