@@ -233,15 +233,12 @@ def each_variant(grid: dict, where: str) -> dict:
     value of :data:`EACH`'s registry for KEY, in its order, named after it, setting KEY to it and the keys
     ``with`` gives for it (a new entry of the registry is a new variant, the manifest unchanged)."""
     axis = grid.get(VARIANT)
-    if not isinstance(axis, dict):
+    if not isinstance(axis, dict) or "each" not in axis:  # a list of variants (or what _check_grid refuses)
         return grid
     where = f"{where}.{VARIANT}"
-    key, extra = axis.get("each"), axis.get("with") or {}
+    key, extra = axis["each"], axis.get("with") or {}
     if set(axis) - {"each", "with"} or key not in EACH:
-        raise refuse(
-            f"expected a list of mappings, each with a name, or {{each: KEY, with: ...}} (KEY: {', '.join(EACH)})",
-            where,
-        )
+        raise refuse(f"expected {{each: KEY, with: {{NAME: {{key: value}}}}}}, KEY one of {', '.join(EACH)}", where)
     registered = EACH[key]
     if not isinstance(extra, dict) or not all(n in registered and isinstance(v, dict) for n, v in extra.items()):
         raise refuse(f"with: expected a mapping of {', '.join(registered)} to mappings of dotted keys", where)

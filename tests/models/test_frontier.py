@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 import types
 from pathlib import Path
@@ -169,3 +170,21 @@ def test_factorized_positions_make_the_fixed_cell_the_sparse_transformer():
         "rows.weight",
         "cols.weight",
     }
+
+
+@pytest.mark.parametrize(
+    "axis, error",
+    [
+        ("{each: model.bogus}", "grid.variant: expected {each: KEY, with: {NAME: {key: value}}}, KEY one of"),
+        ("{each: model.attention, with: {nope: {}}}", "grid.variant: with: expected a mapping of dense, window,"),
+        ("{name: x}", "grid.variant: expected a list of mappings, each with a name"),
+    ],
+)
+def test_a_variant_axis_over_the_registry_is_checked(tmp_path, axis, error):
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "name: m\ntitle: t\npaper: suite\nbase:\n  data: {name: linux-doc, block: 64}\n"
+        f"  model: {{family: frontier, layers: 1, d_model: 16, heads: 2}}\ngrid:\n  variant: {axis}\n"
+    )
+    with pytest.raises(manifests.ManifestError, match=re.escape(error)):
+        manifests.load(path)
