@@ -1,4 +1,5 @@
-"""The ``repro`` command: one module per command (``run``, ``status``, ...), the parser that binds them
+"""The ``repro`` command: one module per command (``run``, ``status``, ...), each declaring its ``COMMAND``
+(name, help, options, handler), the list of them (``commands.py``), the parser that binds them
 (``parser.py``) and the command line's run (``command.py``), which maps the suite's errors to exit statuses.
 
 :func:`main`, the entry point, loads nothing before it has checked where it runs: a working directory

@@ -7,18 +7,13 @@ import json
 from pathlib import Path
 
 from repro import cpu_isa
+from repro.bench import BENCHES
 from repro.cli.common import fmt, store_root
 from repro.console import print_table
 from repro.errors import UserError
 from repro.files import atomic
+from repro.registry import Command
 from repro.train import throughput
-
-BENCHES = {
-    "adaptive": "repro.bench.adaptive",
-    "attention": "repro.bench.attention",
-    "frontier": "repro.bench.frontier",
-    "st-step": "repro.bench.st_step",
-}
 
 
 def cmd_bench(args) -> int:
@@ -49,3 +44,31 @@ def target(root: Path, bench: str, out: str | None, replace: bool) -> Path:
         raise UserError(f"--out {out}: the file exists; pass --replace to replace it, or choose another path")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return path.with_name(f"{bench}.{stamp}.json")
+
+
+def add_arguments(p, parents) -> None:
+    """A subcommand per benchmark of :data:`repro.bench.BENCHES` whose module imports here (one that needs
+    a library not installed is left out), with the options every benchmark takes and its own."""
+    bench = p.add_subparsers(dest="bench", metavar="BENCH")
+    for name, entry in BENCHES.items():
+        try:
+            mod = entry.load()
+        except ImportError:
+            continue
+        q = bench.add_parser(
+            name, parents=parents, help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None
+        )
+        q.add_argument("--json", action="store_true", help="print the records as JSON")
+        q.add_argument(
+            "--out",
+            metavar="PATH",
+            default=None,
+            help=f"write the records here (default: <results>/bench/{name}.json, or, when that file exists, "
+            f"a new {name}.<UTC time>.json beside it)",
+        )
+        q.add_argument("--replace", action="store_true", help="replace an existing record file (the committed one)")
+        mod.add_arguments(q)
+        q.set_defaults(func=cmd_bench, bench_module=mod)
+
+
+COMMAND = Command("bench", "benchmarks: " + ", ".join(BENCHES), add_arguments, None)

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from repro.cli import options
 from repro.cli.common import at_scale, override_args, save, select, store_root
 from repro.cli.status import run_state
 from repro.config import lookup
@@ -15,6 +16,7 @@ from repro.config.document import SCALES
 from repro.config.manifest import DEFAULT_SCALE
 from repro.console import print_table
 from repro.errors import UserError
+from repro.registry import Command
 from repro.report import renderers
 from repro.store.runs import RunDir, short_names
 
@@ -201,3 +203,36 @@ def cmd_validate(args) -> int:
     if failed and len(paths) > 1:
         print(f"{failed} of {len(paths)} manifests invalid")
     return 2 if failed else 0
+
+
+def _list_arguments(p, parents) -> None:
+    p.add_argument(
+        "--scale",
+        default=None,
+        help="count the runs at this scale only (default: every scale with finished runs, and tiny)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (one object per manifest)")
+    p.add_argument("--names", action="store_true", help="print only the names (for shell completion)")
+
+
+def _show_arguments(p, parents) -> None:
+    options.manifest_args(p)
+    options.seeds_arg(p, "show")
+    p.add_argument("--json", action="store_true", help="print JSON, each run with its resolved spec")
+    p.add_argument("--save", metavar="PATH", default=None, help=options.SAVE_HELP)
+
+
+def _validate_arguments(p, parents) -> None:
+    p.add_argument("paths", nargs="*", metavar="PATH", help="manifest files (default: every discovered manifest)")
+    p.add_argument(
+        "--renderers", action="store_true", help="also load the manifests' own renderer files (runs their code)"
+    )
+
+
+LIST = Command(
+    "list", "every manifest: title, its finished and total runs at each trained scale", _list_arguments, cmd_list
+)
+SHOW = Command("show", "the resolved runs of a manifest (or a group) as a table", _show_arguments, cmd_show)
+VALIDATE = Command(
+    "validate", "check manifests (all shipped ones when no path is given)", _validate_arguments, cmd_validate
+)

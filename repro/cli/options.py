@@ -1,6 +1,7 @@
 """Option values checked as argparse reads them (``type=`` functions), and the parser that refuses a bad
 one in one line, as every bad input is: ``error: --seeds 0: allowed: a positive number of seeds per grid
-cell``, exit status 2 (the option's name, the value given, what is allowed)."""
+cell``, exit status 2 (the option's name, the value given, what is allowed); and the arguments several
+commands take alike (a manifest with its overrides, ``--seeds``, ``--save``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 import sys
 from collections.abc import Callable
 
+from repro.config.manifest import DEFAULT_SCALE
 from repro.errors import UserError
 
 MAX_SAMPLES = 1024  # repro sample --n
@@ -85,3 +87,50 @@ def _number(kind: type, text: str, expected: str):
         return kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text}: expected {expected}") from None
+
+
+def manifest_args(p: argparse.ArgumentParser, scale: bool = True, optional: str | None = None) -> None:
+    """The manifest and its overrides; ``optional``: the name may be left out (the help says what is
+    then meant), and the overrides name stored runs (those made with them)."""
+    name = p.add_argument(
+        "name",
+        nargs="?" if optional else None,
+        help=optional or "a manifest: its name, a group (every name ending with it: `table1`), or a path",
+    )
+    name.complete = {"bash": "_repro_manifests", "zsh": "_repro_manifests"}
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="the overrides the runs were made with"
+        if optional
+        else "set a dotted key in every run (model.span.ramp=64); with -m, KEY=V1,V2 sweeps it",
+    )
+    p.add_argument(
+        "-m",
+        "--multirun",
+        action="store_true",
+        help="the overrides include sweeps (KEY=V1,V2)"
+        if optional
+        else "make every KEY=V1,V2 override a grid axis (added, or replacing the manifest's)",
+    )
+    if scale:
+        p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
+
+
+def seeds_arg(p: argparse.ArgumentParser, verb: str) -> None:
+    """``--seeds N``: as many replicates of every grid cell as ``repro run --seeds N`` trains."""
+    p.add_argument(
+        "--seeds",
+        type=positive("seeds per grid cell"),
+        default=None,
+        metavar="N",
+        help=f"{verb} N seeds of every grid cell (replicates: train.seed + 0 .. N-1; default: the manifest's)",
+    )
+
+
+SCALE_HELP = (
+    "tiny (the default: 2 CPU cores, minutes per run), cpu (2 CPU cores, up to 30 min), small (one "
+    "GPU), paper (the paper's configuration), or another scale the manifest defines"
+)
+SAVE_HELP = "write the manifest with its overrides to PATH (it includes the original; `repro validate PATH`)"

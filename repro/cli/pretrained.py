@@ -13,11 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from repro.cli import options
 from repro.cli.common import store_root
 from repro.config import overrides
 from repro.config.manifest import Manifest, set_key
 from repro.data.fetch import digest_file
+from repro.pretrained.released import RELEASED
 from repro.progress import say
+from repro.registry import Command
 
 SCALE = "pretrained"
 
@@ -69,3 +72,39 @@ def cmd_import(args) -> int:
             )
     say(f"{outcome.status}: {root}/runs/{args.manifest}/{spec.run_id}")
     return 0
+
+
+def add_arguments(p, parents) -> None:
+    p.add_argument("source", choices=["official"], help="whose checkpoint: the official adaptive-span code's")
+    p.add_argument("file", metavar="FILE", help="the checkpoint (.pt) its main.py saved")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="set a dotted key of the run's spec (a file corpus: data.name=file data.path=P data.kind=text8)",
+    )
+    p.add_argument(
+        "--like",
+        choices=list(RELEASED),
+        default="text8",
+        help="the released script whose flags fill what the tensors do not say: dataset, block, ramp, dropout, "
+        "lambda (default text8)",
+    )
+    p.add_argument("--manifest", default="official-import", help="the store folder the run goes under")
+    p.add_argument(
+        "--limit-bytes",
+        type=options.positive("tokens"),
+        default=None,
+        metavar="N",
+        help="score only each split's first N tokens (bytes, characters): a quick look, a run of its own",
+    )
+
+
+COMMAND = Command(
+    "import",
+    "import an official adaptive-span checkpoint into the suite's model and score it on the suite's data by "
+    "the official protocol and the suite's own, stored as a run (`repro run as-table1 --scale pretrained` "
+    "does it for the released models)",
+    add_arguments,
+    cmd_import,
+)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from repro.claims.stats import CONFIDENCE
+from repro.cli import options
 from repro.cli.common import override_args, select, store_root
 from repro.config import lookup
 from repro.errors import UserError
+from repro.registry import Command
 from repro.report import pages as report
 from repro.report import prune, renderers
 
@@ -41,3 +44,28 @@ def cmd_renderers(args) -> int:
         if r["reference"]:
             print(f"    reference: {', '.join(f'{k} ({t})' for k, t in r['reference'].items())}")
     return 0
+
+
+def _report_arguments(p, parents) -> None:
+    options.manifest_args(p, scale=False, optional="a manifest or group (or --all)")
+    p.add_argument("--all", action="store_true", help="every manifest, and results/REPORT.md over them")
+    p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
+    p.add_argument(
+        "--confidence",
+        type=options.confidence,
+        default=CONFIDENCE,
+        help=f"the confidence level of the verdicts' t intervals (default {CONFIDENCE})",
+    )
+
+
+def _no_arguments(p, parents) -> None:
+    """``repro renderers`` takes none but the options every command takes."""
+
+
+REPORT = Command("report", "regenerate a manifest's tables/figures and judge its claims", _report_arguments, cmd_report)
+RENDERERS = Command(
+    "renderers",
+    "every renderer: what it draws, the summary and reference keys it reads",
+    _no_arguments,
+    cmd_renderers,
+)

@@ -17,17 +17,19 @@ import re
 import sys
 from pathlib import Path
 
-from repro.cli import filters
+from repro.cli import filters, options
 from repro.cli.common import at_scale, store_root, stored
 from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.errors import RunFailed, UserError
+from repro.registry import Command
 from repro.store.provenance import could_differ
 from repro.store.runs import RunDir
 
 
 def cmd_retrain(args) -> int:
-    from repro.train import replace, verify  # torch
+    from repro.replay import verify  # torch
+    from repro.train import replace
 
     root = store_root(args).resolve()  # the retraining runs in the commit's worktree
     repo = verify.git(Path(replace.__file__).resolve().parent, "rev-parse", "--show-toplevel")
@@ -58,7 +60,7 @@ def _steps(root: Path, ref: str, commit: str, args) -> list[tuple[str, object]]:
     """What ``ref`` asks of the store: ``("retrain", folders)`` for a stored run (named, or a manifest's run
     whose code could differ from ``commit``'s), ``("train", spec)`` for a manifest's run the store lacks,
     ``("keep", folder)`` for one already at ``commit``."""
-    from repro.train import replace
+    from repro.train import replace  # torch
 
     if _names_runs(root, ref):
         return [("retrain", replace.folders(root, ref))]
@@ -102,3 +104,39 @@ def _planned(what: str, target, commit: str) -> str:
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def add_arguments(p, parents) -> None:
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="REF",
+        help="a run id (or unique prefix) or run directory; or a manifest (or group): its runs at --scale, "
+        "each trained again where its code could differ from the commit's, trained where the store lacks it",
+    )
+    p.add_argument("--scale", default=options.DEFAULT_SCALE, help=options.SCALE_HELP)
+    options.seeds_arg(p, "bring")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a manifest's runs whose grid cell has this value only (repeatable; KEY may be a dotted suffix)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what each run would get; train nothing")
+    p.add_argument(
+        "--at",
+        default=None,
+        metavar="COMMIT",
+        help="the commit to train at (default: this checkout's, which must hold no uncommitted change); e.g. "
+        "the commit of the runs it is compared with",
+    )
+
+
+COMMAND = Command(
+    "retrain",
+    "train stored runs again from committed code (their spec as stored, in a worktree of the commit) and put "
+    "them in place of the stored ones, saying their bits before and after",
+    add_arguments,
+    cmd_retrain,
+)

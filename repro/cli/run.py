@@ -10,6 +10,7 @@ from pathlib import Path
 
 from repro import data, progress
 from repro.cli import eta, exits, filters
+from repro.cli import options as opts
 from repro.cli.common import at_scale, override_args, save, select, store_root, stored
 from repro.cli.status import run_state
 from repro.config import lookup
@@ -19,6 +20,7 @@ from repro.config.metrics import split_gap
 from repro.errors import StoreError, UserError
 from repro.files import atomic
 from repro.progress import say
+from repro.registry import Command
 from repro.store import runs as store
 from repro.store.runs import RunDir
 from repro.train import launch, quiet, signals
@@ -197,8 +199,9 @@ def _train(
     """Train ``specs`` (manifest, spec) one after another into ``root`` (``retrain_checkpoint``: each stored
     run's checkpoint trained again; ``caps``: run id -> the targets of each split a capped run scores):
     the exit status of ``repro run``."""
+    from repro.replay import retrain, samebits
     from repro.track.loggers import resolve_mode, wandb_dir
-    from repro.train import retrain, runner, samebits, throughput
+    from repro.train import runner, throughput
 
     known = manifests.discover()
     mode = resolve_mode(no_wandb)
@@ -383,3 +386,105 @@ def _remember(root: Path, m, spec, known: dict[str, Path], world) -> None:
         return
     if m.args or m.name not in known or known[m.name].resolve() != m.path.resolve():
         store.record_source(root, m.name, m.path, m.args)
+
+
+def add_arguments(p, parents) -> None:
+    """``repro run``'s options (its parser's ``interrupted``: what Ctrl-C leaves)."""
+    p.set_defaults(interrupted=INTERRUPTED)
+    opts.manifest_args(p)
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only the runs whose grid cell has this value (repeatable; KEY may be a dotted suffix)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=opts.positive("steps"),
+        default=None,
+        metavar="N",
+        help="cap every run at N steps (a different run id: kept out of reports); a capped run scores each "
+        "split's first train.val_tokens targets (the quick validation's), unless --full-eval",
+    )
+    p.add_argument(
+        "--full-eval",
+        action="store_true",
+        help="with --max-steps: score every target of each split, as an uncapped run does",
+    )
+    p.add_argument(
+        "--limit-bytes",
+        type=opts.positive("tokens"),
+        default=None,
+        metavar="N",
+        help="runs of pretrained weights (scale pretrained): score only each split's first N tokens, a quick "
+        "look (the override eval.prefix=N: a manifest of its own, reported apart)",
+    )
+    opts.seeds_arg(p, "train")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list the runs, their state and missing datasets; train nothing"
+    )
+    p.add_argument(
+        "--devices",
+        type=opts.positive("devices"),
+        default=1,
+        metavar="G",
+        help="processes (accelerators) per node (default 1)",
+    )
+    p.add_argument(
+        "--num-nodes",
+        "--nodes",
+        dest="num_nodes",
+        type=opts.positive("nodes"),
+        default=1,
+        metavar="N",
+        help="nodes per run (default 1): started by torchrun or srun, or allocated by --launcher slurm",
+    )
+    p.add_argument("--no-wandb", action="store_true", help="do not log to Weights & Biases")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the libraries' lines (Lightning's device and stop lines, W&B's banners and summaries)",
+    )
+    p.add_argument("--save", metavar="PATH", default=None, help=opts.SAVE_HELP)
+    p.add_argument("--run-id", default=None, metavar="ID", help="only the run with this id (what a job runs)")
+    p.add_argument(
+        "--retrain-checkpoint",
+        action="store_true",
+        help="train finished runs that have no checkpoint (checkpoints are not committed) again, check that "
+        "the retrained run reproduces the stored bits, and keep its checkpoint (for `repro sample`); one that "
+        "does not stays under <results>/.retrain, which `repro sample` loads",
+    )
+    cluster = p.add_argument_group("launchers (submitit; `pip install -e '.[cluster]'`)")
+    cluster.add_argument(
+        "--launcher",
+        choices=launch.LAUNCHERS,
+        default=None,
+        help="local: run the runs as --max-parallel local processes and wait; slurm: submit them "
+        "as one job array and return with the job ids (default: one after another, here)",
+    )
+    cluster.add_argument(
+        "--max-parallel",
+        type=opts.positive(),
+        default=None,
+        metavar="K",
+        help="local: processes at a time (default 1); slurm: array tasks at a time",
+    )
+    cluster.add_argument("--partition", default=None, help="SLURM partition")
+    cluster.add_argument("--gpus-per-node", type=opts.positive(), default=None, metavar="G", help="SLURM GPUs per node")
+    cluster.add_argument("--cpus-per-task", type=opts.positive(), default=None, metavar="C", help="SLURM CPUs per task")
+    cluster.add_argument(
+        "--time", type=opts.positive(), default=None, metavar="MIN", help="SLURM time limit in minutes"
+    )
+    cluster.add_argument("--mem", default=None, metavar="M", help="SLURM memory per node (e.g. 32G)")
+    cluster.add_argument(
+        "--slurm-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other sbatch option, without its dashes (repeatable: --slurm-arg qos=high)",
+    )
+
+
+COMMAND = Command("run", "train every run of a manifest or group (finished runs are skipped)", add_arguments, cmd_run)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import hashlib
 
+from repro.cli import options
 from repro.cli.common import store_root
 from repro.cli.options import MAX_SAMPLE_SYMBOLS
 from repro.errors import UserError
+from repro.registry import Command
 from repro.store.runs import find_run
 
 
 def cmd_sample(args) -> int:
     import torch  # torch, Lightning, matplotlib
 
-    from repro.train import sampling
-    from repro.train.trained import load_trained
+    from repro.sample import sampling
+    from repro.sample.trained import load_trained
 
     run = find_run(store_root(args), args.run)
     model, spec, vocab, info = load_trained(run)
@@ -57,3 +59,20 @@ def _stem(seed: int, n: int, length: int, prompt: str | None, temperature: float
     other arguments never overwrites another's: ``seed0-n4-len127-temp1``, ``seed0-n3-len70-prompt1a2b3c4d-temp1``."""
     told = f"-prompt{hashlib.sha256(prompt.encode()).hexdigest()[:8]}" if prompt else ""
     return f"seed{seed}-n{n}-len{length}{told}-temp{temperature:g}"
+
+
+def add_arguments(p, parents) -> None:
+    p.add_argument("run", help="run id (or unique prefix) or run directory")
+    p.add_argument("--n", type=options.samples, default=4, help="number of samples")
+    p.add_argument(
+        "--length",
+        type=options.sample_length,
+        default=None,
+        help=f"symbols per sample, at most {options.MAX_SAMPLE_LENGTH:,} (default: the block)",
+    )
+    p.add_argument("--temperature", type=options.temperature, default=1.0, help="softmax temperature (default 1.0)")
+    p.add_argument("--prompt", default=None, help="text to continue (text runs)")
+    p.add_argument("--seed", type=options.seed, default=0, help="random seed of the sampler (0 to 2**64 - 1)")
+
+
+COMMAND = Command("sample", "generate from a stored run (text, image grid or audio)", add_arguments, cmd_sample)

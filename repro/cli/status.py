@@ -8,10 +8,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from repro.cli import options
 from repro.cli.common import fmt, json_value, override_args, select, store_root
 from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.console import print_table
+from repro.registry import Command
 from repro.store.provenance import DIRTY
 from repro.store.runs import CorruptFile, RunDir, listing
 from repro.train import launch, throughput
@@ -104,3 +106,17 @@ def _jobs(root: Path, names: list, runs: list[dict]) -> dict:
     for key, job in jobs.items():
         stored[key].update(job=job["job_id"], job_state=launch.state(job, stored[key].get("status")))
     return jobs
+
+
+def add_arguments(p, parents) -> None:
+    options.manifest_args(p, scale=False, optional="a manifest or group (default: every stored run)")
+    p.add_argument("--json", action="store_true", help="print JSON (one object per run)")
+    p.add_argument(
+        "--dirty",
+        action="store_true",
+        help="only the runs trained from uncommitted code (code_version +dirty), counted per manifest "
+        "(`repro retrain` trains them again from committed code)",
+    )
+
+
+COMMAND = Command("status", "stored runs and their state", add_arguments, cmd_status)

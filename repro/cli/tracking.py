@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from repro.cli.common import store_root, stored
 from repro.config import lookup
+from repro.config.manifest import DEFAULT_SCALE
 from repro.errors import UserError
+from repro.registry import Command
 
 
 def cmd_sync(args) -> int:
@@ -50,3 +52,35 @@ def cmd_dashboard(args) -> int:
     shown = done.ids(args.scale)
     dashboard.serve(root, args.scale, shown if name else [], len(shown), args.port, args.host)
     return 0
+
+
+def _wandb_arguments(p, parents=()) -> None:
+    p.add_argument("--entity", default=None, help="W&B entity (default: your login's)")
+    p.add_argument("--project", default=None, help="W&B project (default: $REPRO_WANDB_PROJECT or repro)")
+
+
+def _pull_arguments(p, parents) -> None:
+    p.add_argument("name", help="a manifest (name or path)")
+    _wandb_arguments(p)
+
+
+def _dashboard_arguments(p, parents) -> None:
+    p.add_argument("name", nargs="?", help="a manifest: import only its runs and open on them")
+    p.add_argument("--scale", default=DEFAULT_SCALE, help="the scale to open on (one project per scale)")
+    p.add_argument("--port", type=int, default=None, help="default: the first free port from 7860")
+    p.add_argument("--host", default=None, help="default 127.0.0.1 (0.0.0.0 to serve the network)")
+
+
+SYNC = Command(
+    "sync",
+    "upload offline W&B runs not uploaded yet (needs W&B credentials)",
+    _wandb_arguments,
+    cmd_sync,
+)
+PULL = Command("pull", "bring a manifest's runs from its W&B group into the store", _pull_arguments, cmd_pull)
+DASHBOARD = Command(
+    "dashboard",
+    "compare stored runs in a local web page (trackio; no account)",
+    _dashboard_arguments,
+    cmd_dashboard,
+)

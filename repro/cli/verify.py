@@ -1,4 +1,4 @@
-"""``repro verify RUN...``: stored runs re-executed as they were made, one line per run (repro.train.verify).
+"""``repro verify RUN...``: stored runs re-executed as they were made, one line per run (repro.replay.verify).
 
 Exit status: 0 every run gave its stored bits (or, under ``--tolerance X``, numbers within a relative X
 of them); 1 a run differs or cannot be verified; 2 bad input (a run that is not in the store, a
@@ -11,6 +11,7 @@ import math
 import sys
 
 from repro.cli.common import store_root
+from repro.registry import Command
 from repro.store.runs import find_run
 
 
@@ -29,7 +30,7 @@ def tolerance(text: str) -> float:
 
 
 def cmd_verify(args) -> int:
-    from repro.train import verify  # torch
+    from repro.replay import verify  # torch
 
     root = store_root(args)
     runs = [find_run(root, ref) for ref in args.runs]  # every name checked before anything trains (as `repro sample`)
@@ -48,3 +49,26 @@ def cmd_verify(args) -> int:
             print(verdict, flush=True)
             same = same and verdict.same is True
     return 0 if same else 1
+
+
+def add_arguments(p, parents) -> None:
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run id (or unique prefix) or run directory")
+    p.add_argument("--keep", action="store_true", help="keep the scratch folder (the code and the re-executed runs)")
+    p.add_argument(
+        "--tolerance",
+        type=tolerance,
+        default=None,
+        metavar="X",
+        help="pass a run whose every number is within a relative X of the stored one (|stored - here| <= "
+        "X |stored|; a stored 0 must be matched exactly), e.g. 1e-6; the line names the largest difference "
+        "(default: bit for bit)",
+    )
+
+
+COMMAND = Command(
+    "verify",
+    "train stored runs again as they were made (their commit, threads, instruction set) and compare every "
+    "stored number bit for bit (or within --tolerance), naming what of the environment differs",
+    add_arguments,
+    cmd_verify,
+)

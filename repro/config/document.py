@@ -14,7 +14,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from repro.claims import language as claims
 from repro.config import claim_checks, keys, metrics
-from repro.config.families import FAMILIES
+from repro.config.families import ATTENTIONS, FAMILIES
 from repro.config.fields import Section, expect, refuse
 from repro.config.keys import show
 from repro.config.spec import SECTIONS, DataSpec, EvalSpec, TrainSpec
@@ -140,6 +140,24 @@ class Document(Section):
     description: Text = ""
     notes: Text = ""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _each(cls, data: Any) -> Any:
+        """Every ``variant: {each: KEY, with: ...}`` axis (of the grid and of each scale's) as its variants."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if isinstance(data.get("grid"), dict):
+            data["grid"] = each_variant(data["grid"], "grid")
+        if isinstance(data.get("scales"), dict):
+            data["scales"] = {
+                name: {**over, "grid": each_variant(over["grid"], f"scales.{name}.grid")}
+                if isinstance(over, dict) and isinstance(over.get("grid"), dict)
+                else over
+                for name, over in data["scales"].items()
+            }
+        return data
+
     @model_validator(mode="after")
     def _rules(self) -> Document:
         for name, over in self.scales.items():
@@ -204,6 +222,27 @@ class Document(Section):
     def claim_ids(self) -> list[str]:
         """Each claim's id: its ``id``, or its index where it has none."""
         return [str(c.id) if "id" in c.model_fields_set else str(i) for i, c in enumerate(self.claims)]
+
+
+# the keys whose values a registry lists: a variant axis `{each: KEY}` has one variant per registered value
+EACH = {"model.attention": ATTENTIONS}
+
+
+def each_variant(grid: dict, where: str) -> dict:
+    """``grid`` with a ``variant: {each: KEY, with: {NAME: {key: value}}}`` axis written out: one variant per
+    value of :data:`EACH`'s registry for KEY, in its order, named after it, setting KEY to it and the keys
+    ``with`` gives for it (a new entry of the registry is a new variant, the manifest unchanged)."""
+    axis = grid.get(VARIANT)
+    if not isinstance(axis, dict) or "each" not in axis:  # a list of variants (or what _check_grid refuses)
+        return grid
+    where = f"{where}.{VARIANT}"
+    key, extra = axis["each"], axis.get("with") or {}
+    if set(axis) - {"each", "with"} or key not in EACH:
+        raise refuse(f"expected {{each: KEY, with: {{NAME: {{key: value}}}}}}, KEY one of {', '.join(EACH)}", where)
+    registered = EACH[key]
+    if not isinstance(extra, dict) or not all(n in registered and isinstance(v, dict) for n, v in extra.items()):
+        raise refuse(f"with: expected a mapping of {', '.join(registered)} to mappings of dotted keys", where)
+    return {**grid, VARIANT: [{"name": name, key: name, **extra.get(name, {})} for name in registered]}
 
 
 def _check_grid(where: str, grid: Any, base: dict, known: dict) -> None:

@@ -6,12 +6,13 @@ its schema's model validators, here, so a model is never built from a configurat
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from repro.config.fields import Float, Int, Section, later, refuse
+from repro.config.fields import Float, Int, Section, expect, later, refuse
+from repro.config.keys import show
+from repro.registry import Plugin, Registry
 
 
 class SparseTransformerConfig(Section):
@@ -85,8 +86,23 @@ class AdaptiveSpanConfig(Section):
         return self
 
 
-# the frontier's attentions: one file each under repro/models/attentions/ (read here as names, not imported)
-ATTENTIONS = tuple(sorted(p.stem for p in (Path(__file__).parents[1] / "models" / "attentions").glob("[a-z]*.py")))
+# The frontier's attentions, in the frontier's order (its manifest's variants, `grid: {variant: {each:
+# model.attention}}`): one module each under repro/models/attentions/, imported only to build a model
+# (repro.models.attentions.build), so that a manifest is checked without torch.
+ATTENTIONS: Registry[Plugin] = Registry(
+    "attention",
+    [
+        Plugin(name, f"repro.models.attentions.{name}")
+        for name in ("dense", "window", "adaptive", "dynamic", "strided", "fixed", "longformer")
+    ],
+)
+Attention = Annotated[
+    str,
+    expect(
+        lambda v: isinstance(v, str) and v in ATTENTIONS,
+        lambda v: f"expected one of {', '.join(sorted(ATTENTIONS))}, got {show(v)}",
+    ),
+]
 
 
 class FrontierConfig(Section):
@@ -99,7 +115,7 @@ class FrontierConfig(Section):
     ff_mult: Float = Field(4.0, gt=0)
     dropout: Float = Field(0.0, ge=0, lt=1)  # at the end of each residual branch
     init_std: Float = Field(0.02, gt=0)
-    attention: Literal.__getitem__(ATTENTIONS) = "dense"  # type: ignore[valid-type]
+    attention: Attention = "dense"
     span: SpanConfig = Field(
         default_factory=SpanConfig
     )  # window / adaptive / dynamic / longformer: S (limit), R, lambda

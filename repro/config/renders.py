@@ -4,6 +4,12 @@ A renderer file declares each renderer with ``@renderer("name", reference={...})
 the names and the reference keys (with their types) are read from its syntax tree, so that every command
 checks a manifest's ``renders`` and ``reference`` before anything trains, and no command but ``repro
 report`` and ``repro validate --renderers`` runs a renderer file (``docs/faults.md``).
+
+The declarations are those that register each renderer in ``repro.report.renderers.RENDERERS`` when the
+file loads (the suite's one registry pattern, :mod:`repro.registry`); read here from the source, because a
+manifest's own renderer file is code the user has not yet asked to run, and the shipped ones import
+matplotlib and seaborn. Which files: every ``*.py`` of analysis/ (a new figure is a new file) and those the
+manifest names.
 """
 
 from __future__ import annotations

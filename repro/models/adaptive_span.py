@@ -57,7 +57,7 @@ from repro.config.families import SpanConfig  # noqa: F401  (its span section, f
 from repro.models.base import LanguageModel, ModelOutput
 from repro.models.flops import flops_per_token
 from repro.models.relative_attention import BandSoftmax, band_attention, bucketed_attention, chunk_size
-from repro.models.span import make_span
+from repro.models.span import make_span, span_statistics
 
 OFFICIAL_EPS = 1e-8  # what the official code adds to sum m p before dividing (mask_norm: official)
 
@@ -296,24 +296,18 @@ class Model(LanguageModel):
 
     def stats(self) -> dict[str, Any]:
         zs, effs = self.spans()
-        flat = [e for layer in effs for e in layer]
         per_query = self.layers[0].attn.span.per_query
-        out = {
-            "avg_span": sum(flat) / len(flat),
-            "span_max": max(z for layer in zs for z in layer),  # the longest z of any head (tokens)
-            "spans": zs,
-            "effective_spans": effs,
-            "span_limit": self.cfg.span.limit,
-            "attention_window": [  # per-query spans: the latest block's (None before any)
+        out = span_statistics(zs, effs, self.cfg.span.limit)
+        halves = {k: out.pop(k) for k in ("span_lower_half", "span_upper_half")}  # after the others, as ever
+        out.update(
+            attention_window=[  # per-query spans: the latest block's (None before any)
                 window if per_query else layer.attn.window()
                 for layer, (_, window) in zip(self.layers, self.latest_spans)
             ],
-            "params": sum(p.numel() for p in self.parameters()),
-            "flops_per_token": self.flops_per_token(),
-        }
-        L = len(zs)  # mean z of the lower and of the upper half of the layers (Figure 4's depth trend)
-        out["span_lower_half"] = float(np.mean(zs[: L // 2])) if L > 1 else None
-        out["span_upper_half"] = float(np.mean(zs[(L + 1) // 2 :])) if L > 1 else None
+            params=sum(p.numel() for p in self.parameters()),
+            flops_per_token=self.flops_per_token(),
+            **halves,
+        )
         if per_query:
             out["dynamic_span_mean"] = float(np.mean([z for layer in zs for z in layer]))
         return out

@@ -28,6 +28,7 @@ import torch.nn as nn
 from repro.config.families import FrontierConfig as Config
 from repro.models import attentions
 from repro.models.base import LanguageModel, ModelOutput, normal_init
+from repro.models.span import span_statistics
 from repro.models.sparse_transformer import gelu_sigmoid, row_column
 
 
@@ -69,9 +70,9 @@ class Model(LanguageModel):
         self.out = nn.Linear(d, vocab_size)
         self.drop = nn.Dropout(cfg.dropout)
         normal_init(self, cfg.init_std, cfg.layers, [w for b in self.blocks for w in (b.w2, b.proj)])
-        for b in self.blocks:
-            if hasattr(b.attn, "span"):  # the span parameters keep their own initialisation
-                b.attn.span.add_parameters(b.attn, d)
+        for b in self.blocks:  # an attention's own parameters keep their own initialisation
+            if hasattr(b.attn, "reset_parameters"):
+                b.attn.reset_parameters()
 
     def forward(self, x: torch.Tensor, state: Any = None) -> ModelOutput:
         h = self.drop(self.tok(x) + self.embed_positions(torch.arange(x.shape[1], device=x.device)))
@@ -114,14 +115,5 @@ class Model(LanguageModel):
         if all(s is not None for s in spans):
             zs = [[float(v) for v in z] for z, _ in spans]
             effs = [[float(v) for v in e] for _, e in spans]
-            L = len(zs)
-            out.update(
-                avg_span=float(np.mean(effs)),
-                span_max=max(max(z) for z in zs),
-                spans=zs,
-                effective_spans=effs,
-                span_limit=self.cfg.span.limit,
-                span_lower_half=float(np.mean(zs[: L // 2])) if L > 1 else None,
-                span_upper_half=float(np.mean(zs[(L + 1) // 2 :])) if L > 1 else None,
-            )
+            out.update(span_statistics(zs, effs, self.cfg.span.limit))
         return out

@@ -17,7 +17,9 @@ other methods read them from the ``attn`` they are given. Spans are in tokens; S
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -52,7 +54,12 @@ class FixedSpan:
         self.cfg, self.S, self.R, self.heads = cfg, cfg.limit, cfg.ramp, heads
 
     def add_parameters(self, attn: nn.Module, d_model: int) -> None:
-        """Create this kind's learned parameters as attributes of ``attn``."""
+        """Create this kind's learned parameters as attributes of ``attn``, at their initial values."""
+
+    @torch.no_grad()
+    def init_parameters(self, attn: nn.Module) -> None:
+        """Set this kind's parameters on ``attn`` to their initial values (what ``add_parameters`` gives
+        them): after a model's own initialisation, which reaches every Linear, has drawn over them."""
 
     def z(self, attn: nn.Module, h: torch.Tensor | None = None) -> torch.Tensor | None:
         """Spans of the queries of block ``h`` (B, T, d_model): (H,) per head or (B, T, H) per query; None
@@ -120,7 +127,12 @@ class AdaptiveSpan(_LearnedSpan):
     Trimming: the cache keeps W - 1 + 64 states (64 of slack for spans that grow), at most S - 1."""
 
     def add_parameters(self, attn, d_model):
-        attn.z_prime = nn.Parameter(torch.full((self.heads,), float(self.cfg.init)))
+        attn.z_prime = nn.Parameter(torch.empty(self.heads))
+        self.init_parameters(attn)
+
+    @torch.no_grad()
+    def init_parameters(self, attn):
+        attn.z_prime.fill_(float(self.cfg.init))
 
     def z(self, attn, h=None):
         return self.S * attn.z_prime.clamp(0.0, 1.0)
@@ -152,7 +164,14 @@ class DynamicSpan(_LearnedSpan):
     per_query = True
 
     def add_parameters(self, attn, d_model):
-        attn.span_proj = nn.Linear(d_model, self.heads)
+        attn.span_proj = nn.utils.skip_init(nn.Linear, d_model, self.heads)  # drawn once, below
+        self.init_parameters(attn)
+
+    @torch.no_grad()
+    def init_parameters(self, attn):
+        """v at PyTorch's default for a Linear (the random draws of its constructor, in their order), b
+        the constant ``dynamic_bias_init``."""
+        attn.span_proj.reset_parameters()
         nn.init.constant_(attn.span_proj.bias, self.cfg.dynamic_bias_init)
 
     def z(self, attn, h=None):
@@ -175,3 +194,21 @@ SPAN_KINDS: dict[str, type[FixedSpan]] = {"fixed": FixedSpan, "adaptive": Adapti
 def make_span(cfg: SpanConfig, heads: int) -> FixedSpan:
     """The span kind ``cfg.kind`` of a layer with ``heads`` heads."""
     return SPAN_KINDS[cfg.kind](cfg, heads)
+
+
+def span_statistics(zs: list[list[float]], effective: list[list[float]], limit: int) -> dict[str, Any]:
+    """What a model's ``stats()`` says of its spans, from z and the effective span min(S, z + R) per layer
+    per head (tokens): their mean effective span, the longest z, both lists, S, and the mean z of the lower
+    and of the upper half of the layers (Figure 4's depth trend; None for one layer). Both families' spans
+    are float32 values of at least R, so their float64 sum is exact and its mean is one rounding whatever
+    the order of the terms."""
+    L = len(zs)
+    return {
+        "avg_span": float(np.mean(effective)),
+        "span_max": max(max(z) for z in zs),
+        "spans": zs,
+        "effective_spans": effective,
+        "span_limit": limit,
+        "span_lower_half": float(np.mean(zs[: L // 2])) if L > 1 else None,
+        "span_upper_half": float(np.mean(zs[(L + 1) // 2 :])) if L > 1 else None,
+    }

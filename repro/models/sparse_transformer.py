@@ -19,7 +19,7 @@ attention and feed-forward N(0, 0.125 / sqrt(d_in)) with W2 and Wp further scale
 0, and the output (logit) layer 0. Dropout: at the end of each residual branch, and on the summed
 embeddings unless ``dropout_embedding`` is off (the paper drops only the residual branches).
 Stateless across blocks: ``state`` is ignored and returned as ``None``. :meth:`Model.step` decodes
-one position with cached keys and values (``repro.train.sampling``).
+one position with cached keys and values (``repro.sample.sampling``).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from repro.config import renders
 from repro.config.keys import matching
 from repro.config.manifest import Manifest, ManifestError, analysis_root
 from repro.files import atomic
+from repro.registry import Registry
 from repro.store.runs import RunDir
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
@@ -45,10 +46,25 @@ Renderer = Callable[["Context"], list[tuple[Path, str]]]
 # from the same store is the same bytes
 PNG_METADATA = {"Software": None}
 PDF_METADATA = {"CreationDate": None, "Creator": None, "Producer": None}
-_REGISTRY: dict[str, Renderer] = {}
-_FILES: dict[str, Path] = {}  # renderer -> the file that defines it
-_REFERENCE: dict[str, dict[str, type | tuple[type, ...]]] = {}  # renderer -> reference keys it reads
-_READS: dict[str, tuple[str, ...]] = {}  # renderer -> the summary keys (and run files) it reads
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A renderer as its ``@renderer(...)`` declares it: its function, the file that defines it, the
+    summary keys (and run files) and the manifest's reference keys (with their types) it reads."""
+
+    name: str
+    fn: Renderer
+    file: Path
+    reads: tuple[str, ...]
+    reference: dict[str, type | tuple[type, ...]]
+
+
+# Every renderer of the renderer files loaded so far. Which files there are is a folder, not a list here:
+# analysis/ (or $REPRO_ANALYSIS) and a manifest's own, so that a figure is a new file and a user's manifest
+# brings its own; what they declare is also read from their source (repro.config.renders) without running
+# them, so that only `repro report` and `repro validate --renderers` run renderer code.
+RENDERERS: Registry[Registered] = Registry("renderer")
 SPEC_SECTIONS = ("data.", "model.", "train.", "eval.")  # a claim's selections of spec keys, not metrics
 
 
@@ -269,11 +285,9 @@ def renderer(
 
     def register(fn: Renderer) -> Renderer:
         here = Path(fn.__code__.co_filename).resolve()
-        if _FILES.get(name, here) != here:
-            raise ManifestError(f"{here}: renderer {name!r} is already defined in {_FILES[name]}")
-        _REGISTRY[name], _FILES[name] = fn, here
-        _REFERENCE[name] = dict(reference or {})
-        _READS[name] = tuple(reads)
+        if name in RENDERERS and RENDERERS[name].file != here:
+            raise ManifestError(f"{here}: renderer {name!r} is already defined in {RENDERERS[name].file}")
+        RENDERERS.add(Registered(name, fn, here, tuple(reads), dict(reference or {})), replace=True)
         return fn
 
     return register
@@ -326,7 +340,7 @@ def registry(files: Iterable[Path] = ()) -> dict[str, Renderer]:
     wanted = {p.resolve() for p in [*renders.shipped(), *files]}
     for path in sorted(wanted):
         load(path)
-    return {name: fn for name, fn in _REGISTRY.items() if _FILES[name] in wanted}
+    return {name: r.fn for name, r in RENDERERS.items() if r.file in wanted}
 
 
 def describe() -> list[dict[str, Any]]:
@@ -336,8 +350,8 @@ def describe() -> list[dict[str, Any]]:
         {
             "name": name,
             "draws": " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split()),
-            "reads": list(_READS[name]),
-            "reference": {k: renders.type_name(tp) for k, tp in _REFERENCE[name].items()},
+            "reads": list(RENDERERS[name].reads),
+            "reference": {k: renders.type_name(tp) for k, tp in RENDERERS[name].reference.items()},
         }
         for name, fn in sorted(registry().items())
     ]
@@ -347,7 +361,7 @@ def check_loaded(manifest: Manifest) -> Manifest:
     """``manifest`` checked (:func:`repro.config.renders.check`) against the renderers its files register
     when loaded, the shipped ones and its own: ``repro report`` (which runs them to draw) and ``repro
     validate --renderers``; every other command reads their source only (:func:`repro.config.renders.check_declared`)."""
-    return renders.check(manifest, {name: _REFERENCE[name] for name in registry(manifest.analysis)})
+    return renders.check(manifest, {name: RENDERERS[name].reference for name in registry(manifest.analysis)})
 
 
 def claim_metrics(manifest: Manifest, checks: list[claims.Check]) -> list[str]:
@@ -357,7 +371,7 @@ def claim_metrics(manifest: Manifest, checks: list[claims.Check]) -> list[str]:
     is on the page, also where a manifest reuses a renderer written for other claims. Spec keys
     (``model.span.ramp``) and the sanity checks' ``learned[]`` are not metrics here."""
     known = registry(manifest.analysis)
-    read = [key for name in manifest.renders if name in known for key in _READS[name]]
+    read = [key for name in manifest.renders if name in known for key in RENDERERS[name].reads]
     patterns = [re.compile(re.escape(key).replace(re.escape("<N>"), r"\d+") + "$") for key in read]
     out: list[str] = []
     for check in checks:

@@ -31,9 +31,9 @@ from repro.config.spec import RunSpec
 from repro.errors import RunFailed, UserError
 from repro.files import atomic
 from repro.identity import SECTIONS
+from repro.replay import verify
 from repro.store.provenance import DIRTY, code_version
 from repro.store.runs import RunDir, refresh_index
-from repro.train import verify
 
 SCRATCH = (".retrain", "replace")
 COPIED = ("metrics.csv", "analysis.npz")  # beside spec.yaml and summary.json, which are rewritten

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from repro.config import manifest as manifests
+from repro.config.families import ATTENTIONS
 from repro.config.manifest import resolve
 from repro.report.assemble import context
 from repro.report.renderers import Context, load
@@ -31,6 +32,9 @@ SEEDS = {
     "fixed": ([3.63, 3.62, 3.66], [38.5] * 3, [0.09, 0.10, 0.40], [True, True, False]),
     "longformer": ([3.80, 3.81, 3.79], [37.0] * 3, [0.13, 0.12, 0.14], [True, True, True]),
 }
+assert list(SEEDS) == list(ATTENTIONS)  # every registered attention: the manifest's variants
+
+
 # quick-validation bits at steps 200, 400, 600, 800 (tiny: 800 steps, so the last fifth starts after 640)
 CURVES = {"dense": [4.6, 4.3, 4.1, 3.95], "fixed": [4.5, 4.2, 4.10, 4.09]}
 FLAT = [4.5, 4.2, 4.11, 4.10]

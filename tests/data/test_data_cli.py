@@ -9,7 +9,8 @@ from repro.errors import UserError
 def run(capsys, *argv):
     """Parse like the main `repro` parser and call the handler; UserError -> status 2 as the main CLI does."""
     parser = argparse.ArgumentParser(prog="repro")
-    cli.register(parser.add_subparsers(dest="command"))
+    command = cli.COMMAND
+    command.add_arguments(parser.add_subparsers(dest="command").add_parser(command.name, help=command.help), [])
     args = parser.parse_args(["data", *argv])
     try:
         status = args.func(args)

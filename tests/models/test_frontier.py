@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import math
+import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
 import torch
 
+from repro.config import manifest as manifests
 from repro.config.families import ATTENTIONS, FrontierConfig, SpanConfig, SparseTransformerConfig
 from repro.models import attentions
 from repro.models import patterns as P
 from repro.models.frontier import Model
 from repro.models.span import soft_mask
 from repro.models.sparse_transformer import Model as SparseModel
+from repro.registry import Plugin
 
 B, H, T, DH = 2, 2, 37, 8
 t = torch.arange(T)[:, None]
@@ -94,10 +99,51 @@ def test_the_backbone_is_causal_and_only_the_attention_differs(name):
         assert 0 < stats["avg_span"] <= 16 and len(stats["spans"]) == 2
 
 
-def test_an_attention_is_a_file():
+def test_an_attention_is_a_file_and_its_entry():
+    """Every file of repro/models/attentions/ is registered, by its name, and every entry is a file there
+    (what the dense-reference tests above cover: every registered attention)."""
     folder = Path(attentions.__file__).parent
-    assert tuple(sorted(p.stem for p in folder.glob("[a-z]*.py"))) == ATTENTIONS
-    assert set(ATTENTIONS) == {"dense", "window", "adaptive", "dynamic", "strided", "fixed", "longformer"}
+    assert sorted(p.stem for p in folder.glob("[a-z]*.py")) == sorted(ATTENTIONS)
+    assert all(entry.module == f"repro.models.attentions.{name}" for name, entry in ATTENTIONS.items())
+    assert set(ATTENTIONS) == {*CASES, "dynamic"}
+
+
+class Own(torch.nn.Module):
+    """An eighth attention, the smallest: each query sees only itself."""
+
+    loss = None
+
+    def __init__(self, cfg, layer):
+        super().__init__()
+
+    def forward(self, q, k, v, x):
+        return v
+
+    def keys_per_query(self, T):
+        return 1.0
+
+    def spans(self):
+        return None
+
+
+def test_an_eighth_attention_is_one_entry_and_the_frontier_manifest_runs_it(monkeypatch):
+    """Registered (here for the test's duration: a module of its own), an attention is a variant of the
+    frontier manifest at every scale, which is not touched, and the seven cells keep their run ids."""
+    module = types.ModuleType("eighth_attention")
+    module.Attention = Own
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    path = Path(__file__).parents[2] / "experiments" / "suite" / "frontier.yaml"
+    before = {s: [r.run_id for r in manifests.load(path).expand(s, seeds=1)] for s in ("tiny", "cpu")}
+    with ATTENTIONS.added(Plugin("own", module.__name__)):
+        manifest = manifests.load(path)
+        for scale in ("tiny", "cpu"):
+            runs = manifest.expand(scale, seeds=1)
+            assert [r.cell["variant"] for r in runs][-1] == "own" and runs[-1].model.attention == "own"
+            assert [r.run_id for r in runs[:-1]] == before[scale] and len(runs) == len(ATTENTIONS) == 8
+        spec = manifest.expand("tiny", seeds=1)[-1]
+        model = Model(spec.model, vocab_size=11, block=16)
+        assert model.keys_per_query() == 1.0 and model(torch.zeros(1, 16, dtype=torch.long)).logits.shape == (1, 16, 11)
+    assert "own" not in ATTENTIONS and len(manifests.load(path).expand("tiny", seeds=1)) == 7
 
 
 def test_factorized_positions_make_the_fixed_cell_the_sparse_transformer():
@@ -124,3 +170,21 @@ def test_factorized_positions_make_the_fixed_cell_the_sparse_transformer():
         "rows.weight",
         "cols.weight",
     }
+
+
+@pytest.mark.parametrize(
+    "axis, error",
+    [
+        ("{each: model.bogus}", "grid.variant: expected {each: KEY, with: {NAME: {key: value}}}, KEY one of"),
+        ("{each: model.attention, with: {nope: {}}}", "grid.variant: with: expected a mapping of dense, window,"),
+        ("{name: x}", "grid.variant: expected a list of mappings, each with a name"),
+    ],
+)
+def test_a_variant_axis_over_the_registry_is_checked(tmp_path, axis, error):
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "name: m\ntitle: t\npaper: suite\nbase:\n  data: {name: linux-doc, block: 64}\n"
+        f"  model: {{family: frontier, layers: 1, d_model: 16, heads: 2}}\ngrid:\n  variant: {axis}\n"
+    )
+    with pytest.raises(manifests.ManifestError, match=re.escape(error)):
+        manifests.load(path)

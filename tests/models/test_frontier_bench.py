@@ -11,6 +11,7 @@ import time
 import pytest
 
 from repro.bench import common, frontier
+from repro.config.families import ATTENTIONS as REGISTERED
 from repro.config.manifest import resolve
 from repro.models.span import trimmed_window
 from repro.store.runs import RunDir
@@ -18,7 +19,7 @@ from repro.train import throughput
 
 M = resolve("frontier")
 TINY = M.expand("tiny")
-ATTENTIONS = ["dense", "window", "adaptive", "dynamic", "strided", "fixed", "longformer"]
+ATTENTIONS = list(REGISTERED)  # the frontier manifest's variants: every registered attention, in order
 # z per layer and head (tiny: 2 layers of 4 heads) of three seeds; seed 1 has the median avg_span
 ADAPTIVE = {0: [[0.0, 0.0, 5.0, 0.0], [0.0, 0.0, 0.0, 1.0]], 1: [[0.0, 3.0, 0.0, 0.0], [40.0, 0.0, 0.0, 0.0]]}
 ADAPTIVE[2] = [[90.0, 0.0, 0.0, 0.0], [0.0, 120.0, 0.0, 0.0]]
@@ -51,7 +52,9 @@ def test_bench_frontier_times_the_seven_attentions_at_the_scales_shape_and_the_s
     monkeypatch.setenv("REPRO_RESULTS", str(tmp_path))
     ids = _store(tmp_path)
     records = frontier.main(_args("--rounds", "1", "--warmup", "1"))  # the real worker process
-    assert [r["attention"] for r in records] == ATTENTIONS and [r["order"] for r in records] == list(range(7))
+    assert [r["attention"] for r in records] == ATTENTIONS and [r["order"] for r in records] == list(
+        range(len(ATTENTIONS))
+    )
     by = {r["attention"]: r for r in records}
     for name, r in by.items():
         spec = next(s for s in TINY if s.cell["variant"] == name)

@@ -4,7 +4,7 @@ import torch
 
 from repro.models.base import LanguageModel
 from repro.models.sparse_transformer import Config, Model
-from repro.train.sampling import sample
+from repro.sample.sampling import sample
 
 
 class NoCache(LanguageModel):
@@ -46,7 +46,7 @@ def test_st_sample_prompt_and_greedy():
 def test_st_sample_beyond_one_block_slides_the_window():
     """Longer than the block: the first block is exactly what `sample` draws, and the rest continues from
     the last half block (here checked against sampling that window by hand)."""
-    from repro.train.sampling import sample_long
+    from repro.sample.sampling import sample_long
 
     torch.manual_seed(0)
     m = Model(Config(layers=2, d_model=32, heads=4, pattern="strided", stride=4), 16, 16)

@@ -75,7 +75,7 @@ def test_an_auto_run_recorded_in_bf16_is_refused_in_one_line_where_bf16_is_slow(
 
 
 def test_a_reexecuted_auto_run_keeps_the_precision_it_recorded(tmp_path, write_manifest, monkeypatch):
-    from repro.train import retrain
+    from repro.replay import retrain
 
     m = manifests.load(write_manifest(extra_train=", precision: auto"))
     (spec,) = m.expand("tiny")
@@ -121,7 +121,7 @@ def test_an_auto_run_trains_records_what_it_resolved_to_and_keeps_it_on_resume(t
 
 
 def test_verify_says_it_cannot_reexecute_an_auto_bf16_run_where_bf16_is_slow(cpu):
-    from repro.train import verify
+    from repro.replay import verify
 
     spec = {"train": {"precision": "auto"}}
     summary = {"environment": {"precision": "bf16-mixed", "cpu_isa": "none", "threads": 2}}

@@ -18,11 +18,11 @@ from repro.config import manifest as manifests
 from repro.data import open_split
 from repro.data.batching import StreamBatches
 from repro.report import pages as report
+from repro.sample.trained import load_trained
 from repro.store.runs import RunDir
 from repro.train import runner
 from repro.train.evaluation import evaluate
 from repro.train.selection import BEST
-from repro.train.trained import load_trained
 
 # A child process that trains the manifest ARGV[1]'s first tiny run into results root ARGV[2] and
 # SIGKILLs itself after step ARGV[3] (the interrupted run; tests/faults holds the fault matrix, this checks

@@ -144,7 +144,7 @@ def test_bf16_on_cpu_kernels_without_fast_bf16_is_refused_in_one_line(tmp_path, 
 
 
 def test_a_stored_run_is_reexecuted_with_the_instruction_set_it_recorded(tmp_path, write_manifest, monkeypatch):
-    from repro.train import retrain
+    from repro.replay import retrain
 
     m = manifests.load(write_manifest())
     (spec,) = m.expand("tiny")

@@ -23,9 +23,10 @@ from textcorpus import write_corpus
 from repro import cpu_isa
 from repro.cli import main
 from repro.config import manifest as manifests
+from repro.replay import verify
+from repro.replay.compare import compare, first_difference
 from repro.store.runs import RunDir
-from repro.train import environment, verify
-from repro.train.compare import compare, first_difference
+from repro.train import environment
 
 HERE = Path(__file__).resolve().parents[2]  # the checkout under test
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]

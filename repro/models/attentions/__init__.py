@@ -1,4 +1,4 @@
-"""The frontier's attentions (repro.models.frontier): one file each, found by name.
+"""The frontier's attentions (repro.models.frontier): one file each, registered by name.
 
 An attention is a module built as ``Attention(cfg, layer)`` (``cfg`` the ``model`` section,
 :class:`repro.config.families.FrontierConfig`; ``layer`` its index) with
@@ -9,14 +9,15 @@ An attention is a module built as ``Attention(cfg, layer)`` (``cfg`` the ``model
   (what the attention FLOPs count);
 * ``loss`` (a tensor or None), set by ``forward``: the term it adds to the training loss (the span penalty);
 * ``spans() -> (z, effective)`` per head in tokens, or None for an attention without spans.
+* ``reset_parameters()`` (optional): set its own parameters to their initial values, called after the
+  backbone's N(0, init_std) initialisation of every Linear and Embedding.
 
-A new attention is a new file here whose module defines ``Attention``; its name is the file's, and
-``model.attention: NAME`` in a manifest selects it (``repro.config.families.ATTENTIONS`` lists the files).
+A new attention is a new file here whose module defines ``Attention``, registered by name in
+``repro.config.families.ATTENTIONS`` (the module it is in); ``model.attention: NAME`` in a manifest selects
+it, and the frontier manifest's variants are the registered attentions.
 """
 
 from __future__ import annotations
-
-import importlib
 
 import torch.nn as nn
 
@@ -27,4 +28,4 @@ def build(cfg: FrontierConfig, layer: int) -> nn.Module:
     """The attention ``cfg.attention`` of layer ``layer``."""
     if cfg.attention not in ATTENTIONS:
         raise ValueError(f"attention {cfg.attention!r}: expected one of {', '.join(ATTENTIONS)}")
-    return importlib.import_module(f"{__name__}.{cfg.attention}").Attention(cfg, layer)
+    return ATTENTIONS[cfg.attention].load().Attention(cfg, layer)

@@ -27,6 +27,10 @@ class SpanBand(nn.Module):
         self.span.add_parameters(self, cfg.d_model)
         self.loss, self.z_seen = None, None
 
+    def reset_parameters(self) -> None:
+        """The span's parameters back at their initial values (the backbone's N(0, init_std) drew over them)."""
+        self.span.init_parameters(self)
+
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         B, H, T, dh = q.shape
         z = self.span.z(self, x)

@@ -5,7 +5,7 @@ The run is trained again from its spec under a scratch results root (``<results>
 off), and its checkpoint is put beside the stored run only if the retrained run reproduces the stored bits
 (the same run id gives the same bits); the stored run's files are never rewritten. A retraining that does
 not reproduce them stays under the scratch root, where ``repro sample`` loads it: the expected outcome
-when the run could not give its bits here (uncommitted code, another CPU vendor: repro.train.samebits),
+when the run could not give its bits here (uncommitted code, another CPU vendor: repro.replay.samebits),
 a failure otherwise.
 """
 
@@ -21,9 +21,10 @@ from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
 from repro.errors import StoreError
 from repro.progress import say
+from repro.replay import samebits
 from repro.store import checkpoints
 from repro.store.runs import RunDir
-from repro.train import environment, samebits
+from repro.train import environment
 from repro.train.runner import Outcome, run_spec
 
 SCRATCH = ".retrain"
@@ -60,7 +61,7 @@ def checkpoint(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[st
     """Retrain a finished run that lacks the checkpoint of its last step (none stored, or damaged) and keep
     the checkpoint beside it if the bits reproduce; any other run trains (or is skipped) as ``repro run``
     would. A retraining not expected to give the stored bits for a reason known before it trains
-    (:func:`repro.train.samebits.reasons`: uncommitted code, another CPU vendor, ...) is kept apart under
+    (:func:`repro.replay.samebits.reasons`: uncommitted code, another CPU vendor, ...) is kept apart under
     ``<results>/.retrain/<id>`` for ``repro sample`` (status ``kept apart``); one that differs for no such
     reason fails, kept apart too. A finished copy there is not trained again."""
     run = RunDir(root, spec.manifest, spec.run_id)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from repro import cpu_isa
+from repro.replay import verify
 from repro.store.runs import CorruptFile, RunDir
-from repro.train import verify
 
 SCORES = ("valid_bits", "test_bits")
 

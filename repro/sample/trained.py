@@ -10,9 +10,9 @@ from repro import data as datasets
 from repro.config.spec import RunSpec, from_record
 from repro.errors import UserError
 from repro.models.base import LanguageModel
+from repro.replay import retrain, samebits
 from repro.store import checkpoints
 from repro.store.runs import RunDir
-from repro.train import retrain, samebits
 from repro.train.module import LMModule
 from repro.train.selection import load_selected
 
@@ -53,7 +53,7 @@ def _checkpoint(run: RunDir, spec: RunSpec) -> Path:
 
 def no_checkpoint(run: RunDir) -> str:
     """What ``repro sample`` says of a stored run without a checkpoint (a clone's): its retrained copy, where
-    one was kept apart (``repro run --retrain-checkpoint``, :mod:`repro.train.retrain`), else the command
+    one was kept apart (``repro run --retrain-checkpoint``, :mod:`repro.replay.retrain`), else the command
     that retrains it, and, where it cannot give the stored bits here, why and where its copy will be."""
     said = f"{run.path}: no checkpoint (checkpoints are not committed)"
     stored, summary = run.spec(), run.summary()

@@ -11,7 +11,7 @@ The instruction set comes from the summary's ``environment.cpu_isa``: ``avx2`` r
 kernels, ``none`` on the libraries' own choice (which must be the recorded ``cpu_capability``). A run
 stored before the instruction set was recorded is tried on the AVX2 kernels and, where they differ, on
 this CPU's native ones too (docs/reproducibility.md: the stored runs came from AVX2 and AVX-512 EPYCs).
-The comparison is :mod:`repro.train.compare`: bit for bit, or within a relative ``tolerance``. A line that
+The comparison is :mod:`repro.replay.compare`: bit for bit, or within a relative ``tolerance``. A line that
 is not the same bits names the largest difference beside the first, and which recorded property of the
 environment differs from this machine (the CPU vendor above all: MKL picks its GEMM kernels per vendor,
 and the AVX2 pin does not hold that, so an Intel CPU leaves an AMD one's bits in the last place).
@@ -33,8 +33,8 @@ from pathlib import Path
 from repro import cpu_isa
 from repro.bounds import ALLOW_READ, TRUST_CODE
 from repro.config.access import NONE, Access
+from repro.replay.compare import Comparison, compare
 from repro.store.runs import RunDir, sources
-from repro.train.compare import Comparison, compare
 
 # the libraries' instruction-set variables (repro/cpu_isa.py pins them to AVX2)
 ISA_VARIABLES = tuple(cpu_isa.AVX2)
