@@ -331,11 +331,13 @@ def _in_tree(path: Path, code: Path) -> str:
 
 
 def parser_text(code: Path) -> str:
-    """The source of the worktree's argument parser (its options tell how to select one run)."""
-    for name in ("repro/cli/parser.py", "repro/cli.py"):
-        if (code / name).exists():
-            return (code / name).read_text(encoding="utf-8", errors="replace")
-    return ""
+    """The source that declares the worktree's ``repro run`` options (they tell how to select one run):
+    the central parser of older code (``repro/cli.py``, then ``repro/cli/parser.py``), and the run command's
+    own module since each command declares its arguments (``repro/cli/run.py``, with ``cli/options.py``)."""
+    names = ("repro/cli.py", "repro/cli/parser.py", "repro/cli/run.py", "repro/cli/options.py")
+    return "\n".join(
+        (code / name).read_text(encoding="utf-8", errors="replace") for name in names if (code / name).exists()
+    )
 
 
 def git(place: Path, *args: str) -> str:
