@@ -1,7 +1,7 @@
 """``repro retrain REF... [--at COMMIT]``: runs trained again from committed code, one line per run.
 
 A REF that names stored runs (a run id, a unique prefix of one, a run directory) is trained again and put in
-place of the stored run (repro.train.replace), its bits before and after said. A REF that names a manifest
+place of the stored run (repro.replay.replace), its bits before and after said. A REF that names a manifest
 (or a group) brings its runs at ``--scale`` (``--seeds``, ``--only``) to the commit: a run whose code could
 give other bits than the commit's (:func:`repro.store.provenance.could_differ`) is trained again, a run the
 store lacks is trained at the commit and stored, a run already at the commit is kept. So the arms of a
@@ -28,8 +28,7 @@ from repro.store.runs import RunDir
 
 
 def cmd_retrain(args) -> int:
-    from repro.replay import verify  # torch
-    from repro.train import replace
+    from repro.replay import replace, verify  # torch
 
     root = store_root(args).resolve()  # the retraining runs in the commit's worktree
     repo = verify.git(Path(replace.__file__).resolve().parent, "rev-parse", "--show-toplevel")
@@ -60,7 +59,7 @@ def _steps(root: Path, ref: str, commit: str, args) -> list[tuple[str, object]]:
     """What ``ref`` asks of the store: ``("retrain", folders)`` for a stored run (named, or a manifest's run
     whose code could differ from ``commit``'s), ``("train", spec)`` for a manifest's run the store lacks,
     ``("keep", folder)`` for one already at ``commit``."""
-    from repro.train import replace  # torch
+    from repro.replay import replace  # torch
 
     if _names_runs(root, ref):
         return [("retrain", replace.folders(root, ref))]
