@@ -18,7 +18,6 @@ from repro.cli.manifests import cmd_list, cmd_show, cmd_validate
 from repro.cli.pretrained import cmd_import
 from repro.cli.report import cmd_renderers, cmd_report
 from repro.cli.retrain import cmd_retrain
-from repro.cli.run import INTERRUPTED as RUN_INTERRUPTED
 from repro.cli.run import cmd_run
 from repro.cli.sample import cmd_sample
 from repro.cli.status import cmd_status
@@ -27,6 +26,7 @@ from repro.cli.verify import cmd_verify, tolerance
 from repro.config.manifest import DEFAULT_SCALE
 from repro.data import cli as data_cli
 from repro.pretrained.released import RELEASED
+from repro.session.exits import RUN_INTERRUPTED
 from repro.train import launch
 
 DESCRIPTION = """Reproduce the tables and figures of Adaptive Attention Span (Sukhbaatar et al. 2019) and

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from repro.cli.common import store_root, stored
+from repro.cli.common import store_root
 from repro.config import lookup
 from repro.errors import UserError
+from repro.plan.runs import stored
 
 
 def cmd_sync(args) -> int:

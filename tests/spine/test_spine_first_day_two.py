@@ -116,8 +116,8 @@ def test_the_plan_eta_comes_from_stored_runs_of_the_same_shape(tmp_path, write_m
     whose evaluation was never timed at the stored runs' median rate; one of a new shape is named apart."""
     from spine_manifests import stored_run
 
-    from repro.cli import eta
     from repro.config import lookup
+    from repro.plan import eta
 
     path = write_manifest(grid="grid:\n  train.lr: [0.003, 0.001]\n  model.d_model: [32, 64]\n")
     root, shipped = tmp_path / "results", tmp_path / "shipped"
