@@ -64,7 +64,8 @@ def train(
             f"W&B {mode}: runs logged under {wandb_dir(root)}/ ({upload}; --no-wandb or WANDB_MODE=disabled "
             "turns W&B off)"
         )
-    runner.settle_isa((p.spec.run_id, p.state) for p in runs)  # a resumed run's instruction set first
+    # a resumed run's instruction set first (docs/reproducibility.md)
+    runner.settle_isa((p.spec.run_id, p.state) for p in runs)
     failed = busy = 0
     started = time.monotonic()
     for i, p in enumerate(runs, 1):
