@@ -97,18 +97,17 @@ def _repair(run: RunDir, echo: Callable[[str], None]) -> State:
     if removed:
         echo(f"  removed {len(removed)} temporary file(s) a killed run left")
     summary: dict[str, Any] = {}
-    spec_reads = False
-    for name in ("summary.json", "spec.yaml"):
-        try:
-            if (run.path / name).exists():
-                if name == "summary.json":
-                    summary = run.summary()
-                else:
-                    spec_reads = bool(run.spec())
-        except CorruptFile as err:  # the summary starts afresh, the spec is rewritten
-            echo(f"  {err}: the run is redone")
-            if name == "summary.json":
-                run.write_summary({})
+    try:
+        if (run.path / "summary.json").exists():
+            summary = run.summary()
+    except CorruptFile as err:  # the summary starts afresh
+        echo(f"  {err}: the run is redone")
+        run.write_summary({})
+    try:
+        spec_reads = (run.path / "spec.yaml").exists() and bool(run.spec())
+    except CorruptFile as err:  # the spec is rewritten
+        echo(f"  {err}: the run is redone")
+        spec_reads = False
     return State(summary, summary.get("status") == FINISHED and spec_reads)
 
 
