@@ -1,5 +1,5 @@
 """Progress lines for logs (off a TTY, where Lightning's bar is off): printed at once, and the durations
-they show (``repro run``'s line per run, :mod:`repro.cli.eta`; a training run's lines,
+they show (``repro run``'s line per run, :mod:`repro.plan.eta`; a training run's lines,
 :class:`repro.train.callbacks.ProgressLines`). No Lightning here: the CLI imports this module at start-up."""
 
 from __future__ import annotations

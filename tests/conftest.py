@@ -1,5 +1,5 @@
 """OMP_WAIT_POLICY=PASSIVE before any test module imports torch, as the `repro` command sets it before torch
-loads (repro.cli.exits): spinning OpenMP threads make every small parallel region cost a time slice on a
+loads (repro.session.exits): spinning OpenMP threads make every small parallel region cost a time slice on a
 shared CPU (the sparse kernels' tests ran 50x slower without it). Tests call ``main()`` in this process,
 after torch is imported, so the setting has to be made here, first.
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sys
 
-from repro.cli import exits
 from repro.cli.common import access
 from repro.cli.parser import build_parser
 from repro.config import overrides
 from repro.errors import UserError
+from repro.session import exits
 from repro.store.runs import results_root
 
 

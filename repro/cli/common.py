@@ -12,8 +12,9 @@ from repro.config import lookup, overrides
 from repro.config import manifest as manifests
 from repro.config.access import Access
 from repro.errors import UserError
+from repro.plan.runs import stored
 from repro.progress import say
-from repro.store.runs import results_root, sources
+from repro.store.runs import results_root
 
 
 def store_root(args) -> Path:
@@ -22,11 +23,6 @@ def store_root(args) -> Path:
 
 def override_args(args) -> list[str]:
     return overrides.args_of(getattr(args, "overrides", []) or [], getattr(args, "multirun", False))
-
-
-def stored(root: Path) -> lookup.Stored:
-    """What the results root knows of manifests outside experiments/ (by the names they were run with)."""
-    return lookup.Stored(sources(root), f"{root}/sources")
 
 
 def select(args) -> list[manifests.Manifest]:

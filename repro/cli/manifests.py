@@ -8,7 +8,6 @@ from pathlib import Path
 
 from repro.cli import options
 from repro.cli.common import at_scale, override_args, save, select, store_root
-from repro.cli.status import run_state
 from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.cells import value_text
@@ -152,7 +151,7 @@ def cmd_show(args) -> int:
 def _state(run: RunDir) -> str:
     """A run's state as ``repro status`` names it; ``unreadable`` where its folder cannot be read."""
     try:
-        return run_state(run)
+        return run.state().status
     except OSError as err:
         return f"unreadable ({err.strerror or type(err).__name__})"
 

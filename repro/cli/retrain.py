@@ -17,11 +17,12 @@ import re
 import sys
 from pathlib import Path
 
-from repro.cli import filters, options
+from repro.cli import options
 from repro.cli.common import at_scale, store_root, stored
 from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.errors import RunFailed, UserError
+from repro.plan import filters
 from repro.registry import Command
 from repro.store.provenance import could_differ
 from repro.store.runs import RunDir

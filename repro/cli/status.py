@@ -15,17 +15,8 @@ from repro.config.cells import cell_text
 from repro.console import print_table
 from repro.registry import Command
 from repro.store.provenance import DIRTY
-from repro.store.runs import CorruptFile, RunDir, listing
+from repro.store.runs import RunDir, listing
 from repro.train import launch, throughput
-
-
-def run_state(run: RunDir) -> str:
-    """A run's status as `repro run` sees it (a corrupt summary or spec: the run is redone)."""
-    try:
-        state = run.summary().get("status", "to run")
-    except CorruptFile:
-        return "corrupt summary: redone by run"
-    return "corrupt spec: redone by run" if state == "finished" and not run.finished else state
 
 
 def cmd_status(args) -> int:

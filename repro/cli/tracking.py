@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from repro.cli.common import store_root, stored
+from repro.cli.common import store_root
 from repro.config import lookup
 from repro.config.manifest import DEFAULT_SCALE
 from repro.errors import UserError
+from repro.plan.runs import stored
 from repro.registry import Command
 
 

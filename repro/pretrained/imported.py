@@ -180,14 +180,15 @@ def score(spec: RunSpec, manifest: Manifest, root: Path, echo: Callable[[str], N
     ``weights``): the run settled in the store as a trained run is (its data, the file and the mapped model
     checked before anything is written), then scored, not trained; its :class:`runner.Outcome`."""
     run = RunDir(root, spec.manifest, spec.run_id)
-    stored = None if run.finished else runner.recorded_environment(run)
-    isa = None if run.finished else cpu_isa.for_run(stored)
+    state = run.state()
+    stored = runner.recorded_environment(state)
+    isa = None if state.finished else cpu_isa.for_run(stored)
     with environment.pinned(spec, isa, environment.recorded_precision(stored)) as precision:
 
         def ready() -> Prepared:
             return prepare(spec, open_data(spec, manifest), weights_file(spec, echo, weights), echo)
 
-        with settle(run, spec.record(None), ready, echo) as got:
+        with settle(run, spec.record(None), ready, echo, state) as got:
             if not got.trains:
                 return runner.Outcome(spec, got.action, got.summary)
             return runner.Outcome(spec, *scored(spec, run, got.prepared, echo, precision))

@@ -20,6 +20,8 @@ DIRTY = "+dirty"
 NOT_NUMBERS = (
     "repro/report",  # reports and verdicts
     "repro/cli",  # the command line
+    "repro/plan",  # which runs a command trains and their ETA (was repro/cli: the run ids say the rest)
+    "repro/session",  # a plan's runs handed to the trainer or a launcher, one after another (was repro/cli)
     "repro/track",  # W&B, trackio
     "repro/bench",  # benchmarks
     "repro/config/claims.py",  # the claim language, before it became repro/claims/

@@ -50,6 +50,24 @@ class LeftOut:
         return f"{self.kind}: {self.why}"
 
 
+@dataclass(frozen=True)
+class State:
+    """What the store holds of a run at one look: its summary (``{}``: none yet; None: one that does not
+    read) and whether the run is finished (its summary says so and its spec reads: a corrupt file makes it
+    unfinished). Taken once (:meth:`RunDir.state`) and handed on, so that one command reads a run once."""
+
+    summary: dict[str, Any] | None
+    finished: bool
+
+    @property
+    def status(self) -> str:
+        """The run's status as ``repro run`` sees it (a corrupt summary or spec: the run is redone)."""
+        if self.summary is None:
+            return "corrupt summary: redone by run"
+        said = self.summary.get("status", "to run")
+        return "corrupt spec: redone by run" if said == FINISHED and not self.finished else said
+
+
 def results_root(path: str | Path | None = None) -> Path:
     """``--results`` (``path``), else ``$REPRO_RESULTS``, else ``results``. One that is, or lies under,
     something other than a folder (a file, ``/dev/null``) is refused (UserError): nothing could be stored
@@ -222,13 +240,21 @@ class RunDir:
         self.write_summary(summary)
         return summary
 
+    def state(self) -> State:
+        """The run's :class:`State`: its summary and spec read now."""
+        try:
+            summary = self.summary()
+        except CorruptFile:
+            return State(None, False)
+        try:
+            return State(summary, summary.get("status") == FINISHED and bool(self.spec()))
+        except CorruptFile:
+            return State(summary, False)
+
     @property
     def finished(self) -> bool:
         """The summary says finished and the spec reads (a corrupt file makes the run unfinished)."""
-        try:
-            return self.summary().get("status") == FINISHED and bool(self.spec())
-        except CorruptFile:
-            return False
+        return self.state().finished
 
     # metrics.csv: one row per logged step; columns grow as new metrics appear. Rows reach the file
     # with each checkpoint (appended, fsynced); a (re)start cuts what lies beyond its checkpoint.

@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 from repro.identity import identity
 from repro.store import checkpoints
 from repro.store.computation import computation, provides
-from repro.store.runs import CorruptFile, RunDir, listing
+from repro.store.runs import FINISHED, CorruptFile, RunDir, State, listing
 
 T = TypeVar("T")
 
@@ -33,7 +33,8 @@ SKIPPED, REUSED, BUSY, START, RESUME = "skipped", "reused", "busy", "start", "re
 class Settled(Generic[T]):
     """What to do with a run: ``skipped`` (finished: ``summary`` is its), ``reused`` (a twin adopted:
     ``summary`` is the adopted one), ``busy`` (``holder`` trains it), or ``start``/``resume`` (the lock is
-    held; ``checkpoint`` and ``step`` say where a resume starts; ``prepared`` is what ``prepare`` gave)."""
+    held; ``summary`` is the run's as it stands under the lock; ``checkpoint`` and ``step`` say where a
+    resume starts; ``prepared`` is what ``prepare`` gave)."""
 
     action: str
     summary: dict[str, Any] = field(default_factory=dict)
@@ -49,13 +50,20 @@ class Settled(Generic[T]):
 
 @contextlib.contextmanager
 def settle(
-    run: RunDir, record: dict[str, Any], prepare: Callable[[], T], echo: Callable[[str], None]
+    run: RunDir,
+    record: dict[str, Any],
+    prepare: Callable[[], T],
+    echo: Callable[[str], None],
+    state: State | None = None,
 ) -> Iterator[Settled[T]]:
     """``with settle(run, spec.record(None), prepare, echo) as got:`` the :class:`Settled` of ``run``, its
     lock held inside the block when it trains (or was adopted). ``record``: the run's spec.yaml record (its
-    id, manifest, scale, cell and resolved sections), which an adoption stores."""
-    if run.finished:
-        yield Settled(SKIPPED, run.summary())
+    id, manifest, scale, cell and resolved sections), which an adoption stores; ``state``: the run's state
+    as the caller just read it (None: read here). Under the lock the run is read once more: another
+    process may have finished it since."""
+    state = state or run.state()
+    if state.finished:
+        yield Settled(SKIPPED, state.summary or {})
         return
     twin = finished_twin(run.path.parent.parent.parent, record)
     prepared = prepare() if twin is None else None  # before any write
@@ -64,9 +72,9 @@ def settle(
             echo(f"  skipped: run {run.run_id} is being trained by {lock.holder}")
             yield Settled(BUSY, holder=lock.holder)
             return
-        _repair(run, echo)
-        if run.finished:  # finished by another process since we looked
-            yield Settled(SKIPPED, run.summary())
+        now = _repair(run, echo)
+        if now.finished:  # finished by another process since we looked
+            yield Settled(SKIPPED, now.summary or {})
             return
         if twin is not None:
             same = "same spec" if twin.run_id == run.run_id else "same computation"
@@ -76,25 +84,31 @@ def settle(
         found = checkpoints.latest(run.checkpoints, echo, run_id=run.run_id)
         run.cut_metrics(found[1] if found else 0, echo)  # what a killed run logged beyond its checkpoint goes
         if found is None:
-            yield Settled(START, prepared=prepared)
+            yield Settled(START, now.summary or {}, prepared=prepared)
         else:
-            yield Settled(RESUME, prepared=prepared, checkpoint=found[0], step=found[1])
+            yield Settled(RESUME, now.summary or {}, prepared=prepared, checkpoint=found[0], step=found[1])
 
 
-def _repair(run: RunDir, echo: Callable[[str], None]) -> None:
-    """Under the lock: refuse links, remove temp files, set aside a summary or spec that does not read."""
+def _repair(run: RunDir, echo: Callable[[str], None]) -> State:
+    """Under the lock: refuse links, remove temp files, set aside a summary or spec that does not read;
+    the run's state as it then stands (a summary set aside reads as none)."""
     run.refuse_links()
     removed = run.clean_temps()
     if removed:
         echo(f"  removed {len(removed)} temporary file(s) a killed run left")
-    for read, name in ((run.summary, "summary.json"), (run.spec, "spec.yaml")):
-        try:
-            if (run.path / name).exists():
-                read()
-        except CorruptFile as err:  # the summary starts afresh, the spec is rewritten
-            echo(f"  {err}: the run is redone")
-            if name == "summary.json":
-                run.write_summary({})
+    summary: dict[str, Any] = {}
+    try:
+        if (run.path / "summary.json").exists():
+            summary = run.summary()
+    except CorruptFile as err:  # the summary starts afresh
+        echo(f"  {err}: the run is redone")
+        run.write_summary({})
+    try:
+        spec_reads = (run.path / "spec.yaml").exists() and bool(run.spec())
+    except CorruptFile as err:  # the spec is rewritten
+        echo(f"  {err}: the run is redone")
+        spec_reads = False
+    return State(summary, summary.get("status") == FINISHED and spec_reads)
 
 
 def finished_twin(root: Path, record: dict[str, Any]) -> RunDir | None:

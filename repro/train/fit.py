@@ -56,7 +56,7 @@ def train(
     store_logger = StoreLogger(run)
     wb = wandb_logger(wandb_mode, spec, manifest.paper, manifest.renders, run)
     params = sum(p.numel() for p in module.model.parameters())
-    earlier = {k: v for k, v in run.summary().items() if k != "error"}
+    earlier = {k: v for k, v in got.summary.items() if k != "error"}  # as settling read it, under the lock
     run.write_summary(
         {
             **earlier,

@@ -2,10 +2,10 @@
 
 Each job is handed a :class:`Job`, the description of one run: the same resolution (name or path,
 overrides, scale, seeds, ``--max-steps``, the folders the user allowed) narrowed to one run id, into the
-same results root (under SLURM a shared file system); the job executes it with the work function the CLI
-hands down (``repro.cli.run.run_job``: ``repro run``'s training and exit statuses, no command line
-parsed again), resolving the run exactly as the parent did (``repro.cli.run.resolve``, one function for
-both), and returns how it ended (:class:`Ended`), so that a failed run's one-line reason reaches the
+same results root (under SLURM a shared file system); the job executes it with the work function the
+session hands down (``repro.session.jobs.run_job``: ``repro run``'s training and exit statuses, no
+command line parsed again), resolving the run exactly as the parent did (``repro.plan.runs.resolve``, one
+function for both), and returns how it ended (:class:`Ended`), so that a failed run's one-line reason reaches the
 parent's terminal. A SLURM job has ``--nodes`` x ``--devices`` tasks (one per process; Lightning's SLURM
 environment makes them one DDP run), each executing that description with its ``devices`` and ``num_nodes``.
 The job itself skips a finished run and one another job trains (the run's lock), and resumes an
@@ -96,7 +96,7 @@ class Job:
 
 
 def slurm_job(work: Callable[[Job], Ended], description: Job) -> Ended:
-    """What a SLURM task runs: ``work`` (the CLI hands it down: it imports this module) on its description,
+    """What a SLURM task runs: ``work`` (the session hands it down: it imports this module) on its description,
     a failed run raised (the scheduler then records FAILED, which ``repro status`` reads back). A local job
     runs ``work`` itself: its failed run is returned, not raised, so the parent prints its reason in one
     line and the job's log holds the run's own ``error:`` line, no traceback."""

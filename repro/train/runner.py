@@ -12,7 +12,7 @@ the other ranks train with it from the checkpoint it names and write nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,7 +24,7 @@ from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
 from repro.errors import UserError
 from repro.progress import say
-from repro.store.runs import CorruptFile, RunDir
+from repro.store.runs import RunDir, State
 from repro.store.settle import settle
 from repro.train import distributed, environment, fit
 from repro.train.rundata import open_data
@@ -60,38 +60,36 @@ def run_spec(
     check_processes(spec, manifest, world)
     distributed.start(world)
     run = RunDir(root, spec.manifest, spec.run_id)
-    stored = None if run.finished else recorded_environment(run)
-    if isa is None and not run.finished:
+    state = run.state()  # read once here, when the run's turn comes: another process may have moved it
+    stored = recorded_environment(state)
+    if isa is None and not state.finished:
         isa = cpu_isa.for_run(stored)
     with environment.pinned(spec, isa, precision or environment.recorded_precision(stored)) as precision:
         if not world.leads:
             return _follow(spec, manifest, run, world, callbacks, precision)
-        return _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision, eval_targets)
+        return _lead(spec, manifest, run, state, world, wandb_mode, callbacks, echo, precision, eval_targets)
 
 
-def recorded_environment(run: RunDir) -> dict | None:
-    """The ``environment`` a stored run recorded when it started (None: none, or a summary that does not
-    read, which settling the run reports)."""
-    try:
-        return run.summary().get("environment")
-    except CorruptFile:
-        return None
+def recorded_environment(state: State) -> dict | None:
+    """The ``environment`` an unfinished stored run recorded when it started (None: finished, none, or a
+    summary that does not read, which settling the run reports)."""
+    return None if state.finished else (state.summary or {}).get("environment")
 
 
-def settle_isa(root: Path, specs: Sequence[RunSpec]) -> None:
-    """Before a session's first run: apply the instruction set of the first unfinished run that recorded
-    one, so that the new runs after it follow it instead of refusing it (cpu_isa.for_run)."""
-    for spec in specs:
-        run = RunDir(root, spec.manifest, spec.run_id)
-        if not run.finished and (stored := cpu_isa.recorded(recorded_environment(run))) is not None:
-            cpu_isa.apply(stored, f"run {spec.run_id}")
+def settle_isa(states: Iterable[tuple[str, State]]) -> None:
+    """Before a session's first run (``states``: each run's id and state, in the session's order): apply
+    the instruction set of the first unfinished run that recorded one, so that the new runs after it
+    follow it instead of refusing it (cpu_isa.for_run)."""
+    for run_id, state in states:
+        if (stored := cpu_isa.recorded(recorded_environment(state))) is not None:
+            cpu_isa.apply(stored, f"run {run_id}")
             return
 
 
-def _lead(spec, manifest, run, world, wandb_mode, callbacks, echo, precision, eval_targets) -> Outcome:
+def _lead(spec, manifest, run, state, world, wandb_mode, callbacks, echo, precision, eval_targets) -> Outcome:
     """Rank 0 (or the only process): settle the run, then train it, telling the other ranks what to do."""
     prepare = partial(open_data, spec, manifest)  # bad data or sizes: refused before anything is written
-    with distributed.leading(world) as tell, settle(run, spec.record(None), prepare, echo) as got:
+    with distributed.leading(world) as tell, settle(run, spec.record(None), prepare, echo, state) as got:
         if not got.trains:
             tell(("done", got.action))
             return Outcome(spec, got.action, got.summary)

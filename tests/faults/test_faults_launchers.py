@@ -8,9 +8,9 @@ import json
 import pytest
 
 from repro.cli import main
-from repro.cli.run import run_job
 from repro.config import manifest as manifests
 from repro.config.access import Access
+from repro.session.jobs import run_job
 from repro.store.runs import RunDir
 from repro.train import launch, runner
 
@@ -135,7 +135,7 @@ def test_a_slurm_job_has_a_task_per_device_on_each_node_each_running_the_whole_d
     args.access = access(args)
     options = launch.Slurm(nodes=args.num_nodes, tasks_per_node=args.devices).parameters()
     assert (options["nodes"], options["ntasks_per_node"]) == (2, 4)
-    job = _job(args, tmp_path / "results", "0123")
+    job = _job(args, tmp_path / "results")
     assert (job.devices, job.num_nodes) == (4, 2)
 
 

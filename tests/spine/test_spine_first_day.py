@@ -77,7 +77,7 @@ def test_a_reader_that_leaves_early_is_no_error(command):
 def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_manifest):
     """Only `--max-steps` runs of a `-m` derived manifest are stored: its report says it is derived, that
     none of its runs is stored and which command trains them; claims name the command, not a dict."""
-    from repro.cli.filters import with_max_steps
+    from repro.plan.filters import with_max_steps
     from repro.report import pages
 
     claims_text = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"

@@ -15,9 +15,9 @@ def test_show_has_a_seed_column_one_steps_column_and_takes_seeds(capsys):
     header = lines[1].split()
     assert header.count("seed") == 1 and header.count("steps") == 1 and "train.steps" not in header
     rows = [line.split() for line in lines[2:]]
-    assert len(rows) == 6  # 3 cells x 2 seeds
+    assert len(rows) == 8  # 4 cells (the three rows and the fixed window of R) x 2 seeds
     seeds = [row[header.index("seed")] for row in rows]
-    assert sorted(seeds) == ["0", "0", "0", "1", "1", "1"]
+    assert sorted(seeds) == ["0"] * 4 + ["1"] * 4
     assert {row[header.index("steps")] for row in rows} == {"100"}
     assert main(["show", "as-table1", "--seeds", "0"]) == 2
     assert "--seeds 0: allowed: a positive number" in capsys.readouterr().err
@@ -116,8 +116,8 @@ def test_the_plan_eta_comes_from_stored_runs_of_the_same_shape(tmp_path, write_m
     whose evaluation was never timed at the stored runs' median rate; one of a new shape is named apart."""
     from spine_manifests import stored_run
 
-    from repro.cli import eta
     from repro.config import lookup
+    from repro.plan import eta
 
     path = write_manifest(grid="grid:\n  train.lr: [0.003, 0.001]\n  model.d_model: [32, 64]\n")
     root, shipped = tmp_path / "results", tmp_path / "shipped"

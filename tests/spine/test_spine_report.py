@@ -34,8 +34,8 @@ def test_short_names_keep_full_keys_only_where_they_collide():
 def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     """After `repro run M` and `repro run M --max-steps 10`, each cell has two stored runs: the report and
     its claims use the manifest's current resolution only (in grid order) and list the other apart."""
-    from repro.cli.filters import with_max_steps
     from repro.config import manifest as manifests
+    from repro.plan.filters import with_max_steps
     from repro.report import pages as report
 
     grid = "grid:\n  model.stride: [16, 8]\n"

@@ -13,6 +13,7 @@ from repro.errors import RunFailed, StoreError, UserError
 from repro.train import signals
 
 INTERRUPTED = "stopped before its end; every file it wrote is whole (files are replaced, never written in place)"
+RUN_INTERRUPTED = "finished runs are stored; an unfinished run resumes from its last checkpoint"  # repro run, a job
 
 
 def command(work: Callable[[], int], told: list[str] | None = None, interrupted: str = INTERRUPTED) -> int:

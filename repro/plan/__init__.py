@@ -1,0 +1,1 @@
+"""A selection's runs as data before anything trains: each run's manifest, spec and stored state, its ETA."""
