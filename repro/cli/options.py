@@ -129,6 +129,17 @@ def seeds_arg(p: argparse.ArgumentParser, verb: str) -> None:
     )
 
 
+def only_arg(p: argparse.ArgumentParser, runs: str = "the runs") -> None:
+    """``--only KEY=VALUE``: a selection's runs narrowed to a grid cell value (repeatable)."""
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"only {runs} whose grid cell has this value (repeatable; KEY may be a dotted suffix)",
+    )
+
+
 SCALE_HELP = (
     "tiny (the default: 2 CPU cores, minutes per run), cpu (2 CPU cores, up to 30 min), small (one "
     "GPU), paper (the paper's configuration), or another scale the manifest defines"

@@ -116,13 +116,7 @@ def add_arguments(p, parents) -> None:
     )
     p.add_argument("--scale", default=options.DEFAULT_SCALE, help=options.SCALE_HELP)
     options.seeds_arg(p, "bring")
-    p.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a manifest's runs whose grid cell has this value only (repeatable; KEY may be a dotted suffix)",
-    )
+    options.only_arg(p, "a manifest's runs")
     p.add_argument("--dry-run", action="store_true", help="say what each run would get; train nothing")
     p.add_argument(
         "--at",

@@ -142,13 +142,7 @@ def add_arguments(p, parents) -> None:
     """``repro run``'s options (its parser's ``interrupted``: what Ctrl-C leaves)."""
     p.set_defaults(interrupted=RUN_INTERRUPTED)
     opts.manifest_args(p)
-    p.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="only the runs whose grid cell has this value (repeatable; KEY may be a dotted suffix)",
-    )
+    opts.only_arg(p)
     p.add_argument(
         "--max-steps",
         type=opts.positive("steps"),
