@@ -57,7 +57,7 @@ def folders(root: Path, ref: str) -> list[RunDir]:
     first, then its copies under other manifests (the same id, reused)."""
     path = Path(ref)
     if (path / "spec.yaml").exists():
-        root, ref = path.parent.parent.parent, path.name
+        root, ref = path.resolve().parent.parent.parent, path.name  # absolute: the retraining runs elsewhere
     ids = sorted({p.parent.name for p in root.glob(f"runs/*/{ref}*/spec.yaml")})
     if len(ids) != 1:
         raise UserError(f"run {ref!r} matches {len(ids)} stored run ids under {root}/runs; give a longer id or a path")

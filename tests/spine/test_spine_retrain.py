@@ -97,6 +97,16 @@ def test_a_run_from_uncommitted_code_is_retrained_at_a_commit_and_put_in_place_w
     )  # the commit's worktree removed
 
 
+def test_a_run_named_by_its_folder_relative_to_here_is_retrained(store):
+    """The scratch run lives under the folder's store, named absolutely: the commit's code runs elsewhere."""
+    repo, rev, run, honest = store
+    allow = ("--allow-read", str(repo / "experiments"))
+    folder = str(run.path.relative_to(repo))
+    done = _repro(repo, "--results", str(repo / "elsewhere"), *allow, "retrain", folder, code=repo)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert run.spec()["code_version"] == rev and run.summary()["valid_bits"] == honest["valid_bits"]
+
+
 def test_a_retraining_that_fails_leaves_the_stored_run_as_it_was(store):
     repo, rev, run, _ = store
     model = repo / "repro" / "models" / "sparse_transformer.py"
