@@ -65,9 +65,7 @@ def test_a_group_runs_the_parts_that_have_the_scale_and_names_those_left_out(tmp
     results = str(tmp_path / "results")
     assert main(["run", "table1", "--scale", "cpu", "--dry-run", "--results", results]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert (
-        out[1] == "left out, no scale 'cpu': st-table1-enwik8, st-table1-imagenet64, st-table1-audio"
-    )
+    assert out[1] == "left out, no scale 'cpu': st-table1-enwik8, st-table1-imagenet64, st-table1-audio"
     runs, estimate = out[2:-1], out[-1]
     assert runs and all(" as-table1 " in line or " st-table1-cifar10 " in line for line in runs)
     assert any(" st-table1-cifar10 " in line for line in runs) and estimate.startswith("ETA ")
