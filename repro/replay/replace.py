@@ -57,7 +57,7 @@ def folders(root: Path, ref: str) -> list[RunDir]:
     first, then its copies under other manifests (the same id, reused)."""
     path = Path(ref)
     if (path / "spec.yaml").exists():
-        root, ref = path.resolve().parent.parent.parent, path.name  # absolute: the retraining runs elsewhere
+        root, ref = path.parent.parent.parent, path.name
     ids = sorted({p.parent.name for p in root.glob(f"runs/*/{ref}*/spec.yaml")})
     if len(ids) != 1:
         raise UserError(f"run {ref!r} matches {len(ids)} stored run ids under {root}/runs; give a longer id or a path")
@@ -136,6 +136,7 @@ def _train(manifest: str, run_id: str, spec: dict, isa: str, code: Path, scratch
     ``code`` under the results root ``scratch``: the spec as a one-run manifest, selected by id where that
     code's ``repro run`` can (code without ``--run-id`` trains the one run), on the instruction set ``isa``."""
     atomic.make_dirs(scratch)
+    scratch = scratch.resolve()  # the child runs in the commit's worktree: the paths it is given are absolute
     document = {
         "name": manifest,
         "title": f"run {run_id} as stored, retrained",
