@@ -32,7 +32,8 @@ def rule(confidence: float = CONFIDENCE) -> str:
         f"effect of interest); parts of an `or`, the failing side of an `and` and the cells of a cell-wise claim "
         f"are Bonferroni-corrected inside the claim; [lower, upper] are its bounds on the margin (positive favours "
         f"the claim); one seed: indicative; a precondition must hold on every seed, a control must be reproduced, "
-        f"a bits verdict must keep its sign along the training curves, and no verdict rests on uncommitted code"
+        f"a bits verdict must keep its sign along the training curves, and a seed whose arms ran different or "
+        f"uncommitted code is dropped (the verdict says which)"
     )
 
 
@@ -89,6 +90,7 @@ class Verdict:
     p_fails: float = math.nan
     sesoi: float = math.nan  # the smallest effect of interest the claim declares (or its metric's default)
     held: list[str] = field(default_factory=list)  # the gates and controls it passed, each with its numbers
+    dropped: list[str] = field(default_factory=list)  # the seeds its provenance left out, each with why
 
     @property
     def decided(self) -> Margin | None:
