@@ -6,9 +6,11 @@ verdict's ``held`` when it holds:
 - **preconditions** (``requires``): each must hold on *every* seed the claim pairs (a gate, never a seed
   mean); a claim that the models learned is no precondition of itself;
 - **controls** (``controls``): comparisons judged like the claim, at its seeds; a claim that reads
-  reproduced (or holds on one seed) stands only when each of its controls is reproduced too (e.g. adaptive
-  span must also beat a fixed S = R window, which a span stuck at R would be): a control within noise, not
-  reproduced or not trained makes it not evaluable, saying which;
+  reproduced *or not reproduced* (or either way on one seed) stands only when each of its controls is
+  reproduced too (e.g. adaptive span must also beat a fixed S = R window, which a span stuck at R would
+  be): a control within noise, not reproduced or not trained makes it not evaluable, saying which. Both
+  directions are gated alike, so a failing control never leaves a "not reproduced" standing (which would
+  bias the counts toward not reproduced);
 - **the initial-span control**: a claim on a span metric (:data:`language.INITIAL`) that would also hold
   with every learned span at its initial value (z = 0) says nothing about the penalty;
 - **the trajectory** (:mod:`repro.claims.trajectory`): a bits verdict must keep its sign along the paired
@@ -58,11 +60,11 @@ def evaluate(
     metrics, ``train.seed`` for replicates, ``code_version`` where known) after its requirements. Each check
     is parsed here once (none that comes parsed, :class:`repro.claims.language.Check`, again)."""
     check, requires = language.compiled(check), [language.compiled(p) for p in requires]
-    failed = [
-        p.text for p in requires if p.text != check.text and precondition(p, runs, cell_keys).status != REPRODUCED
-    ]
-    if failed:
-        return Verdict(NOT_EVALUABLE, failed_text([f"`{p}`" for p in failed]), failed=failed)
+    judged_first = {p.text: precondition(p, runs, cell_keys) for p in requires if p.text != check.text}
+    failed = [text for text, v in judged_first.items() if v.status != REPRODUCED]
+    if failed:  # its numbers with it: a premise that fails says by how much (issue 60)
+        numbers = "; ".join(f"`{p}`: {judged_first[p].detail}" for p in failed)
+        return Verdict(NOT_EVALUABLE, f"{failed_text([f'`{p}`' for p in failed])} ({numbers})", failed=failed)
     frames, means = paired(runs, cell_keys, [check])
     verdict = judge(check, means, frames, cell_keys, confidence)
     verdict.sesoi = sesoi
@@ -108,8 +110,8 @@ def precondition(check: str | language.Check, runs: pd.DataFrame, cell_keys: lis
 
 
 def _controls(verdict: Verdict, controls, runs, cell_keys, confidence, reading: int) -> Verdict:
-    """A claim that holds stands only when each control is reproduced (see the module docstring)."""
-    if reading <= 0:
+    """A claim that reads either way stands only when each control is reproduced (the module docstring)."""
+    if reading == 0:
         return verdict
     for control in map(language.compiled, controls):
         frames, means = paired(runs, cell_keys, [control])

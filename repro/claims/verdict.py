@@ -136,7 +136,7 @@ class Verdict:
 
 def stopped(verdict: Verdict, control: str, why: str) -> Verdict:
     """``verdict`` made not evaluable by the gate ``control``, saying why and what it was judged."""
-    detail = f"{why}; as judged: {verdict.effect or verdict.detail}"
+    detail = f"{why}; as judged ({verdict.status}): {verdict.effect or verdict.detail}"
     return replace(verdict, status=NOT_EVALUABLE, detail=detail, control=control, holds=None)
 
 
