@@ -166,6 +166,24 @@ def is_cost(check: str | Check) -> bool:
     )
 
 
+SPLITS = ("test", "valid")  # a manifest's declared split (the first: the default, as the papers report)
+
+
+def split_of(metric: str) -> str | None:
+    """The split a metric scores (``test_bits.long``: test), None for one that scores none."""
+    return next((s for s in SPLITS if metric.startswith(f"{s}_bits")), None)
+
+
+def other_split(check: str | Check, split: str) -> str | None:
+    """The first selection of ``check`` that scores a split other than ``split`` (as written), None when
+    there is none or the check is a sanity check (that the model learned: valid serves it as it serves
+    selection and curves)."""
+    parsed = compiled(check)
+    if is_sanity(parsed):
+        return None
+    return next((shown(m, f) for m, f in parsed.selections if split_of(m) not in (None, split)), None)
+
+
 FINDING, SANITY, COST = "finding", "sanity", "cost"
 
 

@@ -51,6 +51,12 @@ Text = Annotated[str, BeforeValidator(lambda v: str(v or ""))]  # description, n
 Strings = Annotated[list[str], expect(_strings, "expected a list of strings", empty=[])]
 Mapping = Annotated[dict, expect(lambda v: isinstance(v, dict), "expected a mapping", empty={})]
 Seeds = Annotated[int, expect(_seeds, _seeds_message)]
+Split = Annotated[
+    str,
+    expect(
+        lambda v: v in claims.SPLITS, f"expected one of {', '.join(claims.SPLITS)} (the split claims are judged on)"
+    ),
+]
 Scale = Annotated[dict, expect(lambda v: isinstance(v, dict), "expected a mapping of overrides")]
 
 
@@ -129,6 +135,7 @@ class Document(Section):
     set: Mapping = Field(default_factory=dict)
     sweep: Mapping = Field(default_factory=dict)
     seeds: Seeds = 1
+    split: Split = claims.SPLITS[0]  # the one split every claim is judged on (test, as the papers report)
     renders: Strings = Field(default_factory=list)
     analysis: Strings = Field(default_factory=list)  # absolute paths (read resolves them)
     requires: Strings = Field(default_factory=list)
@@ -170,13 +177,13 @@ class Document(Section):
         _check_overrides(self.set, self.sweep)
         family = _family(self.base)
         for j, check in enumerate(self.requires):
-            _check_claim(f"requires[{j}]", check, family)
+            _check_claim(f"requires[{j}]", check, family, self.split)
         for i, claim in enumerate(self.claims):
             for j, check in enumerate(claim.requires):
-                _check_claim(f"claims[{i}].requires[{j}]", check, family)
+                _check_claim(f"claims[{i}].requires[{j}]", check, family, self.split)
             for j, check in enumerate(claim.controls):
-                _check_claim(f"claims[{i}].controls[{j}]", check, family)
-            _check_claim(f"claims[{i}]", claim.check, family)
+                _check_claim(f"claims[{i}].controls[{j}]", check, family, self.split)
+            _check_claim(f"claims[{i}]", claim.check, family, self.split)
         ids = self.claim_ids()
         if self.headline is not None and str(self.headline) not in ids:
             raise refuse(f"{self.headline!r} names no claim; claims: {', '.join(ids) or 'none'}", "headline")
@@ -338,13 +345,21 @@ def _check_overrides(values: dict, axes: dict) -> None:
             raise refuse("expected a non-empty list of values", f"sweep.{key}")
 
 
-def _check_claim(where: str, check: str, family: str | None) -> None:
-    """A check that parses and names only metrics a run of ``family`` stores (or spec keys)."""
+def _check_claim(where: str, check: str, family: str | None, split: str) -> None:
+    """A check that parses, names only metrics a run of ``family`` stores (or spec keys), and judges on the
+    manifest's declared ``split`` (a sanity check, that the model learned, may read either)."""
     try:
         claims.parse(check)
         unknown = claim_checks.unknown_metrics(check, family)
+        other = claims.other_split(check, split)
     except claims.ClaimError as err:
         raise refuse(str(err), where) from None
+    if other:
+        raise refuse(
+            f"names {other}, but the manifest judges its claims on the {split} split (top-level `split: "
+            f"{split}`; one split per manifest: docs/reproducibility.md)",
+            where,
+        )
     for metric, close in unknown:
         hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(metrics.names(family))}"
         runs = f"{'an' if family[0] in 'aeiou' else 'a'} {family} run" if family else "any run"

@@ -102,6 +102,7 @@ class Manifest:
     sweep: dict[str, list[Any]] = field(default_factory=dict)  # dotted key -> an axis of every scale's grid
     args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
     seeds: int = 1  # replicates of every grid cell (a scale's `seeds` replaces it at that scale)
+    split: str = "test"  # the one split its claims are judged on (repro.claims.language.SPLITS)
     folders: list[Path] = field(default_factory=list)  # of the files merged into it: where it may read
     headline: str | None = None  # the claim id REPORT.md's first table shows (default: the first finding)
     access: Access = NONE  # the folders the user allowed beyond its own (--allow-read, --trust-code)
@@ -397,6 +398,7 @@ def build(
         args=list(args),
         folders=list(dict.fromkeys([path.resolve().parent, *folders])),
         seeds=doc.seeds,
+        split=doc.split,
         headline=None if doc.headline is None else str(doc.headline),
         access=access,
     )
