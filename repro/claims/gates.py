@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from repro.claims import language, trajectory
+from repro.claims import language, sequential, trajectory
 from repro.claims.judge import judge
 from repro.claims.select import NotEvaluable, complete_seeds, matching_rows, run_ids, seed_means, seeds_of
 from repro.claims.stats import CONFIDENCE
@@ -55,6 +55,7 @@ def evaluate(
     sesoi: float = math.nan,
     curves: trajectory.Curves | None = None,
     same_code: SameCode | None = None,
+    looks: sequential.Looks | None = None,
 ) -> Verdict:
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
     metrics, ``train.seed`` for replicates, ``code_version`` where known) after its requirements. Each check
@@ -66,8 +67,18 @@ def evaluate(
         numbers = "; ".join(f"`{p}`: {judged_first[p].detail}" for p in failed)
         return Verdict(NOT_EVALUABLE, f"{failed_text([f'`{p}`' for p in failed])} ({numbers})", failed=failed)
     frames, means = paired(runs, cell_keys, [check])
+    look = ""
+    if looks is not None and looks.sequential:  # judged at the look its seeds reach (repro.claims.sequential)
+        if len(frames) > looks.counts[-1]:
+            frames = frames[: looks.counts[-1]]
+            means = seed_means(pd.concat(frames), cell_keys)
+        k, nominal = looks.reached(len(frames)), sequential.level(looks, len(frames), 1 - confidence)
+        look = f"look {k + 1} of {len(looks.counts)} ({looks.text()}): one-sided level {nominal:.3g}"
+        spend, confidence = (1 - confidence) / nominal, 1 - nominal
     verdict = judge(check, means, frames, cell_keys, confidence)
     verdict.sesoi = sesoi
+    if look:
+        verdict.look, verdict.spend = look, spend
     reading = READING.get(verdict.status, (1 if verdict.holds else -1) if verdict.status == INDICATIVE else 0)
     for gate in (
         lambda v: _controls(v, controls, runs, cell_keys, confidence, reading),

@@ -30,7 +30,10 @@ def rule(confidence: float = CONFIDENCE) -> str:
         f"when it clears the claim's threshold, not reproduced when it clears the opposite, within noise otherwise "
         f"(uninformative when its minimum detectable effect at {POWER:.0%} power exceeds the claim's smallest "
         f"effect of interest); parts of an `or`, the failing side of an `and` and the cells of a cell-wise claim "
-        f"are Bonferroni-corrected inside the claim; [lower, upper] are its bounds on the margin (positive favours "
+        f"are Bonferroni-corrected inside the claim; a scale that declares looks (seeds: {{first, max}}) is judged "
+        f"at the look its stored seeds reach, at that look's one-sided level from a Pocock-type Lan-DeMets "
+        f"alpha-spending boundary over its looks (the line states it; its p is scaled alike for the family "
+        f"adjustment); [lower, upper] are its bounds on the margin (positive favours "
         f"the claim); one seed: indicative; a precondition must hold on every seed, a control must be reproduced, "
         f"a bits verdict must keep its sign along the training curves, and no verdict rests on uncommitted code"
     )
@@ -89,6 +92,8 @@ class Verdict:
     p_fails: float = math.nan
     sesoi: float = math.nan  # the smallest effect of interest the claim declares (or its metric's default)
     held: list[str] = field(default_factory=list)  # the gates and controls it passed, each with its numbers
+    look: str = ""  # a sequential design's look it was judged at, and that look's level (repro.claims.sequential)
+    spend: float = 1.0  # the design's level over the look's: a family adjustment is fed p_two_sided times this
 
     @property
     def decided(self) -> Margin | None:
@@ -116,6 +121,12 @@ class Verdict:
         return min(1.0, 2 * min(self.p_holds, self.p_fails))
 
     @property
+    def p_family(self) -> float:
+        """What a family adjustment is fed: the two-sided p, scaled by :attr:`spend` at an interim look (so a
+        test passes the adjustment at the design's level exactly when it crosses its look's boundary)."""
+        return min(1.0, self.p_two_sided * self.spend)
+
+    @property
     def uninformative(self) -> bool:
         """Within noise, with a minimum detectable effect above the smallest effect of interest: these seeds
         could not have decided it."""
@@ -131,7 +142,8 @@ class Verdict:
             return ""
         seeds = f"{self.seeds} seed" + "s" * (self.seeds != 1)
         mde = f"; MDE {m.mde:.3g} > {self.sesoi:.3g}: uninformative" if self.uninformative else ""
-        return f"{m.text()}, {seeds}{mde}"
+        look = f"; {self.look}" if self.look else ""
+        return f"{m.text()}, {seeds}{look}{mde}"
 
 
 def stopped(verdict: Verdict, control: str, why: str) -> Verdict:

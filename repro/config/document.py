@@ -37,12 +37,31 @@ def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _count(value: Any, least: int = 1) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def _seeds(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    """A number of seeds (one look), or looks (repro.claims.sequential): ``{first: 3, max: 8}`` (first >= 2,
+    max > first) or ``{looks: [3, 5, 8]}`` (at least two, increasing, the first >= 2)."""
+    if isinstance(value, dict) and set(value) == {"first", "max"}:
+        return _count(value["first"], 2) and _count(value["max"]) and value["max"] > value["first"]
+    if isinstance(value, dict) and set(value) == {"looks"}:
+        looks = value["looks"]
+        return (
+            isinstance(looks, list)
+            and len(looks) >= 2
+            and all(_count(n, 2) for n in looks)
+            and all(a < b for a, b in zip(looks, looks[1:]))
+        )
+    return _count(value)
 
 
 def _seeds_message(value: Any) -> str:
-    return f"expected a positive number of seeds per grid cell, got {show(value)}"
+    return (
+        "expected a positive number of seeds per grid cell, or looks ({first: N, max: M} with 2 <= N < M, or "
+        f"{{looks: [N, ...]}}, increasing), got {show(value)}"
+    )
 
 
 Name = Annotated[str, expect(lambda v: isinstance(v, str), lambda v: f"expected a string, got {v!r}")]
@@ -50,7 +69,7 @@ Str = Annotated[str, BeforeValidator(str)]  # a claim's text and check: anything
 Text = Annotated[str, BeforeValidator(lambda v: str(v or ""))]  # description, notes: anything, as text (null: none)
 Strings = Annotated[list[str], expect(_strings, "expected a list of strings", empty=[])]
 Mapping = Annotated[dict, expect(lambda v: isinstance(v, dict), "expected a mapping", empty={})]
-Seeds = Annotated[int, expect(_seeds, _seeds_message)]
+Seeds = Annotated[int | dict, expect(_seeds, _seeds_message)]
 Split = Annotated[
     str,
     expect(

@@ -140,6 +140,7 @@ def _claims(
                 sesoi=claim.sesoi if claim.sesoi is not None else power.default_sesoi(check),
                 curves=curves,
                 same_code=derived.same_code,
+                looks=manifest.looks(scale),
             )
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, fill)

@@ -23,7 +23,7 @@ def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str
         and r.verdict.status in (verdicts.REPRODUCED, verdicts.NOT_REPRODUCED, verdicts.WITHIN_NOISE)
         and not (r.sanity or r.cost)
         and r.verdict.decided is not None  # judged by t: a margin measured (not an exact or bare truth)
-        and not math.isnan(r.verdict.p_two_sided)
+        and not math.isnan(r.verdict.p_family)
     ]
 
     def key(r: ClaimResult) -> tuple:
@@ -34,7 +34,7 @@ def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str
     for r in judged:  # a test reported twice (by two manifests) counts once, in the family that reports it first
         if key(r) not in seen:
             seen.add(key(r))
-            families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_two_sided
+            families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_family
     kept = {}
     for tests in families.values():
         holm, bh = stats.adjusted(list(tests.values()), alpha)
