@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from repro.claims import language, sequential, trajectory
+from repro.claims import language, power, sequential, trajectory
 from repro.claims.judge import judge
 from repro.claims.select import NotEvaluable, complete_seeds, matching_rows, run_ids, seed_means, seeds_of
 from repro.claims.stats import CONFIDENCE
@@ -76,7 +76,9 @@ def evaluate(
         look = f"look {k + 1} of {len(looks.counts)} ({looks.text()}): one-sided level {nominal:.3g}"
         spend, confidence = (1 - confidence) / nominal, 1 - nominal
     verdict = judge(check, means, frames, cell_keys, confidence)
-    verdict.sesoi = sesoi
+    band = verdict.decided.band if verdict.decided is not None else None
+    # none declared: a band's is its half-width (what it calls equivalent), else its metric's default
+    verdict.sesoi = sesoi if not math.isnan(sesoi) else band if band is not None else power.default_sesoi(check)
     if look:
         verdict.look, verdict.spend = look, spend
     reading = READING.get(verdict.status, (1 if verdict.holds else -1) if verdict.status == INDICATIVE else 0)

@@ -211,7 +211,22 @@ class _Judge:
             mde = two = flip = math.nan
         self.margins.append(
             Margin(
-                self.comparisons - 1, cell, m, lower, upper, n, k, status, ph, pf, mde, tuple(seeds), sides, two, flip
+                self.comparisons - 1,
+                cell,
+                m,
+                lower,
+                upper,
+                n,
+                k,
+                status,
+                ph,
+                pf,
+                mde,
+                tuple(seeds),
+                sides,
+                two,
+                flip,
+                se if n > 1 else math.nan,
             )
         )
 

@@ -35,14 +35,19 @@ def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str
         if key(r) not in seen:
             seen.add(key(r))
             families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_family
-    kept = {}
+    kept, bars = {}, {}
     for tests in families.values():
         holm, bh = stats.adjusted(list(tests.values()), alpha)
         kept |= {k: (h, b) for k, h, b in zip(tests, holm, bh)}
+        bars |= dict(zip(tests, stats.holm_levels(list(tests.values()), alpha)))
     for r in judged:
         h, b = kept[key(r)]
         found = r.verdict.status != verdicts.WITHIN_NOISE
         r.adjusted = tuple(r.verdict.status if found and ok else verdicts.WITHIN_NOISE for ok in (h, b))
+        # power at the level the verdict is read: Holm's bar on the p it is fed, as a one-sided level of
+        # its own test (a directional p is fed two-sided: half the bar; an interim look's p scaled by spend)
+        one_sided = bars[key(r)] / (1 if r.verdict.decided.band is not None else 2) / r.verdict.spend
+        r.verdict.read_at, r.verdict.shown = one_sided, r.adjusted[0]
     findings = [r for r in judged if r.verdict.status != verdicts.WITHIN_NOISE]
     directional = sum(1 for r in judged if r.verdict.decided.band is None)
     bands = len(judged) - directional

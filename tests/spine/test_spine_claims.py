@@ -388,7 +388,8 @@ def test_uninformative_is_judged_against_the_claims_smallest_effect_of_interest(
     assert coarse.status == "within noise" and not coarse.uninformative
     fine = gates.evaluate(WINS, noisy, ["model.span.kind"], sesoi=0.02)
     assert fine.uninformative and "MDE" in fine.effect and "> 0.02" in fine.effect
-    assert not gates.evaluate(WINS, noisy, ["model.span.kind"]).uninformative  # no smallest effect: not said
+    # none declared: the metric's default (0.02 bits), filled where the verdict is judged
+    assert gates.evaluate(WINS, noisy, ["model.span.kind"]).sesoi == 0.02
     from repro.claims.power import default_sesoi
 
     assert default_sesoi(WINS) == 0.02 and default_sesoi("avg_span[kind=adaptive] < 100") == 4.0
