@@ -163,7 +163,7 @@ class Verdict:
             return ""
         seeds = f"{self.seeds} seed" + "s" * (self.seeds != 1)
         at = f" at Holm's level {self.read_at:.2g}" if not math.isnan(self.read_at) else ""
-        mde = f"; MDE{at} {self.mde:.3g} > {self.sesoi:.3g}: uninformative" if self.uninformative else ""
+        mde = f"; MDE {self.mde:.3g}{at} > {self.sesoi:.3g}: uninformative" if self.uninformative else ""
         look = f"; {self.look}" if self.look else ""
         return f"{m.text()}, {seeds}{look}{mde}"
 

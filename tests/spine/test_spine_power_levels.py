@@ -57,7 +57,7 @@ def test_uninformative_is_judged_at_holms_level_where_the_verdict_leads_with_hol
     strong_bars = sorted(r.verdict.read_at for r in results[1:])
     assert strong_bars == pytest.approx([0.05 / 4 / 2, 0.05 / 3 / 2, 0.05 / 2 / 2])
     assert noisy.mde == pytest.approx(noisy.decided.mde_at(0.025)) and noisy.mde > noisy.decided.mde
-    assert noisy.uninformative and "MDE at Holm's level 0.025 0.0211 > 0.02: uninformative" in noisy.effect
+    assert noisy.uninformative and "MDE 0.0211 at Holm's level 0.025 > 0.02: uninformative" in noisy.effect
 
 
 def test_at_three_seeds_the_mde_is_itself_noisy():
