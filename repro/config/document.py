@@ -59,8 +59,8 @@ def _seeds(value: Any) -> bool:
 
 def _seeds_message(value: Any) -> str:
     return (
-        "expected a positive number of seeds per grid cell, or looks ({first: N, max: M} with 2 <= N < M, or "
-        f"{{looks: [N, ...]}}, increasing), got {show(value)}"
+        f"expected a positive number of seeds per grid cell, got {show(value)} (or looks: {{first: N, max: M}} "
+        "with 2 <= N < M, or {looks: [N, ...]}, increasing)"
     )
 
 
@@ -196,18 +196,28 @@ class Document(Section):
         _check_overrides(self.set, self.sweep)
         family = _family(self.base)
         for j, check in enumerate(self.requires):
-            _check_claim(f"requires[{j}]", check, family, self.split)
+            _check_claim(f"requires[{j}]", check, family)
         for i, claim in enumerate(self.claims):
             for j, check in enumerate(claim.requires):
-                _check_claim(f"claims[{i}].requires[{j}]", check, family, self.split)
+                _check_claim(f"claims[{i}].requires[{j}]", check, family)
             for j, check in enumerate(claim.controls):
-                _check_claim(f"claims[{i}].controls[{j}]", check, family, self.split)
-            _check_claim(f"claims[{i}]", claim.check, family, self.split)
+                _check_claim(f"claims[{i}].controls[{j}]", check, family)
+            _check_claim(f"claims[{i}]", claim.check, family)
         ids = self.claim_ids()
         if self.headline is not None and str(self.headline) not in ids:
             raise refuse(f"{self.headline!r} names no claim; claims: {', '.join(ids) or 'none'}", "headline")
         self._check_reference_runs()
         self._check_claim_cells()
+        for where, check in [(f"requires[{j}]", c) for j, c in enumerate(self.requires)] + [
+            (f"claims[{i}]{part}", c)
+            for i, claim in enumerate(self.claims)
+            for part, c in [
+                *((f".requires[{j}]", r) for j, r in enumerate(claim.requires)),
+                *((f".controls[{j}]", r) for j, r in enumerate(claim.controls)),
+                ("", claim.check),
+            ]
+        ]:
+            _check_split(where, check, self.split)
         return self
 
     def _check_reference_runs(self) -> None:
@@ -364,25 +374,28 @@ def _check_overrides(values: dict, axes: dict) -> None:
             raise refuse("expected a non-empty list of values", f"sweep.{key}")
 
 
-def _check_claim(where: str, check: str, family: str | None, split: str) -> None:
-    """A check that parses, names only metrics a run of ``family`` stores (or spec keys), and judges on the
-    manifest's declared ``split`` (a sanity check, that the model learned, may read either)."""
+def _check_claim(where: str, check: str, family: str | None) -> None:
+    """A check that parses and names only metrics a run of ``family`` stores (or spec keys)."""
     try:
         claims.parse(check)
         unknown = claim_checks.unknown_metrics(check, family)
-        other = claims.other_split(check, split)
     except claims.ClaimError as err:
         raise refuse(str(err), where) from None
+    for metric, close in unknown:
+        hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(metrics.names(family))}"
+        runs = f"{'an' if family[0] in 'aeiou' else 'a'} {family} run" if family else "any run"
+        raise refuse(f"metric {metric!r} is not stored by {runs}{hint}", where)
+
+
+def _check_split(where: str, check: str, split: str) -> None:
+    """A check judged on the manifest's declared ``split`` (a sanity check may read either)."""
+    other = claims.other_split(check, split)
     if other:
         raise refuse(
             f"names {other}, but the manifest judges its claims on the {split} split (top-level `split: "
             f"{split}`; one split per manifest: docs/reproducibility.md)",
             where,
         )
-    for metric, close in unknown:
-        hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(metrics.names(family))}"
-        runs = f"{'an' if family[0] in 'aeiou' else 'a'} {family} run" if family else "any run"
-        raise refuse(f"metric {metric!r} is not stored by {runs}{hint}", where)
 
 
 def _family(base: Any) -> str | None:
