@@ -6,9 +6,11 @@ verdict's ``held`` when it holds:
 - **preconditions** (``requires``): each must hold on *every* seed the claim pairs (a gate, never a seed
   mean); a claim that the models learned is no precondition of itself;
 - **controls** (``controls``): comparisons judged like the claim, at its seeds; a claim that reads
-  reproduced (or holds on one seed) stands only when each of its controls is reproduced too (e.g. adaptive
-  span must also beat a fixed S = R window, which a span stuck at R would be): a control within noise, not
-  reproduced or not trained makes it not evaluable, saying which;
+  reproduced *or not reproduced* (or either way on one seed) stands only when each of its controls is
+  reproduced too (e.g. adaptive span must also beat a fixed S = R window, which a span stuck at R would
+  be): a control within noise, not reproduced or not trained makes it not evaluable, saying which. Both
+  directions are gated alike, so a failing control never leaves a "not reproduced" standing (which would
+  bias the counts toward not reproduced);
 - **the initial-span control**: a claim on a span metric (:data:`language.INITIAL`) that would also hold
   with every learned span at its initial value (z = 0) says nothing about the penalty;
 - **the trajectory** (:mod:`repro.claims.trajectory`): a bits verdict must keep its sign along the paired
@@ -27,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from repro.claims import language, pairs, trajectory
+from repro.claims import language, pairs, power, sequential, trajectory
 from repro.claims.judge import judge
 from repro.claims.select import NotEvaluable, complete_seeds, matching_rows, run_ids, seed_means, seeds_of
 from repro.claims.stats import CONFIDENCE
@@ -53,6 +55,7 @@ def evaluate(
     sesoi: float = math.nan,
     curves: trajectory.Curves | None = None,
     computes: pairs.Computes | None = None,
+    looks: sequential.Looks | None = None,
 ) -> Verdict:
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
     metrics, ``train.seed`` for replicates, ``code_version`` and ``digest`` where known) after its
@@ -61,20 +64,34 @@ def evaluate(
     check, requires = language.compiled(check), [language.compiled(p) for p in requires]
     controls = [language.compiled(c) for c in controls]
     return _provenance(
-        lambda rows: _judged(check, rows, cell_keys, requires, confidence, controls, sesoi, curves), runs, computes
+        lambda rows: _judged(check, rows, cell_keys, requires, confidence, controls, sesoi, curves, looks),
+        runs,
+        computes,
     )
 
 
-def _judged(check, runs, cell_keys, requires, confidence, controls, sesoi, curves) -> Verdict:
+def _judged(check, runs, cell_keys, requires, confidence, controls, sesoi, curves, looks) -> Verdict:
     """The verdict of ``check`` on ``runs`` after its requirements and every gate but provenance."""
-    failed = [
-        p.text for p in requires if p.text != check.text and precondition(p, runs, cell_keys).status != REPRODUCED
-    ]
-    if failed:
-        return Verdict(NOT_EVALUABLE, failed_text([f"`{p}`" for p in failed]), failed=failed)
+    judged_first = {p.text: precondition(p, runs, cell_keys) for p in requires if p.text != check.text}
+    failed = [text for text, v in judged_first.items() if v.status != REPRODUCED]
+    if failed:  # its numbers with it: a premise that fails says by how much (issue 60)
+        numbers = "; ".join(f"`{p}`: {judged_first[p].detail}" for p in failed)
+        return Verdict(NOT_EVALUABLE, f"{failed_text([f'`{p}`' for p in failed])} ({numbers})", failed=failed)
     frames, means = paired(runs, cell_keys, [check])
+    look = ""
+    if looks is not None and looks.sequential:  # judged at the look its seeds reach (repro.claims.sequential)
+        if len(frames) > looks.counts[-1]:
+            frames = frames[: looks.counts[-1]]
+            means = seed_means(pd.concat(frames), cell_keys)
+        k, nominal = looks.reached(len(frames)), sequential.level(looks, len(frames), 1 - confidence)
+        look = f"look {k + 1} of {len(looks.counts)} ({looks.text()}): one-sided level {nominal:.3g}"
+        spend, confidence = (1 - confidence) / nominal, 1 - nominal
     verdict = judge(check, means, frames, cell_keys, confidence)
-    verdict.sesoi = sesoi
+    band = verdict.decided.band if verdict.decided is not None else None
+    # none declared: a band's is its half-width (what it calls equivalent), else its metric's default
+    verdict.sesoi = sesoi if not math.isnan(sesoi) else band if band is not None else power.default_sesoi(check)
+    if look:
+        verdict.look, verdict.spend = look, spend
     reading = READING.get(verdict.status, (1 if verdict.holds else -1) if verdict.status == INDICATIVE else 0)
     for gate in (
         lambda v: _controls(v, controls, runs, cell_keys, confidence, reading),
@@ -116,8 +133,8 @@ def precondition(check: str | language.Check, runs: pd.DataFrame, cell_keys: lis
 
 
 def _controls(verdict: Verdict, controls, runs, cell_keys, confidence, reading: int) -> Verdict:
-    """A claim that holds stands only when each control is reproduced (see the module docstring)."""
-    if reading <= 0:
+    """A claim that reads either way stands only when each control is reproduced (the module docstring)."""
+    if reading == 0:
         return verdict
     for control in map(language.compiled, controls):
         frames, means = paired(runs, cell_keys, [control])

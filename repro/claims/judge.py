@@ -24,7 +24,7 @@ import pandas as pd
 from repro.claims import language, stats
 from repro.claims.operators import EXACT, OPERATORS, band
 from repro.claims.select import NotEvaluable, as_series, matching_rows, select
-from repro.claims.values import aligned, evaluate, spread
+from repro.claims.values import aligned, evaluate, lowest, spread
 from repro.claims.verdict import INDICATIVE, NOT_EVALUABLE, STATUS, Margin, Verdict
 
 
@@ -77,8 +77,9 @@ def judge(
     try:
         mean = {f"_s{i}": select(means, cell_keys, m, f) for i, (m, f) in enumerate(selections)}
         per_seed = [{f"_s{i}": select(fr, cell_keys, m, f) for i, (m, f) in enumerate(selections)} for fr in frames]
+        body, picked_best = chosen(tree.body, mean)
         judged = _Judge(mean, per_seed, confidence, [selections[i][0] for i in range(len(selections))])
-        reading = judged.read(tree.body)
+        reading = judged.read(body)
     except NotEvaluable as why:
         return Verdict(NOT_EVALUABLE, str(why))
     except ZeroDivisionError:
@@ -91,6 +92,9 @@ def judge(
         )
     )
     detail = shown_values
+    for node in picked_best:  # the baseline best() chose, as the check writes it
+        i = _selection(node)
+        detail += f"; best: {language.shown(*selections[i]) if i is not None else ast.unparse(node)}"
     if n > 1 and margins and not gate:
         detail += "; margin " + "; ".join(m.text() for m in margins)
     if not gate:
@@ -207,12 +211,44 @@ class _Judge:
             mde = two = flip = math.nan
         self.margins.append(
             Margin(
-                self.comparisons - 1, cell, m, lower, upper, n, k, status, ph, pf, mde, tuple(seeds), sides, two, flip
+                self.comparisons - 1,
+                cell,
+                m,
+                lower,
+                upper,
+                n,
+                k,
+                status,
+                ph,
+                pf,
+                mde,
+                tuple(seeds),
+                sides,
+                two,
+                flip,
+                se if n > 1 else math.nan,
             )
         )
 
 
 BITS = ("valid_bits", "test_bits")
+
+
+def chosen(node: ast.AST, mean: dict[str, Any]) -> tuple[ast.AST, list[ast.AST]]:
+    """``node`` with each ``best(x, y, ...)`` replaced by the argument whose seed mean is lowest (chosen once,
+    on the means: then paired seed by seed like any selection), and the arguments chosen."""
+    picked: list[ast.AST] = []
+
+    class Best(ast.NodeTransformer):
+        def visit_Call(self, call: ast.Call) -> ast.AST:
+            self.generic_visit(call)
+            if call.func.id != "best" or not call.args:
+                return call
+            pick = call.args[lowest(tuple(evaluate(a, mean) for a in call.args))]
+            picked.append(pick)
+            return pick
+
+    return Best().visit(ast.parse(ast.unparse(node), mode="eval").body), picked
 
 
 def _selection(node: ast.AST) -> int | None:

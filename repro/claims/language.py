@@ -11,8 +11,10 @@ equal to it or ending in ``.key``) and yields their ``metric`` (a ``summary.json
 :mod:`repro.claims.derived`, or a dotted spec key such as ``model.span.ramp``), indexed by the grid keys
 the filters left free, in grid order. Two selections compare cell by cell on that index, so the second line
 holds when adaptive beats fixed at every span limit; a cell with two runs is an error, never paired by
-position. A selection of one run is a number. Functions: mean, min, max, abs, all, any, and first/last (the
-value at the first/last cell in grid order). ``abs(x) < k`` is a *band* (judged by two one-sided tests).
+position. A selection of one run is a number. Functions: mean, min, max, abs, all, any, first/last (the
+value at the first/last cell in grid order), and ``best(x, y, ...)``: the argument whose seed mean is lowest
+(the best baseline the manifest trains, chosen once on the means and then paired seed by seed, never a
+per-seed minimum, which would pick each seed's luckiest arm). ``abs(x) < k`` is a *band* (judged by two one-sided tests).
 The comparison operators and how each is judged are one table, :data:`repro.claims.operators.OPERATORS`.
 
 Words that expand into checks:
@@ -51,7 +53,7 @@ COST_METRICS = ("flops_per_token", "params", "peak_memory_bytes", "attn_keys_per
 USED_FRACTION = 0.25  # of blind - floor: a class counts as used once a quarter of its long-range bits is gained
 _WORDS = re.compile(r"\b(learned_test|learned|used)\[([^\[\]]*)\]")
 _SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\[([^\[\]]*)\]")
-FUNCTIONS = ("mean", "min", "max", "abs", "all", "any", "first", "last")
+FUNCTIONS = ("mean", "min", "max", "abs", "all", "any", "first", "last", "best")
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 _COMPARISONS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 TIMED = ("seconds_per_step", "train_seconds", "model_flops_per_second", "mfu")
@@ -162,6 +164,24 @@ def is_cost(check: str | Check) -> bool:
     return costly(body) or (
         isinstance(body, ast.BoolOp) and isinstance(body.op, ast.Or) and any(map(costly, body.values))
     )
+
+
+SPLITS = ("test", "valid")  # a manifest's declared split (the first: the default, as the papers report)
+
+
+def split_of(metric: str) -> str | None:
+    """The split a metric scores (``test_bits.long``: test), None for one that scores none."""
+    return next((s for s in SPLITS if metric.startswith(f"{s}_bits")), None)
+
+
+def other_split(check: str | Check, split: str) -> str | None:
+    """The first selection of ``check`` that scores a split other than ``split`` (as written), None when
+    there is none or the check is a sanity check (that the model learned: valid serves it as it serves
+    selection and curves)."""
+    parsed = compiled(check)
+    if is_sanity(parsed):
+        return None
+    return next((shown(m, f) for m, f in parsed.selections if split_of(m) not in (None, split)), None)
 
 
 FINDING, SANITY, COST = "finding", "sanity", "cost"

@@ -80,6 +80,26 @@ def bonferroni(p_values: list[float]) -> float:
     return min(1.0, len(finite) * min(finite)) if finite else math.nan
 
 
+def holm_levels(p_values: list[float], alpha: float = 1 - CONFIDENCE) -> list[float]:
+    """Holm's bar for each test, in the order given: alpha / (m - rank) at its rank in the sorted p values
+    (the level at which its adjusted verdict is read)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out = [alpha] * m
+    for rank, i in enumerate(order):
+        out[i] = alpha / (m - rank)
+    return out
+
+
+def noisy_mde(n: int) -> float:
+    """P(the estimated MDE exceeds the true one) at ``n`` seeds: the MDE scales with the sample sd, so it
+    is P(s > sigma) = P(chi2(n - 1) > n - 1) (3 seeds: e^-1 = 37%): a claim whose true MDE equals its
+    smallest effect of interest reads *uninformative* that often."""
+    from scipy.stats import chi2
+
+    return float(chi2.sf(n - 1, n - 1))
+
+
 def adjusted(p_values: list[float], alpha: float = 1 - CONFIDENCE) -> tuple[list[bool], list[bool]]:
     """Which of a family's tests stay significant at ``alpha`` after adjusting for their number: (Holm's
     step-down, which bounds the family-wise error; Benjamini-Hochberg's step-up, which bounds the false

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from repro.claims.stats import CONFIDENCE, POWER
+from repro.claims.stats import CONFIDENCE, POWER, detectable, detectable_band, noisy_mde
 
 REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INDICATIVE, NOT_EVALUABLE = (
     "reproduced",
@@ -28,9 +28,14 @@ def rule(confidence: float = CONFIDENCE) -> str:
         f"a one-sided paired t interval at {c} over the seeds, centred on the mean of the per-seed margins (a "
         f"band: two one-sided tests at {1 - confidence:.0%}, the {2 * confidence - 1:.0%} interval): reproduced "
         f"when it clears the claim's threshold, not reproduced when it clears the opposite, within noise otherwise "
-        f"(uninformative when its minimum detectable effect at {POWER:.0%} power exceeds the claim's smallest "
-        f"effect of interest); parts of an `or`, the failing side of an `and` and the cells of a cell-wise claim "
-        f"are Bonferroni-corrected inside the claim; [lower, upper] are its bounds on the margin (positive favours "
+        f"(uninformative when its minimum detectable effect at {POWER:.0%} power, at the level the verdict is "
+        f"read, Holm's in REPORT.md, exceeds the claim's smallest effect of interest, a band's its half-width; "
+        f"the MDE is itself estimated from the seeds' spread: at 3 seeds a claim whose true MDE equals its "
+        f"smallest effect reads uninformative {noisy_mde(3):.0%} of the time); parts of an `or`, the failing side of an `and` and the cells of a cell-wise claim "
+        f"are Bonferroni-corrected inside the claim; a scale that declares looks (seeds: {{first, max}}) is judged "
+        f"at the look its stored seeds reach, at that look's one-sided level from a Pocock-type Lan-DeMets "
+        f"alpha-spending boundary over its looks (the line states it; its p is scaled alike for the family "
+        f"adjustment); [lower, upper] are its bounds on the margin (positive favours "
         f"the claim); one seed: indicative; a precondition must hold on every seed, a control must be reproduced, "
         f"a bits verdict must keep its sign along the training curves, and a seed whose arms ran different or "
         f"uncommitted code is dropped (the verdict says which)"
@@ -56,6 +61,15 @@ class Margin:
     sides: tuple[int | None, int | None] = (None, None)  # the selections (claimed-lower, baseline) of a bits comparison
     p_two_sided: float = math.nan  # of a zero margin: what a family adjustment is fed
     p_sign_flip: float = math.nan  # the exact sign-flip permutation p of the reading's direction
+    se: float = math.nan  # the standard error of the mean margin (NaN: one seed)
+
+    def mde_at(self, level: float) -> float:
+        """The minimum detectable effect at :data:`POWER` of a one-sided test at ``level`` (a band: of
+        its two one-sided tests at ``level``)."""
+        if self.n < 2 or math.isnan(self.se):
+            return math.nan
+        confidence = 1 - level
+        return (detectable(self.n, confidence) if self.band is None else detectable_band(self.n, confidence)) * self.se
 
     def text(self) -> str:
         where = f"{self.cell}: " if self.cell else ""
@@ -91,6 +105,10 @@ class Verdict:
     sesoi: float = math.nan  # the smallest effect of interest the claim declares (or its metric's default)
     held: list[str] = field(default_factory=list)  # the gates and controls it passed, each with its numbers
     dropped: list[str] = field(default_factory=list)  # the seeds its provenance left out, each with why
+    read_at: float = math.nan  # the one-sided level of the verdict shown (Holm's, set by REPORT.md's adjustment)
+    shown: str = ""  # the verdict the line leads with (Holm's), where it differs from ``status``
+    look: str = ""  # a sequential design's look it was judged at, and that look's level (repro.claims.sequential)
+    spend: float = 1.0  # the design's level over the look's: a family adjustment is fed p_two_sided times this
 
     @property
     def decided(self) -> Margin | None:
@@ -118,11 +136,25 @@ class Verdict:
         return min(1.0, 2 * min(self.p_holds, self.p_fails))
 
     @property
-    def uninformative(self) -> bool:
-        """Within noise, with a minimum detectable effect above the smallest effect of interest: these seeds
-        could not have decided it."""
+    def p_family(self) -> float:
+        """What a family adjustment is fed: the two-sided p, scaled by :attr:`spend` at an interim look (so a
+        test passes the adjustment at the design's level exactly when it crosses its look's boundary)."""
+        return min(1.0, self.p_two_sided * self.spend)
+
+    @property
+    def mde(self) -> float:
+        """The decided margin's minimum detectable effect at the level the verdict is read: Holm's where
+        REPORT.md adjusted it (:attr:`read_at`), else the claim's own."""
         m = self.decided
-        return self.status == WITHIN_NOISE and m is not None and m.mde > self.sesoi
+        if m is None:
+            return math.nan
+        return m.mde if math.isnan(self.read_at) else m.mde_at(self.read_at)
+
+    @property
+    def uninformative(self) -> bool:
+        """Within noise as shown, with a minimum detectable effect (at the level it is read) above the
+        smallest effect of interest: these seeds could not have decided it."""
+        return (self.shown or self.status) == WITHIN_NOISE and self.mde > self.sesoi
 
     @property
     def effect(self) -> str:
@@ -132,13 +164,15 @@ class Verdict:
         if m is None:
             return ""
         seeds = f"{self.seeds} seed" + "s" * (self.seeds != 1)
-        mde = f"; MDE {m.mde:.3g} > {self.sesoi:.3g}: uninformative" if self.uninformative else ""
-        return f"{m.text()}, {seeds}{mde}"
+        at = f" at Holm's level {self.read_at:.2g}" if not math.isnan(self.read_at) else ""
+        mde = f"; MDE {self.mde:.3g}{at} > {self.sesoi:.3g}: uninformative" if self.uninformative else ""
+        look = f"; {self.look}" if self.look else ""
+        return f"{m.text()}, {seeds}{look}{mde}"
 
 
 def stopped(verdict: Verdict, control: str, why: str) -> Verdict:
     """``verdict`` made not evaluable by the gate ``control``, saying why and what it was judged."""
-    detail = f"{why}; as judged: {verdict.effect or verdict.detail}"
+    detail = f"{why}; as judged ({verdict.status}): {verdict.effect or verdict.detail}"
     return replace(verdict, status=NOT_EVALUABLE, detail=detail, control=control, holds=None)
 
 

@@ -37,12 +37,31 @@ def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _count(value: Any, least: int = 1) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def _seeds(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    """A number of seeds (one look), or looks (repro.claims.sequential): ``{first: 3, max: 8}`` (first >= 2,
+    max > first) or ``{looks: [3, 5, 8]}`` (at least two, increasing, the first >= 2)."""
+    if isinstance(value, dict) and set(value) == {"first", "max"}:
+        return _count(value["first"], 2) and _count(value["max"]) and value["max"] > value["first"]
+    if isinstance(value, dict) and set(value) == {"looks"}:
+        looks = value["looks"]
+        return (
+            isinstance(looks, list)
+            and len(looks) >= 2
+            and all(_count(n, 2) for n in looks)
+            and all(a < b for a, b in zip(looks, looks[1:]))
+        )
+    return _count(value)
 
 
 def _seeds_message(value: Any) -> str:
-    return f"expected a positive number of seeds per grid cell, got {show(value)}"
+    return (
+        f"expected a positive number of seeds per grid cell, got {show(value)} (or looks: {{first: N, max: M}} "
+        "with 2 <= N < M, or {looks: [N, ...]}, increasing)"
+    )
 
 
 Name = Annotated[str, expect(lambda v: isinstance(v, str), lambda v: f"expected a string, got {v!r}")]
@@ -50,7 +69,13 @@ Str = Annotated[str, BeforeValidator(str)]  # a claim's text and check: anything
 Text = Annotated[str, BeforeValidator(lambda v: str(v or ""))]  # description, notes: anything, as text (null: none)
 Strings = Annotated[list[str], expect(_strings, "expected a list of strings", empty=[])]
 Mapping = Annotated[dict, expect(lambda v: isinstance(v, dict), "expected a mapping", empty={})]
-Seeds = Annotated[int, expect(_seeds, _seeds_message)]
+Seeds = Annotated[int | dict, expect(_seeds, _seeds_message)]
+Split = Annotated[
+    str,
+    expect(
+        lambda v: v in claims.SPLITS, f"expected one of {', '.join(claims.SPLITS)} (the split claims are judged on)"
+    ),
+]
 Scale = Annotated[dict, expect(lambda v: isinstance(v, dict), "expected a mapping of overrides")]
 
 
@@ -129,6 +154,7 @@ class Document(Section):
     set: Mapping = Field(default_factory=dict)
     sweep: Mapping = Field(default_factory=dict)
     seeds: Seeds = 1
+    split: Split = claims.SPLITS[0]  # the one split every claim is judged on (test, as the papers report)
     renders: Strings = Field(default_factory=list)
     analysis: Strings = Field(default_factory=list)  # absolute paths (read resolves them)
     requires: Strings = Field(default_factory=list)
@@ -182,6 +208,16 @@ class Document(Section):
             raise refuse(f"{self.headline!r} names no claim; claims: {', '.join(ids) or 'none'}", "headline")
         self._check_reference_runs()
         self._check_claim_cells()
+        for where, check in [(f"requires[{j}]", c) for j, c in enumerate(self.requires)] + [
+            (f"claims[{i}]{part}", c)
+            for i, claim in enumerate(self.claims)
+            for part, c in [
+                *((f".requires[{j}]", r) for j, r in enumerate(claim.requires)),
+                *((f".controls[{j}]", r) for j, r in enumerate(claim.controls)),
+                ("", claim.check),
+            ]
+        ]:
+            _check_split(where, check, self.split)
         return self
 
     def _check_reference_runs(self) -> None:
@@ -349,6 +385,17 @@ def _check_claim(where: str, check: str, family: str | None) -> None:
         hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(metrics.names(family))}"
         runs = f"{'an' if family[0] in 'aeiou' else 'a'} {family} run" if family else "any run"
         raise refuse(f"metric {metric!r} is not stored by {runs}{hint}", where)
+
+
+def _check_split(where: str, check: str, split: str) -> None:
+    """A check judged on the manifest's declared ``split`` (a sanity check may read either)."""
+    other = claims.other_split(check, split)
+    if other:
+        raise refuse(
+            f"names {other}, but the manifest judges its claims on the {split} split (top-level `split: "
+            f"{split}`; one split per manifest: docs/reproducibility.md)",
+            where,
+        )
 
 
 def _family(base: Any) -> str | None:

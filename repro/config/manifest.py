@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.bounds import MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
+from repro.claims.sequential import Looks, looks_of
 from repro.config import claim_checks, fields
 from repro.config.access import NONE, Access
 from repro.config.cells import cell_text
@@ -101,7 +102,8 @@ class Manifest:
     set: dict[str, Any] = field(default_factory=dict)  # dotted key -> the value of every run
     sweep: dict[str, list[Any]] = field(default_factory=dict)  # dotted key -> an axis of every scale's grid
     args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
-    seeds: int = 1  # replicates of every grid cell (a scale's `seeds` replaces it at that scale)
+    seeds: int | dict = 1  # replicates of every grid cell, or its looks (a scale's `seeds` replaces it there)
+    split: str = "test"  # the one split its claims are judged on (repro.claims.language.SPLITS)
     folders: list[Path] = field(default_factory=list)  # of the files merged into it: where it may read
     headline: str | None = None  # the claim id REPORT.md's first table shows (default: the first finding)
     access: Access = NONE  # the folders the user allowed beyond its own (--allow-read, --trust-code)
@@ -140,8 +142,12 @@ class Manifest:
         return out
 
     def replicates(self, scale: str) -> int:
-        """How many seeds each grid cell runs at ``scale``."""
-        return int(self.scales.get(scale, {}).get("seeds") or self.seeds)
+        """How many seeds each grid cell runs at ``scale`` (with looks declared: the first look's)."""
+        return self.looks(scale).counts[0]
+
+    def looks(self, scale: str) -> Looks:
+        """The seed counts at which ``scale``'s verdicts may be read (repro.claims.sequential)."""
+        return looks_of(self.scales.get(scale, {}).get("seeds") or self.seeds)
 
     def expand(self, scale: str, seeds: int | None = None) -> list[RunSpec]:
         """Every run of the manifest at ``scale``: each grid cell in grid order (a derived manifest's: those
@@ -149,6 +155,12 @@ class Manifest:
         :meth:`replicates`) the same cells again with ``train.seed`` + 1, + 2, ... The first replicate is
         the spec itself, so its run id is the one a single-seed manifest gives."""
         cells, left = self._expand(scale)
+        last = self.looks(scale).counts[-1]
+        if seeds is not None and self.looks(scale).sequential and seeds > last:
+            raise ManifestError(
+                f"{self.name}: --seeds {seeds} is beyond the last look its scale {scale} declares ({last} seeds: "
+                f"{self.looks(scale).text()}); training more would be a look no boundary spends for"
+            )
         if left and not cells:
             raise left[0][1]
         out = list(cells)
@@ -397,6 +409,7 @@ def build(
         args=list(args),
         folders=list(dict.fromkeys([path.resolve().parent, *folders])),
         seeds=doc.seeds,
+        split=doc.split,
         headline=None if doc.headline is None else str(doc.headline),
         access=access,
     )

@@ -14,12 +14,13 @@ suffixes, an empty match fits every run) and shows ``paper <metric>`` beside its
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import pandas as pd
 
-from repro.claims import gates, language, power
+from repro.claims import gates, language
 from repro.claims import verdict as verdicts
 from repro.claims.select import SEED, seed_means
 from repro.config import lookup
@@ -137,9 +138,10 @@ def _claims(
                 [checks[p] for p in claim.requires],
                 confidence,
                 controls=[checks[c] for c in claim.controls],
-                sesoi=claim.sesoi if claim.sesoi is not None else power.default_sesoi(check),
+                sesoi=claim.sesoi if claim.sesoi is not None else math.nan,  # a band's: its half-width
                 curves=curves,
                 computes=computes,
+                looks=manifest.looks(scale),
             )
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, fill)

@@ -23,7 +23,7 @@ def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str
         and r.verdict.status in (verdicts.REPRODUCED, verdicts.NOT_REPRODUCED, verdicts.WITHIN_NOISE)
         and not (r.sanity or r.cost)
         and r.verdict.decided is not None  # judged by t: a margin measured (not an exact or bare truth)
-        and not math.isnan(r.verdict.p_two_sided)
+        and not math.isnan(r.verdict.p_family)
     ]
 
     def key(r: ClaimResult) -> tuple:
@@ -34,15 +34,20 @@ def multiplicity(results: list[ClaimResult], alpha: float, papers: dict[str, str
     for r in judged:  # a test reported twice (by two manifests) counts once, in the family that reports it first
         if key(r) not in seen:
             seen.add(key(r))
-            families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_two_sided
-    kept = {}
+            families.setdefault((papers.get(r.manifest, "?"), r.scale), {})[key(r)] = r.verdict.p_family
+    kept, bars = {}, {}
     for tests in families.values():
         holm, bh = stats.adjusted(list(tests.values()), alpha)
         kept |= {k: (h, b) for k, h, b in zip(tests, holm, bh)}
+        bars |= dict(zip(tests, stats.holm_levels(list(tests.values()), alpha)))
     for r in judged:
         h, b = kept[key(r)]
         found = r.verdict.status != verdicts.WITHIN_NOISE
         r.adjusted = tuple(r.verdict.status if found and ok else verdicts.WITHIN_NOISE for ok in (h, b))
+        # power at the level the verdict is read: Holm's bar on the p it is fed, as a one-sided level of
+        # its own test (a directional p is fed two-sided: half the bar; an interim look's p scaled by spend)
+        one_sided = bars[key(r)] / (1 if r.verdict.decided.band is not None else 2) / r.verdict.spend
+        r.verdict.read_at, r.verdict.shown = one_sided, r.adjusted[0]
     findings = [r for r in judged if r.verdict.status != verdicts.WITHIN_NOISE]
     directional = sum(1 for r in judged if r.verdict.decided.band is None)
     bands = len(judged) - directional

@@ -85,7 +85,7 @@ def claims_csv(results: list[ClaimResult]) -> str:
                 "p two-sided": r.verdict.p_two_sided,
                 "p sign-flip": r.verdict.decided.p_sign_flip if r.verdict.decided else math.nan,
                 "sesoi": r.verdict.sesoi,
-                "mde": r.verdict.decided.mde if r.verdict.decided else math.nan,
+                "mde": r.verdict.mde,
                 "uninformative": r.verdict.uninformative,
                 "effect": r.verdict.effect,
                 "failed preconditions": "; ".join(r.verdict.failed),

@@ -70,6 +70,7 @@ class ClaimResult:
         v = self.verdict
         if v.failed:
             why = verdicts.failed_text([labels.get(p, f"`{p}`") for p in v.failed])
+            why += v.detail.removeprefix(verdicts.failed_text([f"`{p}`" for p in v.failed]))  # its numbers
         elif v.status == verdicts.NOT_EVALUABLE:
             why = v.detail
         elif v.status == verdicts.INDICATIVE:

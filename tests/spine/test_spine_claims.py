@@ -388,7 +388,8 @@ def test_uninformative_is_judged_against_the_claims_smallest_effect_of_interest(
     assert coarse.status == "within noise" and not coarse.uninformative
     fine = gates.evaluate(WINS, noisy, ["model.span.kind"], sesoi=0.02)
     assert fine.uninformative and "MDE" in fine.effect and "> 0.02" in fine.effect
-    assert not gates.evaluate(WINS, noisy, ["model.span.kind"]).uninformative  # no smallest effect: not said
+    # none declared: the metric's default (0.02 bits), filled where the verdict is judged
+    assert gates.evaluate(WINS, noisy, ["model.span.kind"]).sesoi == 0.02
     from repro.claims.power import default_sesoi
 
     assert default_sesoi(WINS) == 0.02 and default_sesoi("avg_span[kind=adaptive] < 100") == 4.0
@@ -505,9 +506,13 @@ def test_a_reproduced_claim_stands_only_when_its_controls_are_reproduced():
     assert held.status == "reproduced" and held.held and control in held.held[0]
     untrained = gates.evaluate(WINS, runs[runs["model.span.kind"] != "window"], ["model.span.kind"], controls=[control])
     assert untrained.status == "not evaluable" and "no run matches" in untrained.detail
-    # a claim that fails needs no control to say so
+    # a claim that fails is gated alike: its failing control stops a "not reproduced" too (issue 60)
     lost = gates.evaluate(WINS.replace("<", ">"), runs, ["model.span.kind"], controls=[control])
-    assert lost.status == "not reproduced"
+    assert lost.status == "not evaluable" and lost.control == "control"
+    assert "as judged (not reproduced)" in lost.detail
+    assert gates.evaluate(WINS.replace("<", ">"), beaten, ["model.span.kind"], controls=[control]).status == (
+        "not reproduced"
+    )
 
 
 def test_provenance_drops_the_seeds_whose_arms_ran_other_code_and_judges_the_seeds_left():
@@ -636,3 +641,31 @@ def test_an_arm_at_chance_by_design_does_not_block_the_arm_that_must_learn():
     check, keys = "valid_bits.long[limit=160] <= valid_bits.long[limit=96] - 2", ["model.span.limit"]
     assert gates.evaluate(check, runs, keys, ["learned[]"]).status == "not evaluable"
     assert gates.evaluate(check, runs, keys, ["learned[limit=160]"]).status == "reproduced"
+
+
+def test_best_picks_the_baseline_with_the_lowest_seed_mean_then_pairs_it_seed_by_seed():
+    """as-table1's adaptive-beats-fixed compares against the best fixed span the manifest trains (issue 60):
+    chosen once on the means, never each seed's luckiest arm."""
+    runs = _replicated(
+        {"adaptive": [2.0, 2.02, 2.01], "fixed": [2.2, 2.25, 2.21], "window": [2.05, 1.9, 2.09]}, "test_bits"
+    )
+    check = "test_bits[kind=adaptive] < best(test_bits[kind=fixed], test_bits[kind=window])"
+    verdict = gates.evaluate(check, runs, ["model.span.kind"])
+    assert "best: test_bits[kind=window]" in verdict.detail
+    # paired with the window's own seeds: margins +0.05, -0.12, +0.08 (within noise), not a per-seed minimum
+    assert verdict.status == "within noise"
+    assert verdict.decided.per_seed == pytest.approx((0.05, -0.12, 0.08))
+
+
+def test_a_failing_premise_makes_the_claim_not_evaluable_with_its_numbers_on_the_line():
+    """A fixed-span baseline that does not use its context (its bits rise with S) is no baseline: the
+    claim reads "not evaluable: premise fails (numbers)", whichever way it would have read (issue 60)."""
+    from repro.report.results import ClaimResult
+
+    runs = _replicated({"adaptive": [2.0, 2.02, 2.01], "fixed": [2.2, 2.25, 2.21], "window": [2.1, 2.12, 2.11]})
+    premise = "valid_bits[kind=fixed] <= valid_bits[kind=window]"
+    for check in (WINS, WINS.replace("<", ">")):
+        verdict = gates.evaluate(check, runs, ["model.span.kind"], requires=[premise])
+        assert verdict.status == "not evaluable" and verdict.failed == [premise]
+        line = ClaimResult("m", "cpu", "c", "", check, verdict).line({premise: "P1"})
+        assert "precondition P1 fails (" in line and "2.22 ± 0.026" in line and "fails on seeds 0, 1, 2 of 3" in line

@@ -175,3 +175,24 @@ def test_option_values_are_refused_as_they_are_parsed(capsys, tmp_path, write_ma
     code, _, err = run_cli(capsys, "--results", str(tmp_path / "results"), "run", str(write_manifest()), *argv)
     assert_clean_error(code, err, line, tmp_path / "results")
     assert err.strip() == line
+
+
+def test_a_claim_on_another_split_than_the_manifests_is_refused_in_one_line(capsys, tmp_path, write_manifest):
+    """One split per manifest (issue 60): judging one claim on test and its sibling on valid is a forking
+    path. A claim naming the other split is refused (exit 2); a sanity check (``learned``) may read valid."""
+    grid = "grid:\n  model.pattern: [dense, strided]\n"
+    claims = (
+        "claims:\n"
+        '  - {id: a, check: "test_bits[pattern=strided] < test_bits[pattern=dense]", requires: ["learned[]"]}\n'
+        '  - {id: b, check: "valid_bits[pattern=strided] < valid_bits[pattern=dense]"}\n'
+    )
+    path = write_manifest(tiny_manifest(tmp_path / "corpus.txt", grid=grid, claims=claims))
+    code, _, err = run_cli(capsys, "validate", str(path))
+    expected = f"{path}: claims[1]: names valid_bits[pattern=strided], but the manifest judges its claims on the test"
+    assert_clean_error(code, err, expected, tmp_path / "results")
+    path.write_text(path.read_text().replace("claims:\n", "split: valid\nclaims:\n"))
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert_clean_error(code, err, f"{path}: claims[0]: names test_bits[pattern=strided], but", tmp_path / "results")
+    path.write_text(path.read_text().replace("split: valid", "split: dev"))
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert_clean_error(code, err, f"{path}: split: expected one of test, valid", tmp_path / "results")
