@@ -54,6 +54,10 @@ PACKAGE = "repro"
 MODELS = "repro.models"
 PRETRAINED = "repro.pretrained"  # a root only for a run that scores the authors' weights (train.weights)
 BODY = "<body>"  # the name of a module's body unit
+# Where a run starts: a trained run (settling, data, the training step, the final scoring), and a run that
+# scores the authors' weights. Both names have held since the runs of 2026-12-01; a commit without one
+# roots the run at every numbers module instead (module docstring).
+ENTRIES = ("repro.train.runner.run_spec", "repro.pretrained.imported.score")
 
 # What of the package cannot change a run's numbers (its trained weights, its scores): the code that
 # reports, prints, tracks, benchmarks, re-executes or names runs. Listed by exclusion, with the names
@@ -94,6 +98,8 @@ NOT_NUMBERS = (
     "repro/replay/retrain.py",
     "repro/replay/replace.py",
     "repro/sample",
+    "repro/files",  # atomic writes, locks, bounded reads: where finished numbers are written, not what they are
+    "repro/store/runs.py",  # a run's folder: its files written, read back, listed and locked
     "repro/store/index.py",  # a cache of what a scan read
     "repro/store/provenance.py",
     "repro/store/digest.py",
@@ -174,13 +180,13 @@ def _git(repo: Path, args: list[str], commit: str, stdin: bytes | None = None) -
 @dataclass
 class Unit:
     """One unit: its hash, the package names it refers to (dotted, unresolved), its string constants,
-    and for a dispatch table, its entries (key -> the names its value refers to)."""
+    and for a table, its entries (key -> the hash of the entry and the names its value refers to)."""
 
     module: str
     hash: str = ""
     refs: set[str] = field(default_factory=set)
     strings: set[str] = field(default_factory=set)
-    entries: dict[str, set[str]] | None = None
+    entries: dict[str, tuple[str, set[str]]] | None = None
 
 
 @dataclass
@@ -260,16 +266,25 @@ def _docstring(node: ast.AST) -> bool:
 
 
 class Program:
-    """The package's modules at one version of the code, and the hash of each unit (computed once)."""
+    """The package's modules at one version of the code, and the hash of each unit (computed once, when a
+    closure first reaches it: a run reaches a fifth of the package's units)."""
 
     def __init__(self, files: dict[str, str]):
         self.modules = {m.name: m for m in (parse(p, t) for p, t in files.items() if p.endswith(".py"))}
-        self.units: dict[str, Unit] = {}
-        for module in self.modules.values():
-            if module.whole is not None:
-                self.units[f"{module.name}.{BODY}"] = Unit(module.name, _sha(module.whole))
-            for name, nodes in module.units.items():
-                self.units[f"{module.name}.{name}"] = _Normaliser(self, module).unit(nodes)
+        self._units: dict[str, Unit] = {}
+
+    def unit(self, name: str) -> Unit | None:
+        """The unit of qualified ``name`` (None: no such unit)."""
+        if name not in self._units:
+            owner, _, attr = name.rpartition(".")
+            module = self.modules.get(owner)
+            if module is not None and attr == BODY and module.whole is not None:
+                self._units[name] = Unit(owner, _sha(module.whole))
+            elif module is not None and attr in module.units:
+                self._units[name] = _Normaliser(self, module).unit(module.units[attr])
+            else:
+                return None
+        return self._units[name]
 
     def resolve(self, dotted: str, depth: int = 0) -> tuple[str, str] | None:
         """``("unit", qualified name)``, ``("module", name)`` or None (not the package's, or unknown)."""
@@ -324,37 +339,50 @@ class _Normaliser(ast.NodeTransformer):
                 if isinstance(inner, ast.Import | ast.ImportFrom):
                     self.aliases.update(_imports(inner, self.module))
         out = Unit(self.module.name)
-        if len(nodes) == 1 and self._table(nodes[0]):  # refs, strings: its annotation's; entries: by key
-            value, annotation = nodes[0].value, getattr(nodes[0], "annotation", None)
-            out.entries = {k.value: self._collect(v)[0] for k, v in zip(value.keys, value.values, strict=True)}
-            out.refs, out.strings = self._collect(annotation) if annotation is not None else (set(), set())
+        items = self._table(nodes[0]) if len(nodes) == 1 else None
+        if items is not None:  # hashed entry by entry: an entry counts only where a run reaches it
+            out.entries = {}
+            for key, value in items:
+                refs, _, dump = self._collect(value)
+                out.entries[key] = (_sha(f"{key}\n{dump}"), refs)
+            out.hash = _sha(f"table {' '.join(_targets(nodes[0]))}")
+            return out
         dumps = []
         for node in nodes:  # rewritten in place, once: a statement that binds several names is copied
             shared = len(_targets(node)) > 1
             dumps.append(ast.dump(self.visit(_copy(node) if shared else node), include_attributes=False))
-        if out.entries is None:
-            out.refs, out.strings = self.refs, self.strings
+        out.refs, out.strings = self.refs, self.strings
         out.hash = _sha("\n".join(dumps))
         return out
 
-    def _collect(self, node: ast.AST) -> tuple[set[str], set[str]]:
-        """The references and strings of one expression of this unit."""
+    def _collect(self, node: ast.AST) -> tuple[set[str], set[str], str]:
+        """The references, strings and normalised dump of one expression of this unit."""
         inner = _Normaliser(self.program, self.module)
         inner.aliases = self.aliases
-        inner.visit(_copy(node))
-        return inner.refs, inner.strings
+        dump = ast.dump(inner.visit(_copy(node)), include_attributes=False)
+        return inner.refs, inner.strings, dump
 
-    def _table(self, node: ast.AST) -> bool:
-        """A dispatch table: ``NAME = {"key": package function or class, ...}``."""
+    def _table(self, node: ast.AST) -> list[tuple[str, ast.AST]] | None:
+        """A table's (key, entry) pairs, or None: not a table. Two shapes are tables: a dispatch dict
+        ``NAME = {"key": package function or class, ...}`` (``SPAN_KINDS``), and a tuple or list of rows
+        each keyed by a ``name`` string, ``dict(name="key", ...)`` or ``{"name": "key", ...}`` (the data
+        catalog's ``_ROWS``)."""
         value = getattr(node, "value", None)
-        if not isinstance(node, ast.Assign | ast.AnnAssign) or not isinstance(value, ast.Dict) or not value.keys:
-            return False
-        for key, item in zip(value.keys, value.values, strict=True):
-            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-                return False
-            if not isinstance(item, ast.Name | ast.Attribute) or self._target(item) is None:
-                return False
-        return True
+        if not isinstance(node, ast.Assign | ast.AnnAssign):
+            return None
+        if isinstance(value, ast.Dict) and value.keys:
+            pairs = []
+            for key, item in zip(value.keys, value.values, strict=True):
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    return None
+                if not isinstance(item, ast.Name | ast.Attribute) or self._target(item) is None:
+                    return None
+                pairs.append((key.value, item))
+            return pairs
+        if isinstance(value, ast.Tuple | ast.List) and value.elts:
+            rows = [(_row_name(e), e) for e in value.elts]
+            return rows if all(k is not None for k, _ in rows) and len({k for k, _ in rows}) == len(rows) else None
+        return None
 
     def _target(self, node: ast.AST) -> tuple[str, list[str]] | None:
         """The dotted name a Name/Attribute chain refers to through this module's namespace, and how many
@@ -408,9 +436,14 @@ class _Normaliser(ast.NodeTransformer):
 
     def visit_FunctionDef(self, node):
         _strip_docstring(node)
+        _strip_annotations(node)
         return self._scoped(node, _bound(node))
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node):  # a type names no code that runs: a bare annotation is dropped
+        node.annotation = ast.Constant(None)
+        return self.generic_visit(node)
 
     def visit_Lambda(self, node):
         return self._scoped(node, _bound(node))
@@ -450,6 +483,19 @@ class _Normaliser(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
+def _row_name(node: ast.AST) -> str | None:
+    """The ``name`` of a catalog row, ``dict(name="x", ...)`` or ``{"name": "x", ...}`` (None: not a row)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        found = [k.value for k in node.keywords if k.arg == "name"]
+    elif isinstance(node, ast.Dict):
+        found = [
+            v for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant) and k.value == "name"
+        ]
+    else:
+        return None
+    return found[0].value if found and isinstance(found[0], ast.Constant) and isinstance(found[0].value, str) else None
+
+
 def _copy(node: ast.AST) -> ast.AST:
     return copy.deepcopy(node)  # the transformer rewrites in place; the module's tree stays as parsed
 
@@ -458,6 +504,16 @@ def _rebuild(base: ast.expr, attrs: list[str]) -> ast.expr:
     for attr in attrs:
         base = ast.Attribute(value=base, attr=attr, ctx=ast.Load())
     return base
+
+
+def _strip_annotations(node) -> None:
+    """A function's argument and return annotations removed: types are not executed (postponed, as every
+    module of the package imports ``annotations`` from ``__future__``), so they reach no unit."""
+    args = node.args
+    for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+        if arg is not None:
+            arg.annotation = None
+    node.returns = None
 
 
 def _strip_docstring(node) -> None:
@@ -511,13 +567,21 @@ def _spec_strings(value: Any) -> Iterator[str]:
 
 
 def roots(program: Program, spec: dict[str, Any]) -> tuple[list[str], bool]:
-    """The root units for ``spec`` and whether the family module was found (False: every models unit)."""
-    out = []
+    """The root units for ``spec`` and whether the family module was found (False: every models unit).
+
+    The entry a run starts from (:data:`ENTRIES`: training, or scoring the authors' weights), or where a
+    commit has no such entry, every unit of every numbers module outside ``repro/models/``; then the
+    spec's family module and, for the family that picks its attention by name, that attention's file."""
     weights = (spec.get("train") or {}).get("weights")  # the authors' weights, scored (repro.pretrained)
-    for name, module in program.modules.items():
-        inside = [p for p in (MODELS, *([] if weights else [PRETRAINED])) if name == p or name.startswith(f"{p}.")]
-        if counts(module.path) and not inside:
-            out += program.module_units(name)
+    entry = ENTRIES[1] if weights else ENTRIES[0]
+    if program.unit(entry) is not None:
+        out = [entry]
+    else:
+        out = []
+        for name, module in program.modules.items():
+            skipped = (MODELS, *([] if weights else [PRETRAINED]))
+            if counts(module.path) and not any(name == p or name.startswith(f"{p}.") for p in skipped):
+                out += program.module_units(name)
     model = spec.get("model") or {}
     family = f"{MODELS}.{model.get('family')}"
     if family not in program.modules:
@@ -534,7 +598,7 @@ def roots(program: Program, spec: dict[str, Any]) -> tuple[list[str], bool]:
 
 
 def closure(program: Program, spec: dict[str, Any]) -> set[str]:
-    """The units a run of ``spec`` executes (module docstring)."""
+    """The units a run of ``spec`` executes (module docstring); a table's entry as ``table[key]``."""
     start, _ = roots(program, spec)
     keys = set(_spec_strings(spec))
     reached: set[str] = set()
@@ -545,7 +609,7 @@ def closure(program: Program, spec: dict[str, Any]) -> set[str]:
             name = todo.pop()
             if name in reached:
                 continue
-            unit = program.units.get(name)
+            unit = program.unit(name)
             if unit is None:
                 if name in program.modules and not _excluded(program, name):  # a module used whole
                     todo += program.module_units(name)
@@ -554,7 +618,7 @@ def closure(program: Program, spec: dict[str, Any]) -> set[str]:
                 continue
             reached.add(name)
             body = f"{unit.module}.{BODY}"
-            if body in program.units:
+            if program.unit(body) is not None:
                 todo.append(body)
             if unit.module == MODELS or unit.module.startswith(f"{MODELS}."):
                 keys |= unit.strings
@@ -567,11 +631,19 @@ def closure(program: Program, spec: dict[str, Any]) -> set[str]:
                 else:
                     todo.append(ref)
         for table in tables:
-            for key, refs in program.units[table].entries.items():
-                if key in keys:
+            for key, (_, refs) in program.unit(table).entries.items():
+                if key in keys and f"{table}[{key}]" not in reached:
+                    reached.add(f"{table}[{key}]")
                     todo += [r for r in refs if r not in reached]
         if not todo:
             return reached
+
+
+def _hash(program: Program, name: str) -> str:
+    if name.endswith("]"):  # a table's entry
+        table, _, key = name[:-1].partition("[")
+        return program.unit(table).entries[key][0]
+    return program.unit(name).hash
 
 
 @functools.lru_cache(maxsize=64)
@@ -583,6 +655,10 @@ def _program(repo: str, commit: str | None) -> Program:
 def digest(spec: dict[str, Any], commit: str | None = None, repo: Path | None = None) -> str:
     """The computation digest of a run of ``spec`` (a stored spec.yaml's content or a resolved spec) at
     ``commit`` (None: the code on disk) of ``repo`` (default: this package's repository)."""
-    program = _program(str(repo or repository()), commit)
-    units = sorted(program.units[u].hash for u in closure(program, spec))
+    return of(_program(str(repo or repository()), commit), spec)
+
+
+def of(program: Program, spec: dict[str, Any]) -> str:
+    """The computation digest of a run of ``spec`` by the code of ``program``."""
+    units = sorted(_hash(program, u) for u in closure(program, spec))
     return hashlib.sha256("\n".join([FORMAT, *units]).encode()).hexdigest()[:12]

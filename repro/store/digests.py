@@ -37,6 +37,17 @@ def of_version(version: str | None) -> str:
     return ""
 
 
+def recorded(record: dict[str, Any]) -> str | None:
+    """The digest a run starting now records in its summary: that of the code on disk for its spec.yaml
+    ``record``, when that code is its commit's (None for uncommitted code, whose digest nobody can check)."""
+    if of_version(record.get("code_version")):
+        return None
+    try:
+        return code.digest(record)
+    except (OSError, code.NoHistory):
+        return None
+
+
 class Digests:
     """Digests of the runs of the store at ``root``, from the history of ``repo`` (default: this code's)."""
 
@@ -69,13 +80,14 @@ class Digests:
         self.cache[key] = self.new[key] = found
         return Known(found)
 
-    def own(self, spec: dict[str, Any]) -> Known:
-        """The digest of the code a stored run executed: recorded, or computed from its commit."""
+    def own(self, spec: dict[str, Any], recorded: Any = None) -> Known:
+        """The digest of the code a stored run executed: ``recorded`` (its summary's), or computed from its
+        commit."""
         version = spec.get("code_version")
         why = of_version(version)
         if why:
             return Known(None, why)
-        return Known(spec["digest"]) if spec.get("digest") else self.at(spec, str(version))
+        return Known(recorded) if isinstance(recorded, str) and recorded else self.at(spec, str(version))
 
     def today(self, spec: dict[str, Any]) -> str:
         """The digest of what this checkout's code would execute for ``spec``."""
