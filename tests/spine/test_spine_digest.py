@@ -68,7 +68,9 @@ def test_docstrings_comments_formatting_and_an_alias_keep_every_digest():
     files = {path: reworded(text) for path, text in FILES.items()}
     text = files["repro/models/adaptive_span.py"]  # an import alias renamed where it is used
     assert "bucketed_attention(" in text
-    text = text.replace("import BandSoftmax, band_attention, bucketed_attention,", "import BandSoftmax, band_attention,")
+    text = text.replace(
+        "import BandSoftmax, band_attention, bucketed_attention,", "import BandSoftmax, band_attention,"
+    )
     files["repro/models/adaptive_span.py"] = (
         "from repro.models.relative_attention import bucketed_attention as gather_rows\n"
         + text.replace("bucketed_attention(", "gather_rows(")
@@ -122,7 +124,9 @@ def test_stored_runs_get_their_digest_from_their_commit_and_a_move_between_commi
     first = _git(repo, "rev-parse", "--short", "HEAD")
     _git(repo, "mv", GATHER, "repro/models/gather.py")
     for path in repo.joinpath("repro").rglob("*.py"):
-        text = path.read_text().replace("from repro.models import relative_attention", "from repro.models import gather")
+        text = path.read_text().replace(
+            "from repro.models import relative_attention", "from repro.models import gather"
+        )
         path.write_text(text.replace("repro.models.relative_attention", "repro.models.gather"))
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
     second = _git(repo, "rev-parse", "--short", "HEAD")
