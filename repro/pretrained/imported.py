@@ -29,7 +29,6 @@ from repro.config.spec import RunSpec
 from repro.errors import UserError
 from repro.pretrained import checkpoint, mapping, protocol, released, symbols
 from repro.progress import duration
-from repro.store.digests import recorded
 from repro.store.provenance import code_version
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RunDir, refresh_index
 from repro.store.settle import settle
@@ -199,9 +198,8 @@ def scored(spec: RunSpec, run: RunDir, got: Prepared, echo: Callable[[str], None
     """Score the settled run ``run`` of ``spec`` (its lock held) and store it: (status, summary). A failure
     while scoring marks it failed with the reason, a signal interrupted (at once: there is no step to
     finish); the next `repro run` or `repro import` scores it again."""
-    record = spec.record(code_version())
-    run.write_spec(record)
-    run.write_summary({**fit.opening(spec, got.data, precision), "steps": 0, "digest": recorded(record)})
+    run.write_spec(spec.record(code_version()))
+    run.write_summary({**fit.opening(spec, got.data, precision), "steps": 0})
     try:
         final = scores(spec, got, echo)
     except signals.Interrupted as err:  # SIGTERM, SIGINT, SIGHUP: nothing to checkpoint, scored again later

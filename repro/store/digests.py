@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 from repro.errors import StoreError
 from repro.files import atomic
 from repro.store import digest as code
-from repro.store.provenance import DIRTY
+from repro.store.provenance import DIRTY, code_version
+from repro.store.runs import RunDir
 
 FILE = ("index", "digests.json")
 
@@ -26,6 +27,7 @@ class Known(NamedTuple):
 
     digest: str | None
     why: str = ""
+    unread: bool = False  # its commit's code could not be read (no git, not in the history)
 
 
 def of_version(version: str | None) -> str:
@@ -37,15 +39,20 @@ def of_version(version: str | None) -> str:
     return ""
 
 
-def recorded(record: dict[str, Any]) -> str | None:
-    """The digest a run starting now records in its summary: that of the code on disk for its spec.yaml
-    ``record``, when that code is its commit's (None for uncommitted code, whose digest nobody can check)."""
-    if of_version(record.get("code_version")):
-        return None
+def stamp(run: RunDir) -> str | None:
+    """Record in a run's summary the digest of the code it executed, where that is this checkout's
+    committed code (a run trained or scored here now, by code with no uncommitted change); its digest,
+    or None (a run of other or uncommitted code: its commit, or nothing, says what it ran)."""
+    spec, summary = run.spec(), run.summary()
+    version = spec.get("code_version")
+    if summary.get("digest") or of_version(version) or version != code_version():
+        return summary.get("digest")
     try:
-        return code.digest(record)
+        found = code.digest(spec)
     except (OSError, code.NoHistory):
         return None
+    run.update_summary(digest=found)
+    return found
 
 
 class Digests:
@@ -76,7 +83,7 @@ class Digests:
         try:
             found = code.digest(spec, commit, self.repo)
         except code.NoHistory as e:
-            return Known(None, str(e))
+            return Known(None, str(e), unread=True)
         self.cache[key] = self.new[key] = found
         return Known(found)
 
@@ -92,6 +99,15 @@ class Digests:
     def today(self, spec: dict[str, Any]) -> str:
         """The digest of what this checkout's code would execute for ``spec``."""
         return code.digest(spec, None, self.repo)
+
+    def stale(self, spec: dict[str, Any], recorded: Any = None) -> Known:
+        """Whether a stored run (its spec.yaml, its summary's digest) is stale: ``why`` says how (today's
+        code would execute other code for its spec, or what it executed is not known); "" when current."""
+        own = self.own(spec, recorded)
+        if own.digest is None:
+            return own
+        today = self.today(spec)
+        return Known(own.digest, "" if own.digest == today else f"it executed {own.digest}, today's code {today}")
 
     def save(self) -> None:
         """Write what was computed (merged with the file as it is now); nothing where it cannot be written."""

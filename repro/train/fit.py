@@ -19,7 +19,7 @@ import lightning.pytorch as pl
 from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
 from repro.errors import RunFailed, StoreError
-from repro.store import checkpoints, digests
+from repro.store import checkpoints
 from repro.store.checkpoints import StoreCheckpointIO
 from repro.store.provenance import code_version
 from repro.store.runs import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, refresh_index
@@ -52,8 +52,7 @@ def train(
     scores each split's first so many targets (:func:`repro.train.finish.scores`)."""
     data = got.prepared
     module = _module(spec, data)
-    record = spec.record(code_version())
-    run.write_spec(record)
+    run.write_spec(spec.record(code_version()))
     store_logger = StoreLogger(run)
     wb = wandb_logger(wandb_mode, spec, manifest.paper, manifest.renders, run)
     params = sum(p.numel() for p in module.model.parameters())
@@ -64,7 +63,6 @@ def train(
             **opening(spec, data, precision),
             "train_tokens": int(data.train.size),
             "params": params,
-            "digest": digests.recorded(record),  # the computation it executes (repro.store.digest)
             "wandb_run_id": wb.experiment.id if wb is not None else None,
         }
     )
