@@ -16,14 +16,17 @@ through an alias (``band.band_attention``, ``from repro.models import span`` the
 ``as`` name) is written as the unit's own name, so moving a module, renaming it or renaming an alias
 leaves every hash unchanged; a reference outside the package is written as its full dotted name.
 
-**Reachability.** The roots: every unit of every *numbers* module outside ``repro/models/`` (the
-training step, data, configuration and its defaults, the store's resume, the environment: everything
-but :data:`NOT_NUMBERS`), plus the units of the spec's family module (``repro.models.<model.family>``,
-which ``repro.models.family`` imports by name) and, for the family that picks its attention by name, of
-``repro/models/attentions/<model.attention>.py``. The closure follows references into ``repro/``
-(models included), never into :data:`NOT_NUMBERS`. A module-level dict whose keys are strings and whose
-values are package functions or classes is a dispatch table (``repro.models.span.SPAN_KINDS``): an
-entry is followed only when its key is a string value of the spec or a string constant of a reached
+**Reachability.** The root: the entry a run starts from (:data:`TRAINED`, :data:`SCORED`), which reaches
+settling, the data, the training step and the scoring by name; where a commit has no entry, every unit of
+every *numbers* module outside ``repro/models/`` (everything but :data:`NOT_NUMBERS`). Then the units of
+the spec's family module (``repro.models.<model.family>``, which ``repro.models.family`` imports by name)
+and, for the family that picks its attention by name, of ``repro/models/attentions/<model.attention>.py``.
+The closure follows references into ``repro/`` (models included), never into :data:`NOT_NUMBERS`; a
+method called on an object is reached with its class, a class with all its methods; annotations name
+types, not code that runs, and reach nothing. A table, a module-level dict whose keys are strings and whose values are
+package functions or classes (a dispatch table: ``repro.models.span.SPAN_KINDS``) or a tuple of rows each
+keyed by a ``name`` string (``repro.data.catalog._ROWS``), is hashed entry by entry, and an entry is
+followed and hashed only when its key is a string value of the spec or a string constant of a reached
 unit under ``repro/models/`` (to a fixpoint); the numbers code outside models/ hands the model its spec
 and picks no entry by a string of its own, and its validation lists name every kind, so its strings
 would reach every entry. So a dynamic-span class is not reached by a Sparse Transformer run.
@@ -34,7 +37,10 @@ takes all its units; a file that does not parse counts whole; a local name that 
 add a unit; a method shared by all span kinds (the adaptive-span attention's ``_bucketed``, which calls
 ``repro.models.relative_attention.bucketed_attention``) is reached by every run of the ``adaptive_span``
 family, whatever its ``span.kind``; a commit whose family module is missing takes every unit under
-``repro/models/``. The digest is sha256 over :data:`FORMAT` and the sorted unit hashes of the closure.
+``repro/models/``. The one way it could miss code: a method of a class that the run never names (an
+object handed in from outside the closure); the run's objects (its data, module, model, trainer
+callbacks) are all built by name inside it. The digest is sha256 over :data:`FORMAT` and the sorted unit
+hashes of the closure.
 """
 
 from __future__ import annotations
@@ -54,10 +60,12 @@ PACKAGE = "repro"
 MODELS = "repro.models"
 PRETRAINED = "repro.pretrained"  # a root only for a run that scores the authors' weights (train.weights)
 BODY = "<body>"  # the name of a module's body unit
-# Where a run starts: a trained run (settling, data, the training step, the final scoring), and a run that
-# scores the authors' weights. Both names have held since the runs of 2026-12-01; a commit without one
-# roots the run at every numbers module instead (module docstring).
-ENTRIES = ("repro.train.runner.run_spec", "repro.pretrained.imported.score")
+# Where a run starts, by the names it had over the history (the first found counts): a trained run
+# (settling, data, the training step, the final scoring; repro/runner.py in the flat layout of the first
+# days), and a run that scores the authors' weights. A commit with none roots the run at every numbers
+# module instead (module docstring).
+TRAINED = ("repro.train.runner.run_spec", "repro.runner.run_spec")
+SCORED = ("repro.pretrained.imported.score",)
 
 # What of the package cannot change a run's numbers (its trained weights, its scores): the code that
 # reports, prints, tracks, benchmarks, re-executes or names runs. Listed by exclusion, with the names
@@ -569,12 +577,12 @@ def _spec_strings(value: Any) -> Iterator[str]:
 def roots(program: Program, spec: dict[str, Any]) -> tuple[list[str], bool]:
     """The root units for ``spec`` and whether the family module was found (False: every models unit).
 
-    The entry a run starts from (:data:`ENTRIES`: training, or scoring the authors' weights), or where a
+    The entry a run starts from (:data:`TRAINED`, or :data:`SCORED` for the authors' weights), or where a
     commit has no such entry, every unit of every numbers module outside ``repro/models/``; then the
     spec's family module and, for the family that picks its attention by name, that attention's file."""
     weights = (spec.get("train") or {}).get("weights")  # the authors' weights, scored (repro.pretrained)
-    entry = ENTRIES[1] if weights else ENTRIES[0]
-    if program.unit(entry) is not None:
+    entry = next((e for e in (SCORED if weights else TRAINED) if program.unit(e) is not None), None)
+    if entry is not None:
         out = [entry]
     else:
         out = []
