@@ -114,6 +114,16 @@ NOT_NUMBERS = (
     "repro/store/digests.py",
     "repro/console.py",
     "repro/progress.py",
+    "repro/train/throughput.py",  # the machine's peak, achieved FLOP/s (measured, see MEASURES)
+)
+# Units, by qualified name, that measure time, load and memory while a run trains, or print its progress:
+# what they record (seconds per step, MFU, load, peak memory) differs between two runs of one computation
+# anyway, and no bits depend on them (a cost claim reads their measurement with its own spread).
+MEASURES = (
+    "repro.train.callbacks.TrainingMeter",
+    "repro.train.callbacks.ProgressLines",
+    "repro.train.finish._throughput",
+    "repro.training.TrainingMeter",  # ... in the flat layout
 )
 
 
@@ -622,7 +632,7 @@ def closure(program: Program, spec: dict[str, Any]) -> set[str]:
                 if name in program.modules and not _excluded(program, name):  # a module used whole
                     todo += program.module_units(name)
                 continue
-            if _excluded(program, unit.module):
+            if _excluded(program, unit.module) or name in MEASURES:
                 continue
             reached.add(name)
             body = f"{unit.module}.{BODY}"
