@@ -7,8 +7,9 @@ as it ran: the computation digest (:mod:`repro.store.digest`) of each arm's spec
 arm's own. Arms of different cells execute different code (a window attention is not a fixed one), so
 their digests are never compared with each other, only each with itself at the other's commit. A seed
 with an arm trained from uncommitted code (``+dirty``: what it ran is recorded nowhere), or with an arm
-whose code cannot be read, while its arms ran at several commits, is dropped from the verdict, which is
-judged on the seeds left (:func:`repro.claims.gates.evaluate`).
+whose code cannot be read while its arms ran at several versions, is dropped from the verdict, which is
+judged on the seeds left (:func:`repro.claims.gates.evaluate`). Arms that all record one version, or
+none, compare: a store without git history is judged as one version.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 
 from repro.claims.select import seeds_of
 from repro.store.digests import of_version
+from repro.store.provenance import DIRTY
 
 Computes = Callable[[str, str], "str | None"]  # (run id, commit) -> the digest of that run's spec at that commit
 
@@ -41,9 +43,8 @@ def dropped(runs: pd.DataFrame, used: Iterable[str], computes: Computes | None) 
 def _why(arms: pd.DataFrame, computes: Computes | None) -> str:
     versions = {r: _text(v) for r, v in zip(arms["run_id"], arms["code_version"], strict=True)}
     for run, version in versions.items():
-        why = of_version(version)
-        if why:
-            return f"run {run}: {why}"
+        if version.endswith(DIRTY):
+            return f"run {run}: {of_version(version)}"
     commits = sorted(set(versions.values()))
     if len(commits) == 1:
         return ""
