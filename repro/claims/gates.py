@@ -15,8 +15,10 @@ verdict's ``held`` when it holds:
   with every learned span at its initial value (z = 0) says nothing about the penalty;
 - **the trajectory** (:mod:`repro.claims.trajectory`): a bits verdict must keep its sign along the paired
   training curves and their fits;
-- **provenance**: no verdict rests on a run trained from uncommitted code (``+dirty``), nor on arms whose
-  code versions could differ in bits (``same_code``).
+- **provenance** (:mod:`repro.claims.pairs`): a seed whose arms ran different code (their computation
+  digests, ``computes``), or one with an arm trained from uncommitted code (``+dirty``), is dropped and the
+  claim judged on the seeds left (the verdict's ``dropped`` says which and why); not evaluable only when
+  no seed is left.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from repro.claims import language, power, sequential, trajectory
+from repro.claims import language, pairs, power, sequential, trajectory
 from repro.claims.judge import judge
 from repro.claims.select import NotEvaluable, complete_seeds, matching_rows, run_ids, seed_means, seeds_of
 from repro.claims.stats import CONFIDENCE
@@ -42,8 +44,6 @@ from repro.claims.verdict import (
     stopped,
 )
 
-SameCode = Callable[[str, str], "str | None"]  # (commit, commit) -> why their runs could differ in bits, or None
-
 
 def evaluate(
     check: str | language.Check,
@@ -54,13 +54,24 @@ def evaluate(
     controls: list[str | language.Check] = (),
     sesoi: float = math.nan,
     curves: trajectory.Curves | None = None,
-    same_code: SameCode | None = None,
+    computes: pairs.Computes | None = None,
     looks: sequential.Looks | None = None,
 ) -> Verdict:
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
-    metrics, ``train.seed`` for replicates, ``code_version`` where known) after its requirements. Each check
-    is parsed here once (none that comes parsed, :class:`repro.claims.language.Check`, again)."""
+    metrics, ``train.seed`` for replicates, ``code_version`` and ``digest`` where known) after its
+    requirements, on the seeds whose arms ran the same code (``computes``: a run's digest at a commit).
+    Each check is parsed here once (none that comes parsed, :class:`repro.claims.language.Check`, again)."""
     check, requires = language.compiled(check), [language.compiled(p) for p in requires]
+    controls = [language.compiled(c) for c in controls]
+    return _provenance(
+        lambda rows: _judged(check, rows, cell_keys, requires, confidence, controls, sesoi, curves, looks),
+        runs,
+        computes,
+    )
+
+
+def _judged(check, runs, cell_keys, requires, confidence, controls, sesoi, curves, looks) -> Verdict:
+    """The verdict of ``check`` on ``runs`` after its requirements and every gate but provenance."""
     judged_first = {p.text: precondition(p, runs, cell_keys) for p in requires if p.text != check.text}
     failed = [text for text, v in judged_first.items() if v.status != REPRODUCED]
     if failed:  # its numbers with it: a premise that fails says by how much (issue 60)
@@ -86,7 +97,6 @@ def evaluate(
         lambda v: _controls(v, controls, runs, cell_keys, confidence, reading),
         lambda v: _initial_span_control(check, v, means, cell_keys, confidence),
         lambda v: _trajectory(check, v, frames, cell_keys, curves, reading),
-        lambda v: _provenance(v, runs, same_code),
     ):
         if verdict.status == NOT_EVALUABLE:
             break
@@ -208,22 +218,15 @@ def _trajectory(check: language.Check, verdict: Verdict, frames, cell_keys, curv
     return verdict
 
 
-def _provenance(verdict: Verdict, runs: pd.DataFrame, same_code: SameCode | None) -> Verdict:
-    """No verdict on a ``+dirty`` run, nor on runs whose code versions could differ in bits."""
-    if "code_version" not in runs or not verdict.runs:
-        return verdict
-    versions = runs[runs["run_id"].isin(verdict.runs)].drop_duplicates("run_id")
-    dirty = sorted(versions.loc[versions["code_version"].astype(str).str.endswith("+dirty"), "run_id"])
-    if dirty:
-        return stopped(
-            verdict,
-            "provenance",
-            f"rests on {len(dirty)} run(s) trained from uncommitted code ({', '.join(dirty[:3])}"
-            f"{', ...' if len(dirty) > 3 else ''}): retrain them from a commit",
-        )
-    commits = sorted({str(c) for c in versions["code_version"].dropna()})
-    for other in commits[1:]:
-        why = same_code(commits[0], other) if same_code is not None else None
-        if why:
-            return stopped(verdict, "provenance", f"its arms were trained at {commits[0]} and {other}: {why}")
+def _provenance(judged: Callable[[pd.DataFrame], Verdict], runs: pd.DataFrame, computes) -> Verdict:
+    """``judged(runs)`` on the seeds whose arms ran the same code (:mod:`repro.claims.pairs`), saying which
+    seeds were dropped and why; not evaluable when no seed is left."""
+    verdict, notes = judged(runs), []
+    while drop := pairs.dropped(runs, verdict.runs, computes):
+        notes += pairs.notes(drop)
+        runs = runs[~seeds_of(runs).isin(list(drop))]
+        if runs.empty:
+            return stopped(verdict, "provenance", f"no seed is left: {'; '.join(notes)}")
+        verdict = judged(runs)
+    verdict.dropped = notes
     return verdict

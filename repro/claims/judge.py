@@ -24,7 +24,7 @@ import pandas as pd
 from repro.claims import language, stats
 from repro.claims.operators import EXACT, OPERATORS, band
 from repro.claims.select import NotEvaluable, as_series, matching_rows, select
-from repro.claims.values import aligned, evaluate, lowest, spread
+from repro.claims.values import aligned, chosen, evaluate, spread
 from repro.claims.verdict import INDICATIVE, NOT_EVALUABLE, STATUS, Margin, Verdict
 
 
@@ -232,23 +232,6 @@ class _Judge:
 
 
 BITS = ("valid_bits", "test_bits")
-
-
-def chosen(node: ast.AST, mean: dict[str, Any]) -> tuple[ast.AST, list[ast.AST]]:
-    """``node`` with each ``best(x, y, ...)`` replaced by the argument whose seed mean is lowest (chosen once,
-    on the means: then paired seed by seed like any selection), and the arguments chosen."""
-    picked: list[ast.AST] = []
-
-    class Best(ast.NodeTransformer):
-        def visit_Call(self, call: ast.Call) -> ast.AST:
-            self.generic_visit(call)
-            if call.func.id != "best" or not call.args:
-                return call
-            pick = call.args[lowest(tuple(evaluate(a, mean) for a in call.args))]
-            picked.append(pick)
-            return pick
-
-    return Best().visit(ast.parse(ast.unparse(node), mode="eval").body), picked
 
 
 def _selection(node: ast.AST) -> int | None:

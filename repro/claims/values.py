@@ -89,3 +89,20 @@ def fmt(value: Any) -> str:
     if isinstance(value, pd.Series):
         return "{" + ", ".join(f"{k}: {v:.4g}" for k, v in value.items()) + "}"
     return f"{value:.4g}"
+
+
+def chosen(node: ast.AST, mean: dict[str, Any]) -> tuple[ast.AST, list[ast.AST]]:
+    """``node`` with each ``best(x, y, ...)`` replaced by the argument whose seed mean is lowest (chosen once,
+    on the means: then paired seed by seed like any selection), and the arguments chosen."""
+    picked: list[ast.AST] = []
+
+    class Best(ast.NodeTransformer):
+        def visit_Call(self, call: ast.Call) -> ast.AST:
+            self.generic_visit(call)
+            if call.func.id != "best" or not call.args:
+                return call
+            pick = call.args[lowest(tuple(evaluate(a, mean) for a in call.args))]
+            picked.append(pick)
+            return pick
+
+    return Best().visit(ast.parse(ast.unparse(node), mode="eval").body), picked

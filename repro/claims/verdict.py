@@ -37,7 +37,8 @@ def rule(confidence: float = CONFIDENCE) -> str:
         f"alpha-spending boundary over its looks (the line states it; its p is scaled alike for the family "
         f"adjustment); [lower, upper] are its bounds on the margin (positive favours "
         f"the claim); one seed: indicative; a precondition must hold on every seed, a control must be reproduced, "
-        f"a bits verdict must keep its sign along the training curves, and no verdict rests on uncommitted code"
+        f"a bits verdict must keep its sign along the training curves, and a seed whose arms ran different or "
+        f"uncommitted code is dropped (the verdict says which)"
     )
 
 
@@ -103,6 +104,7 @@ class Verdict:
     p_fails: float = math.nan
     sesoi: float = math.nan  # the smallest effect of interest the claim declares (or its metric's default)
     held: list[str] = field(default_factory=list)  # the gates and controls it passed, each with its numbers
+    dropped: list[str] = field(default_factory=list)  # the seeds its provenance left out, each with why
     read_at: float = math.nan  # the one-sided level of the verdict shown (Holm's, set by REPORT.md's adjustment)
     shown: str = ""  # the verdict the line leads with (Holm's), where it differs from ``status``
     look: str = ""  # a sequential design's look it was judged at, and that look's level (repro.claims.sequential)

@@ -1,9 +1,11 @@
-"""``repro retrain REF... [--at COMMIT]``: runs trained again from committed code, one line per run.
+"""``repro retrain REF... [--at COMMIT]``, ``repro retrain --stale [NAME...]``: runs trained again from committed
+code, one line per run. ``--stale``: the runs ``repro status --stale`` lists (repro.cli.stale).
 
 A REF that names stored runs (a run id, a unique prefix of one, a run directory) is trained again and put in
 place of the stored run (repro.replay.replace), its bits before and after said. A REF that names a manifest
 (or a group) brings its runs at ``--scale`` (``--seeds``, ``--only``) to the commit: a run whose code could
-give other bits than the commit's (:func:`repro.store.provenance.could_differ`) is trained again, a run the
+give other bits than the commit's (its computation digest, :mod:`repro.store.digest`, differs from the one its
+spec has at the commit) is trained again, a run the
 store lacks is trained at the commit and stored, a run already at the commit is kept. So the arms of a
 claim can all be made at one commit, the one most of them were trained at, while the checkout moves on.
 
@@ -17,15 +19,15 @@ import re
 import sys
 from pathlib import Path
 
-from repro.cli import options
+from repro.cli import options, stale
 from repro.cli.common import at_scale, store_root, stored
 from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.errors import RunFailed, UserError
 from repro.plan import filters
 from repro.registry import Command
-from repro.store.provenance import could_differ
-from repro.store.runs import RunDir
+from repro.store.digests import Digests
+from repro.store.runs import RunDir, listing
 
 
 def cmd_retrain(args) -> int:
@@ -36,7 +38,16 @@ def cmd_retrain(args) -> int:
     if not repo:
         raise UserError("this code is in no git repository: a retraining needs the commit it trains at")
     commit = replace.commit_of(args.at, Path(repo))
-    steps = [step for ref in args.runs for step in _steps(root, ref, commit, args)]  # all checked before training
+    if not args.runs and not args.stale:
+        raise UserError(
+            "retrain what: name runs or manifests (REF), or give --stale (the runs today's code would not repeat)"
+        )
+    digests = Digests(root)
+    if args.stale:
+        steps = [("retrain", replace.folders(root, row["run_id"])) for row in _stale(root, args)]
+    else:
+        steps = [step for ref in args.runs for step in _steps(root, ref, commit, args, digests)]  # all checked first
+    digests.save()
     if args.dry_run or not any(what != "keep" for what, _ in steps):
         for what, target in steps:
             print(_planned(what, target, commit), flush=True)
@@ -56,7 +67,16 @@ def cmd_retrain(args) -> int:
     return 0
 
 
-def _steps(root: Path, ref: str, commit: str, args) -> list[tuple[str, object]]:
+def _stale(root: Path, args) -> list[dict]:
+    """The stale runs of the manifests ``args.runs`` names (none: of the whole store), as `status --stale`."""
+    found = [
+        m.name for ref in args.runs for m in lookup.with_parts(lookup.select(ref, [], stored(root), args.access), [])
+    ]
+    rows = [row for name in (found or [None]) for row, _ in listing(root, name)[0]]
+    return stale.runs(root, rows)
+
+
+def _steps(root: Path, ref: str, commit: str, args, digests: Digests) -> list[tuple[str, object]]:
     """What ``ref`` asks of the store: ``("retrain", folders)`` for a stored run (named, or a manifest's run
     whose code could differ from ``commit``'s), ``("train", spec)`` for a manifest's run the store lacks,
     ``("keep", folder)`` for one already at ``commit``."""
@@ -76,7 +96,9 @@ def _steps(root: Path, ref: str, commit: str, args) -> list[tuple[str, object]]:
                 raise UserError(
                     f"run {run.path}: not finished (or corrupt): `repro run` finishes it, `repro status` says why"
                 )
-            differ = could_differ(run.spec().get("code_version"), commit).could_differ
+            spec_record = run.spec()
+            own = digests.own(spec_record, run.summary().get("digest")).digest
+            differ = own is None or own != digests.at(spec_record, commit).digest
             steps.append(("retrain", replace.folders(root, spec.run_id)) if differ else ("keep", run))
     return steps
 
@@ -109,7 +131,7 @@ def _stderr(line: str) -> None:
 def add_arguments(p, parents) -> None:
     p.add_argument(
         "runs",
-        nargs="+",
+        nargs="*",
         metavar="REF",
         help="a run id (or unique prefix) or run directory; or a manifest (or group): its runs at --scale, "
         "each trained again where its code could differ from the commit's, trained where the store lacks it",
@@ -117,6 +139,12 @@ def add_arguments(p, parents) -> None:
     p.add_argument("--scale", default=options.DEFAULT_SCALE, help=options.SCALE_HELP)
     options.seeds_arg(p, "bring")
     options.only_arg(p, "a manifest's runs")
+    p.add_argument(
+        "--stale",
+        action="store_true",
+        help="the finished runs of the REF manifests (default: every stored run) whose computation digest "
+        "differs from what today's code executes for their spec, or is unknown (`repro status --stale`)",
+    )
     p.add_argument("--dry-run", action="store_true", help="say what each run would get; train nothing")
     p.add_argument(
         "--at",

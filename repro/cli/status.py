@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from repro.cli import options
+from repro.cli import options, stale
 from repro.cli.common import fmt, json_value, override_args, select, store_root
 from repro.config import lookup
 from repro.config.cells import cell_text
@@ -34,6 +34,9 @@ def cmd_status(args) -> int:
     if args.dirty:
         runs = [r for r in runs if str(r.get("code_version") or "").endswith(DIRTY)]
         cols += ("code_version",)
+    if args.stale:
+        runs = stale.runs(root, runs)
+        cols += ("code_version", "stale")
     jobs = _jobs(root, names, runs)
     if jobs:
         cols += ("job", "job_state")
@@ -42,7 +45,7 @@ def cmd_status(args) -> int:
         for out in left:  # stdout stays one JSON document
             print(out, file=sys.stderr)
         return 0
-    if not runs and not left and not args.dirty:
+    if not runs and not left and not args.dirty and not args.stale:
         print(f"no stored runs under {root}/runs")
         return 0
     if runs:
@@ -53,6 +56,8 @@ def cmd_status(args) -> int:
         counts = Counter(r["manifest"] for r in runs)
         shown = ", ".join(f"{name} {n}" for name, n in sorted(counts.items()))
         print(f"{len(runs)} stored run(s) trained from uncommitted code{': ' + shown if shown else ''}")
+    if args.stale:
+        print(stale.summary(runs))
     for out in left:
         print(out)
     return 0
@@ -107,6 +112,12 @@ def add_arguments(p, parents) -> None:
         action="store_true",
         help="only the runs trained from uncommitted code (code_version +dirty), counted per manifest "
         "(`repro retrain` trains them again from committed code)",
+    )
+    p.add_argument(
+        "--stale",
+        action="store_true",
+        help="only the finished runs whose computation digest differs from what today's code executes for "
+        "their spec (or is unknown: +dirty), with the hours their retraining takes (`repro retrain --stale`)",
     )
 
 

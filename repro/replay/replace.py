@@ -1,6 +1,6 @@
 """``repro retrain RUN... [--at COMMIT]``: a stored run trained again from committed code and put in place of
 the stored one, so that no verdict rests on a run whose code is not in the repository (``+dirty``) or
-whose code differs in bits from the runs it is compared with (:func:`repro.store.provenance.could_differ`).
+whose code differs in bits from the runs it is compared with (their computation digests, :mod:`repro.store.digest`).
 
 The run is its stored spec, whatever its manifest says today: the spec's sections are written as a
 one-run manifest (its name, its scale) and trained by the commit's own ``repro run`` in a child process,

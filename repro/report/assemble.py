@@ -98,7 +98,7 @@ def _section(
     section.judges = bool(judged or drawn.judged)
     if section.judges:
         named = {m for c in judged for t in (*c.requires, *c.controls, c.check) for m, _ in checks[t].selections}
-        rows = derived.add(rows, root, manifest.name, named | {"code_version"})  # the provenance gate's
+        rows = derived.add(rows, root, manifest.name, named | {"code_version", "digest"})  # the provenance gate's
         section.preconditions, section.claims = _claims(manifest, root, scale, judged, rows, keys, checks, confidence)
         section.drawn = [
             ClaimResult(manifest.name, scale, claim_id, text, "(renderer)", verdict, corpus(rows))
@@ -125,7 +125,7 @@ def _claims(
         if not rows.empty
         for v in [gates.precondition(checks[p], rows, keys)]
     ]
-    curves = derived.curves(root, manifest.name)
+    curves, computes = derived.curves(root, manifest.name), derived.computes(root, manifest.name)
     fill = f"no run of the current resolution is stored: `repro run {manifest.command} --scale {scale}`"
     results = []
     for claim in judged:
@@ -140,7 +140,7 @@ def _claims(
                 controls=[checks[c] for c in claim.controls],
                 sesoi=claim.sesoi if claim.sesoi is not None else math.nan,  # a band's: its half-width
                 curves=curves,
-                same_code=derived.same_code,
+                computes=computes,
                 looks=manifest.looks(scale),
             )
             if not rows.empty

@@ -1,6 +1,7 @@
 """Metrics a claim may name that no summary stores, computed from what every stored run has (its summary,
 spec and training curve) when a claim asks for them, so stored runs have them without retraining; and the
-loaders the verdict gates read (:func:`curves`, :func:`same_code`).
+loaders the verdict gates read (:func:`curves`, :func:`computes`), and each run's computation digest
+(``digest``, :mod:`repro.store.digests`) beside its ``code_version``.
 
 ``span_growth``: how far the average effective span grew from its initial value (z = 0: min(S, R)), in
 tokens: the estimated quantity a claim *about* span growth judges, with its own interval (it replaced the
@@ -20,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from repro.errors import UserError
-from repro.store import provenance
+from repro.store.digests import Digests
 from repro.store.runs import RunDir
 
 QUICK = "valid/bits_quick"
@@ -62,10 +63,18 @@ def curves(root: Path, manifest: str):
     return load
 
 
-def same_code(first: str, second: str) -> str | None:
-    """Why runs trained at commits ``first`` and ``second`` could differ in bits (None: they cannot)."""
-    bits = provenance.could_differ(first, second)
-    return bits.reason if bits.could_differ else None
+def computes(root: Path, manifest: str, digests: Digests | None = None):
+    """A (run id, commit) -> the digest of that run's spec at that commit (None: unknown), for the
+    provenance gate (:mod:`repro.claims.pairs`)."""
+    digests = digests or Digests(root)
+
+    def at(run_id: str, commit: str) -> str | None:
+        spec = _spec(root, manifest, run_id)
+        found = digests.at(spec, commit).digest if spec else None
+        digests.save()
+        return found
+
+    return at
 
 
 def add(runs: pd.DataFrame, root: Path, manifest: str, names: set[str]) -> pd.DataFrame:
@@ -75,8 +84,14 @@ def add(runs: pd.DataFrame, root: Path, manifest: str, names: set[str]) -> pd.Da
     out = runs.copy()
     if "span_growth" in names:
         out["span_growth"] = [span_growth(row) for _, row in out.iterrows()]
+    specs = [_spec(root, manifest, r) for r in out["run_id"]] if names & {"code_version", "digest"} else []
     if "code_version" in names:
-        out["code_version"] = [_code_version(root, manifest, run_id) for run_id in out["run_id"]]
+        out["code_version"] = [s.get("code_version") if s else None for s in specs]
+    if "digest" in names:
+        digests = Digests(root)
+        kept = out["digest"] if "digest" in out else [None] * len(out)  # a summary's own, where it records one
+        out["digest"] = [digests.own(s, k).digest if s else None for s, k in zip(specs, kept, strict=True)]
+        digests.save()
     wanted = [n for n in DERIVED if n in names]
     for name in wanted:
         values = []
@@ -89,8 +104,8 @@ def add(runs: pd.DataFrame, root: Path, manifest: str, names: set[str]) -> pd.Da
     return out
 
 
-def _code_version(root: Path, manifest: str, run_id: str) -> str | None:
+def _spec(root: Path, manifest: str, run_id: str) -> dict | None:
     try:
-        return RunDir(root, manifest, run_id).spec().get("code_version")
+        return RunDir(root, manifest, run_id).spec()
     except (UserError, OSError):
         return None

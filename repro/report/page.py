@@ -91,6 +91,7 @@ def claims_csv(results: list[ClaimResult]) -> str:
                 "failed preconditions": "; ".join(r.verdict.failed),
                 "gate": r.verdict.control or "",
                 "held": "; ".join(r.verdict.held),
+                "dropped": "; ".join(r.verdict.dropped),
                 "detail": r.verdict.detail,
                 "check": r.check,
             }

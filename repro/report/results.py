@@ -77,7 +77,7 @@ class ClaimResult:
             why = f"{'holds' if v.holds else 'fails'} on its one seed: {v.effect or v.detail}"
         else:
             why = v.effect or v.detail
-        return why
+        return "; ".join([why, *v.dropped])
 
     def short(self) -> str:
         """What REPORT.md's cells say, whole: the effect, or the failed preconditions, or the gate that

@@ -17,6 +17,7 @@ from repro.files import atomic
 from repro.plan.runs import Plan, Planned
 from repro.progress import say
 from repro.replay import retrain, samebits
+from repro.store import digests
 from repro.store import runs as store
 from repro.store.runs import RunDir
 from repro.track.loggers import resolve_mode, wandb_dir
@@ -99,6 +100,9 @@ def train(
                 _remember(root, p, known, world)
             raise
         _remember(root, p, known, world)
+        if outcome.status == "finished" and world.leads:  # what it executed, beside its scores
+            with contextlib.suppress(StoreError):  # a full disk: its commit still says what it ran
+                digests.stamp(RunDir(root, m.name, spec.run_id))
         if outcome.status in ("failed", "busy"):
             failed += outcome.status == "failed"
             busy += outcome.status == "busy"

@@ -515,17 +515,27 @@ def test_a_reproduced_claim_stands_only_when_its_controls_are_reproduced():
     )
 
 
-def test_no_verdict_rests_on_uncommitted_code_or_arms_whose_code_could_differ():
-    runs = _with_ids(_margins([0.1, 0.12, 0.11])).assign(code_version="abc1234")
+def test_provenance_drops_the_seeds_whose_arms_ran_other_code_and_judges_the_seeds_left():
+    runs = _with_ids(_margins([0.1, 0.12, 0.11])).assign(code_version="abc1234", digest="d0")
     assert gates.evaluate(WINS, runs, ["model.span.kind"]).status == "reproduced"
+    # a +dirty arm drops its seed, never the verdict: judged on the two seeds left, the page says why
     dirty = runs.assign(code_version=["abc1234+dirty" if r == "a1" else "abc1234" for r in runs["run_id"]])
     verdict = gates.evaluate(WINS, dirty, ["model.span.kind"])
-    assert verdict.status == "not evaluable" and verdict.control == "provenance" and "a1" in verdict.detail
+    assert verdict.status != "not evaluable" and verdict.seeds == 2
+    assert len(verdict.dropped) == 1 and "seed 1" in verdict.dropped[0] and "a1" in verdict.dropped[0]
+    # code that differs between seeds, never within a pair, drops nothing
+    between = runs.assign(code_version=[f"c{s}" for s in runs["train.seed"]])
+    assert gates.evaluate(WINS, between, ["model.span.kind"]).dropped == []
+    # arms of one seed at two commits: compared by what each arm's spec computes at the other's commit
     mixed = runs.assign(code_version=["def5678" if r.startswith("f") else "abc1234" for r in runs["run_id"]])
-    differs = gates.evaluate(WINS, mixed, ["model.span.kind"], same_code=lambda a, b: "repro/models changed")
-    assert differs.status == "not evaluable" and "abc1234 and def5678" in differs.detail
-    same = gates.evaluate(WINS, mixed, ["model.span.kind"], same_code=lambda a, b: None)
-    assert same.status == "reproduced"
+    same = gates.evaluate(WINS, mixed, ["model.span.kind"], computes=lambda run, commit: "d0")
+    assert same.status == "reproduced" and same.seeds == 3 and same.dropped == []
+    differs = gates.evaluate(WINS, mixed, ["model.span.kind"], computes=lambda run, commit: f"{run}@{commit}")
+    assert differs.status == "not evaluable" and differs.control == "provenance" and "no seed is left" in differs.detail
+    one = gates.evaluate(
+        WINS, mixed, ["model.span.kind"], computes=lambda run, commit: "d0" if run.endswith("2") else "other"
+    )
+    assert one.seeds == 1 and len(one.dropped) == 2
 
 
 def test_the_claims_package_keeps_its_files_small():
