@@ -474,23 +474,31 @@ def test_a_bits_verdict_keeps_its_sign_along_the_paired_curves_or_is_not_evaluab
     fixed = [[3.0 / s**0.3 + 0.1 for s in steps]] * 3
     adaptive = [[3.0 / s**0.3 for s in steps]] * 3
     held = gates.evaluate(WINS, runs, ["model.span.kind"], curves=_curves(adaptive, fixed))
-    assert held.status == "reproduced" and any("trajectory" in h and "3 of 3 seeds" in h for h in held.held)
+    assert held.status == "reproduced" and any("trajectory" in h and "mean of 3 seeds" in h for h in held.held)
     # a missing curve: not evaluable (the old gate passed it silently)
     missing = gates.evaluate(WINS, runs, ["model.span.kind"], curves=lambda run: None)
     assert (
         missing.status == "not evaluable" and missing.control == "trajectory" and "no learning curve" in missing.detail
     )
-    # the margin flips sign within the last 40% on one seed
+    # one noisy checkpoint on one seed, against the verdict, no longer stops it (the old gate's knife edge):
+    # the seeds' margins, read at 1.5 x the steps, stay on the claim's side
     late = [list(a) for a in adaptive]
     late[1][-3] = fixed[1][-3] + 0.2
-    flipped = gates.evaluate(WINS, runs, ["model.span.kind"], curves=_curves(late, fixed))
-    assert flipped.status == "not evaluable" and "sign flips" in flipped.detail and "seed 1" in flipped.detail
-    # the baseline still improving fast enough that its fit overtakes within 50% more steps
-    catching = [
-        [3.0 / s**0.3 + 0.1 * (1 - s / 21) ** 0.5 * 0 + 0.6 / s**0.5 - 0.6 / 20**0.5 + 0.004 for s in steps]
-    ] * 3
-    crossed = gates.evaluate(WINS, runs, ["model.span.kind"], curves=_curves(adaptive, catching))
-    assert crossed.status == "not evaluable" and "fits" in crossed.detail and "cross" in crossed.detail
+    noisy = gates.evaluate(WINS, runs, ["model.span.kind"], curves=_curves(late, fixed))
+    assert noisy.status == "reproduced" and any("mean of 3 seeds" in h for h in noisy.held), noisy
+    # a baseline catching up: each seed's margin falls along log-steps to reach 0 at 1.5 x the steps
+    # (slightly differently per seed), so the margin read there cannot be told from the baseline's side
+    import math
+
+    def catching(lag: float) -> list[float]:
+        end = math.log(1.5 * 20)
+        return [3.0 / s**0.3 + 0.1 * (end - math.log(s)) / (end - math.log(1)) * (1 + lag) - 0.004 * lag for s in steps]
+
+    crossed = gates.evaluate(
+        WINS, runs, ["model.span.kind"], curves=_curves(adaptive, [catching(x) for x in (-1, 0, 1)])
+    )
+    assert crossed.status == "not evaluable" and crossed.control == "trajectory", crossed
+    assert "heads to the baseline's side" in crossed.detail and "t = " in crossed.detail
 
 
 def test_a_reproduced_claim_stands_only_when_its_controls_are_reproduced():
