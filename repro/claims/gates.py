@@ -43,6 +43,7 @@ from repro.claims.verdict import (
     failed_text,
     stopped,
 )
+from repro.config.looks import Looks
 
 
 def evaluate(
@@ -55,7 +56,7 @@ def evaluate(
     sesoi: float = math.nan,
     curves: trajectory.Curves | None = None,
     computes: pairs.Computes | None = None,
-    looks: sequential.Looks | None = None,
+    looks: Looks | None = None,
 ) -> Verdict:
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
     metrics, ``train.seed`` for replicates, ``code_version`` and ``digest`` where known) after its

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from repro.bounds import MAX_CELLS, MAX_CORPUS_BYTES, MAX_INCLUDES
-from repro.claims.sequential import Looks, looks_of
 from repro.config import claim_checks, fields
 from repro.config.access import NONE, Access
 from repro.config.cells import cell_text
 from repro.config.document import VARIANT, Document, scale_grid, scale_names
+from repro.config.looks import Looks, looks_of
 from repro.config.spec import RunSpec, SpecError, build_run
 from repro.errors import UserError
 from repro.files import safeyaml

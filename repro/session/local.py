@@ -100,9 +100,9 @@ def train(
                 _remember(root, p, known, world)
             raise
         _remember(root, p, known, world)
-        if outcome.status == "finished" and world.leads:  # what it executed, beside its scores
+        if outcome.status == "finished" and world.leads and not retrain_checkpoint:  # what it executed
             with contextlib.suppress(StoreError):  # a full disk: its commit still says what it ran
-                digests.stamp(RunDir(root, m.name, spec.run_id))
+                digests.stamp(RunDir(root, m.name, spec.run_id), outcome.summary)
         if outcome.status in ("failed", "busy"):
             failed += outcome.status == "failed"
             busy += outcome.status == "busy"

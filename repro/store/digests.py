@@ -39,11 +39,12 @@ def of_version(version: str | None) -> str:
     return ""
 
 
-def stamp(run: RunDir) -> str | None:
-    """Record in a run's summary the digest of the code it executed, where that is this checkout's
-    committed code (a run trained or scored here now, by code with no uncommitted change); its digest,
-    or None (a run of other or uncommitted code: its commit, or nothing, says what it ran)."""
-    spec, summary = run.spec(), run.summary()
+def stamp(run: RunDir, summary: dict[str, Any]) -> str | None:
+    """Record in a run's summary (``summary``: what its finish wrote, not read again) the digest of the
+    code it executed, where that is this checkout's committed code (a run trained or scored here now, by
+    code with no uncommitted change); its digest, or None (a run of other or uncommitted code: its commit,
+    or nothing, says what it ran)."""
+    spec = run.spec()
     version = spec.get("code_version")
     if summary.get("digest") or of_version(version) or version != code_version():
         return summary.get("digest")

@@ -181,7 +181,11 @@ def test_summaries_and_metrics_that_broke_the_store_are_one_line(tmp_path, strai
     run = stored(tmp_path, straight)
     capsys.readouterr()  # the training's own lines (its evaluation prints progress)
     manifest = tmp_path / "m.yaml"
-    text = (straight.base / "dense.yaml").read_text().replace("name: f-run", "name: f-run\nrenders: [curves]")
+    text = (
+        (straight.base / "dense.yaml")
+        .read_text()
+        .replace("name: f-run", "name: f-run\nsplit: valid\nrenders: [curves]")
+    )
     manifest.write_text(text + "claims: [{id: a, text: t, check: 'valid_bits[] < 10'}]\n")
     args = ["--allow-read", str(straight.base)]
     summary = run.summary()

@@ -13,6 +13,7 @@ import repro
 from repro.config import manifest as manifests
 from repro.plan import runs as plans
 from repro.session import local
+from repro.store import digests, provenance
 from repro.store.runs import RunDir
 from repro.train import distributed
 
@@ -62,8 +63,13 @@ def test_a_trained_run_is_read_once_when_its_turn_comes(tmp_path, write_manifest
     assert run.finished and any("finished:" in line for line in said), said
     # the plan's look served the ETA's list and the instruction set; the runner looks once (its state,
     # handed to settling; a run with no summary yet is not read again under its lock), the finish adds the
-    # scores to the summary and the index reads its row; the ETA's own scan of the store (_timed) is apart
-    assert [f for path, f in reads if path == run.path and f != "_timed"] == ["state", "update_summary", "_entry"]
+    # scores to the summary, the session adds the computation digest beside them (under the same lock's
+    # read-modify-write) and the index reads its row; the ETA's own scan of the store (_timed) is apart
+    # (a checkout with uncommitted changes records none: what it ran is not recorded anywhere)
+    committed = not digests.of_version(provenance.code_version())
+    kinds = [f for path, f in reads if path == run.path and f != "_timed"]
+    assert kinds == ["state", "update_summary", *["update_summary"] * committed, "_entry"]
+    assert ("digest" in run.summary()) == committed
 
 
 def _imports(path: Path) -> set[str]:

@@ -71,7 +71,7 @@ def test_run_store_report_and_skip(capsys, tmp_path, write_manifest):
     report = (tmp_path / "results" / "reports" / "t-tiny.md").read_text()
     assert "Scale: tiny" in report and f"dataset: {label}" in report
     if run.spec()["code_version"].endswith("+dirty"):  # tests run from a checkout with uncommitted changes
-        assert "- **learns** — **not evaluable** — rests on 1 run(s) trained from uncommitted code" in report
+        assert "- **learns** — **not evaluable** — no seed is left: seed 0 dropped by its provenance" in report
     else:
         assert "- **learns** — **indicative (one seed)** — holds" in report and "**not evaluable**" not in report
     assert "**at-paper** —" not in report  # judged at the paper scale only (listed among the claims)
@@ -152,6 +152,7 @@ def test_wandb_offline_run_is_recorded(tmp_path, write_manifest, monkeypatch):
 SYNTHETIC = """name: t-probe
 title: a probe
 paper: probe
+split: valid  # the probes' words read the valid split
 base:
   data: {name: synthetic, block: 16, synthetic: {generator: periodic, distance: 8, symbols: 8, tokens: 20000}}
   model: {family: adaptive_span, layers: 1, d_model: 16, d_ff: 32, heads: 2, dropout: 0.0,
@@ -182,6 +183,6 @@ def test_a_synthetic_run_stores_bits_per_dependency_class_beside_floor_and_blind
     report = (tmp_path / "results" / "reports" / "t-probe.md").read_text()
     assert "`used[long]` | holds" in report
     if RunDir(tmp_path / "results", m.name, spec.run_id).spec()["code_version"].endswith("+dirty"):
-        assert "- **used** — **not evaluable** — rests on 1 run(s) trained from uncommitted code" in report
+        assert "- **used** — **not evaluable** — no seed is left: seed 0 dropped by its provenance" in report
     else:
         assert "- **used** — **indicative (one seed)** — holds" in report

@@ -21,6 +21,7 @@ import pytest
 from scipy.special import stdtrit
 
 from repro.claims import gates, sequential, stats
+from repro.config.looks import looks_of
 
 DRAWS = 40_000
 
@@ -37,7 +38,7 @@ def _reproduced_rate(looks: tuple[int, ...], levels: tuple[float, ...], delta: f
 
 
 def test_the_spending_boundary_keeps_optional_stopping_at_the_nominal_rate_and_states_its_power():
-    looks = sequential.looks_of({"first": 3, "max": 8}).counts
+    looks = looks_of({"first": 3, "max": 8}).counts
     assert looks == (3, 4, 5, 6, 7, 8)
     levels = sequential.levels(looks)
     assert levels == sequential.levels(looks) and all(level < 0.05 for level in levels)  # deterministic, spent
@@ -65,7 +66,7 @@ def test_a_verdict_at_an_interim_look_uses_its_level_and_says_so():
     )
     check = "valid_bits[kind=adaptive] < valid_bits[kind=fixed]"
     fixed = gates.evaluate(check, runs, ["model.span.kind"])
-    looks = sequential.looks_of({"first": 3, "max": 8})
+    looks = looks_of({"first": 3, "max": 8})
     sequential_verdict = gates.evaluate(check, runs, ["model.span.kind"], looks=looks)
     level = sequential.levels(looks.counts)[2]
     assert fixed.p == pytest.approx(0.0224, abs=1e-4) and fixed.status == "reproduced"
@@ -73,7 +74,7 @@ def test_a_verdict_at_an_interim_look_uses_its_level_and_says_so():
     assert f"look 3 of 6 (looks 3 to 8 (every added seed)): one-sided level {level:.3g}" in sequential_verdict.effect
     assert sequential_verdict.p_family == pytest.approx(min(1, sequential_verdict.p_two_sided * 0.05 / level))
     # seeds beyond the last look are not judged
-    capped = gates.evaluate(check, runs, ["model.span.kind"], looks=sequential.looks_of({"looks": [2, 4]}))
+    capped = gates.evaluate(check, runs, ["model.span.kind"], looks=looks_of({"looks": [2, 4]}))
     assert capped.seeds == 4 and "look 2 of 2" in capped.effect
 
 

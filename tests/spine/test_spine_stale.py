@@ -67,9 +67,9 @@ def test_a_run_trained_from_this_checkouts_commit_is_stamped_and_no_other(tmp_pa
     _, runs = _store(tmp_path, write_manifest, [("abc1234", None), ("def5678", None), ("abc1234+dirty", None)])
     here, other, dirty = runs
     assert (
-        digests.stamp(here)
+        digests.stamp(here, here.summary())
         == code.digest(here.spec())
         == RunDir(here.path.parents[2], here.path.parent.name, here.run_id).summary()["digest"]
     )
-    assert digests.stamp(other) is None and "digest" not in other.summary()
-    assert digests.stamp(dirty) is None and "digest" not in dirty.summary()
+    assert digests.stamp(other, other.summary()) is None and "digest" not in other.summary()
+    assert digests.stamp(dirty, dirty.summary()) is None and "digest" not in dirty.summary()
