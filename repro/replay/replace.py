@@ -41,6 +41,8 @@ COPIED = ("metrics.csv", "analysis.npz")  # beside spec.yaml and summary.json, w
 
 def commit_of(at: str | None, repo: Path) -> str:
     """``--at``'s commit as a short hash (default: this code's commit, which must hold no uncommitted change)."""
+    if at is not None and not at.strip():
+        raise UserError(f"--at {at!r}: expected a commit (a hash, tag or branch); an empty one names none")
     version = at or code_version()
     if version.endswith(DIRTY):
         raise UserError(

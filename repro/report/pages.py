@@ -19,7 +19,7 @@ from repro.claims.stats import CONFIDENCE
 from repro.config import lookup
 from repro.config.access import NONE, Access
 from repro.config.manifest import Manifest, discover
-from repro.files import atomic
+from repro.files import atomic, safeyaml
 from repro.files.locks import FileLock
 from repro.report import overview, page, renderers
 from repro.report.assemble import assemble
@@ -28,6 +28,7 @@ from repro.report.multiplicity import multiplicity
 from repro.report.results import ClaimResult
 
 KINDS = ("table", "fig")  # then the suite's ablations, by name
+MAX_VERDICTS_BYTES = 64 * 2**20  # reports/verdicts.json: a few hundred KB for every verdict of the suite
 
 
 @contextlib.contextmanager
@@ -89,12 +90,22 @@ def render_all(root: Path, confidence: float = CONFIDENCE, access: Access = NONE
 
 def stored_verdicts(root: Path) -> dict[tuple[str, str, str], str]:
     """(manifest, scale, claim) -> verdict, as the last regeneration stored them in ``reports/verdicts.json``
-    (none: no previous regeneration to compare with)."""
+    (none: no previous regeneration to compare with). It is the suite's own output, so what is not its shape
+    is left out, not an error: a key of other than three parts, an entry without a verdict, a file that is
+    not a regular one (a FIFO is never read) or holds more than :data:`MAX_VERDICTS_BYTES`."""
+    path = root / "reports" / overview.VERDICTS_JSON
     try:
-        stored = json.loads((root / "reports" / overview.VERDICTS_JSON).read_text(encoding="utf-8"))
-        return {tuple(k.split("\x1f")): str(v["verdict"]) for k, v in stored.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        stored = json.loads(safeyaml.read_bounded(path, MAX_VERDICTS_BYTES, ValueError))
+    except (ValueError, RecursionError):
         return {}
+    if not isinstance(stored, dict):
+        return {}
+    found = {}
+    for key, entry in stored.items():
+        parts = tuple(key.split("\x1f"))
+        if len(parts) == 3 and isinstance(entry, dict) and isinstance(entry.get("verdict"), str):
+            found[parts] = entry["verdict"]
+    return found
 
 
 def paper_order(manifest: Manifest) -> tuple:

@@ -1,6 +1,8 @@
 """The report writers read nothing but the report's data: a Report built by hand gives its page, its csvs
 and REPORT.md's rows, with no store and no file."""
 
+import json
+
 import pandas as pd
 
 from repro.claims.verdict import NOT_EVALUABLE, REPRODUCED, Verdict
@@ -137,3 +139,24 @@ def test_the_previous_verdicts_are_read_from_verdicts_json_alone(tmp_path):
     assert stored_verdicts(tmp_path) == {}  # no verdicts.json: nothing to compare with, the csvs are not parsed
     (tmp_path / "reports" / "verdicts.json").write_text(overview.verdicts_json([_result("c", Verdict(REPRODUCED, ""))]))
     assert stored_verdicts(tmp_path) == {("m", "tiny", "c"): REPRODUCED}
+
+
+def test_a_verdicts_json_of_odd_shape_or_no_regular_file_is_no_previous_regeneration(tmp_path):
+    """An odd key (one or four parts), an entry without a verdict, a list, or a FIFO in its place: the
+    entries of the suite's shape are read, the rest left out; a FIFO is never opened for a blocking read
+    (this test would hang), so `report --all` goes on (it raised ValueError on every regeneration)."""
+    import os
+
+    from repro.report.pages import stored_verdicts
+
+    (tmp_path / "reports").mkdir()
+    path = tmp_path / "reports" / "verdicts.json"
+    good = json.loads(overview.verdicts_json([_result("c", Verdict(REPRODUCED, ""))]))
+    odd = {"m": {"verdict": "x"}, "a\x1fb\x1fc\x1fd": {"verdict": "x"}, "m\x1ftiny\x1fe": {"no": 1}}
+    path.write_text(json.dumps({**good, **odd}))
+    assert stored_verdicts(tmp_path) == {("m", "tiny", "c"): REPRODUCED}
+    path.write_text("[1, 2]")
+    assert stored_verdicts(tmp_path) == {}
+    path.unlink()
+    os.mkfifo(path)
+    assert stored_verdicts(tmp_path) == {}

@@ -129,6 +129,8 @@ def test_bad_input_is_one_line_and_exit_status_2(store):
     cases = {
         ("retrain", "0123abcd"): f"error: run '0123abcd' matches 0 stored run ids under {repo / 'results'}/runs;",
         ("retrain", run.run_id, "--at", "nosuchcommit"): "error: --at nosuchcommit: not a commit of the repository at",
+        ("retrain", run.run_id, "--at", ""): "error: --at '': expected a commit (a hash, tag or branch); an empty one",
+        ("retrain", run.run_id, "--at", " "): "error: --at ' ': expected a commit",
     }
     for args, said in cases.items():
         proc = _repro(repo, "--results", "results", *args, code=repo)
