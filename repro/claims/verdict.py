@@ -109,6 +109,7 @@ class Verdict:
     shown: str = ""  # the verdict the line leads with (Holm's), where it differs from ``status``
     look: str = ""  # a sequential design's look it was judged at, and that look's level (repro.claims.sequential)
     spend: float = 1.0  # the design's level over the look's: a family adjustment is fed p_two_sided times this
+    post_hoc: str = ""  # its label where its design changed after its runs existed (repro.claims.registration)
 
     @property
     def decided(self) -> Margin | None:

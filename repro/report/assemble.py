@@ -20,12 +20,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.claims import gates, language
+from repro.claims import design, gates, language, registration
 from repro.claims import verdict as verdicts
 from repro.claims.select import SEED, seed_means
 from repro.config import lookup
+from repro.config import manifest as manifests
 from repro.config.cells import value_text
 from repro.config.manifest import DEFAULT_SCALE, Manifest
+from repro.errors import UserError
 from repro.report import derived, frames, relatives, renderers
 from repro.report.content import Note, Precondition, Report, Section, Shown
 from repro.report.renderers import Context, table_csv
@@ -126,6 +128,7 @@ def _claims(
         for v in [gates.precondition(checks[p], rows, keys)]
     ]
     curves, computes = derived.curves(root, manifest.name), derived.computes(root, manifest.name)
+    history, today = registration.History(root), _designs(manifest, scale)
     fill = f"no run of the current resolution is stored: `repro run {manifest.command} --scale {scale}`"
     results = []
     for claim in judged:
@@ -146,10 +149,22 @@ def _claims(
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, fill)
         )
+        ran = verdict.runs or frozenset(rows["run_id"]) if not rows.empty else frozenset()
+        if claim.id in today and ran:  # judged under the design its first run registered, or labelled
+            first = history.first(manifest.path, manifest.name, scale, ran)
+            verdict.post_hoc = registration.post_hoc(today[claim.id], claim.id, first)
         results.append(
             ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict, corpus(rows), kind=check.kind)
         )
     return preconditions, results
+
+
+def _designs(manifest: Manifest, scale: str) -> dict[str, dict]:
+    """Each claim's design at ``scale`` as its manifest file is written now (none where it cannot be read)."""
+    try:
+        return design.of_document(manifests.read(manifest.path), scale)
+    except UserError:
+        return {}
 
 
 def ran_on(manifest: Manifest, runs: pd.DataFrame) -> str:

@@ -46,13 +46,13 @@ class ClaimResult:
 
     @property
     def counted(self) -> str:
-        """The column of the verdict tables this result is counted in (a sanity check, whatever it read, is
-        never counted among the findings)."""
+        """The column of the verdict tables this result is counted in: the verdict its line leads with
+        (Holm's in REPORT.md; a sanity check, whatever it read, is never counted among the findings)."""
         if self.sanity:
             return SANITY
         if self.cost and self.verdict.status != verdicts.NOT_EVALUABLE:
             return COST
-        return self.verdict.status
+        return self.adjusted[0] if self.adjusted else self.verdict.status  # as the line leads: Holm's where adjusted
 
     @property
     def status(self) -> str:
@@ -77,17 +77,19 @@ class ClaimResult:
             why = f"{'holds' if v.holds else 'fails'} on its one seed: {v.effect or v.detail}"
         else:
             why = v.effect or v.detail
-        return "; ".join([why, *v.dropped])
+        return "; ".join([why, *v.dropped, *[v.post_hoc] * bool(v.post_hoc)])
 
     def short(self) -> str:
         """What REPORT.md's cells say, whole: the effect, or the failed preconditions, or the gate that
         stopped the verdict (its full reason is on the manifest's page)."""
         v = self.verdict
         if v.status == verdicts.NOT_EVALUABLE and not v.failed and v.control:
-            return f"stopped by its {v.control} (the page says why)"
-        if v.status == verdicts.NOT_EVALUABLE and not v.failed:
-            return "its runs are missing or unfinished (the page says which)"
-        return self.why({})
+            short = f"stopped by its {v.control} (the page says why)"
+        elif v.status == verdicts.NOT_EVALUABLE and not v.failed:
+            short = "its runs are missing or unfinished (the page says which)"
+        else:
+            return self.why({})
+        return "; ".join([short, *[v.post_hoc] * bool(v.post_hoc)])
 
     def line(self, labels: dict[str, str], scale: bool = False, short: bool = False) -> str:
         """One line: id, verdict, and its effect or what stopped it, written whole (``short``: as
