@@ -28,7 +28,7 @@ from repro.config import manifest as manifests
 from repro.config.cells import value_text
 from repro.config.manifest import DEFAULT_SCALE, Manifest
 from repro.errors import UserError
-from repro.report import derived, frames, relatives, renderers
+from repro.report import cost, derived, frames, relatives, renderers
 from repro.report.content import Note, Precondition, Report, Section, Shown
 from repro.report.renderers import Context, table_csv
 from repro.report.results import ClaimResult
@@ -149,13 +149,16 @@ def _claims(
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, fill)
         )
+        verdict.covers = cost.covers(rows, manifest.split) if not rows.empty else ""
         ran = verdict.runs or frozenset(rows["run_id"]) if not rows.empty else frozenset()
         if claim.id in today and ran:  # judged under the design its first run registered, or labelled
             first = history.first(manifest.path, manifest.name, scale, ran)
             verdict.post_hoc = registration.post_hoc(today[claim.id], claim.id, first)
-        results.append(
-            ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict, corpus(rows), kind=check.kind)
+        result = ClaimResult(
+            manifest.name, scale, claim.id, claim.text, claim.check, verdict, corpus(rows), kind=check.kind
         )
+        result.remedy = cost.remedy(verdict, manifest, scale, rows)
+        results.append(result)
     return preconditions, results
 
 

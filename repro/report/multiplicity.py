@@ -68,6 +68,7 @@ def multiplicity(results: list[ClaimResult], alpha: float, families: dict[str, s
         f"survive Holm and {sum(r.adjusted[1] == r.verdict.status for r in findings)} survive BH (the verdict "
         f"counts below read Holm's verdicts). {post_hoc} of the {len(judged)} are *post hoc*: their design (check, "
         f"premises, controls, smallest effect, split, looks or family) changed after their runs existed, each line "
-        f"says what. The seeds vary the initialisation only (one data order, one test split): the intervals speak "
-        f"for that variation alone. The claims csvs give each verdict's sign-flip permutation p beside its t p."
+        f"says what. Each line says what its interval covers: the seeds vary the initialisation (and the data "
+        f"order only where batches are drawn from the seed: images and audio clips shuffled per epoch, stream "
+        f"passes at a seeded offset), on the one split its manifest declares. The claims csvs give each verdict's sign-flip permutation p beside its t p."
     )

@@ -26,6 +26,7 @@ class ClaimResult:
     data: str = ""  # the corpus and its unit, e.g. "linux-doc 6.1.192-3 (bits per byte)"
     adjusted: tuple[str, str] | None = None  # (Holm's verdict, Benjamini-Hochberg's), in REPORT.md
     kind: str = ""  # the check's kind (repro.claims.language.kind); found from ``check`` where not given
+    remedy: str = ""  # not evaluable: the command that would make it evaluable and its cost (repro.report.cost)
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -77,7 +78,7 @@ class ClaimResult:
             why = f"{'holds' if v.holds else 'fails'} on its one seed: {v.effect or v.detail}"
         else:
             why = v.effect or v.detail
-        return "; ".join([why, *v.dropped, *[v.post_hoc] * bool(v.post_hoc)])
+        return "; ".join([why, *v.dropped, *[self.remedy] * bool(self.remedy), *[v.post_hoc] * bool(v.post_hoc)])
 
     def short(self) -> str:
         """What REPORT.md's cells say, whole: the effect, or the failed preconditions, or the gate that
@@ -89,7 +90,7 @@ class ClaimResult:
             short = "its runs are missing or unfinished (the page says which)"
         else:
             return self.why({})
-        return "; ".join([short, *[v.post_hoc] * bool(v.post_hoc)])
+        return "; ".join([short, *[self.remedy] * bool(self.remedy), *[v.post_hoc] * bool(v.post_hoc)])
 
     def line(self, labels: dict[str, str], scale: bool = False, short: bool = False) -> str:
         """One line: id, verdict, and its effect or what stopped it, written whole (``short``: as
@@ -98,7 +99,8 @@ class ClaimResult:
         lead = self.adjusted[0] if self.adjusted else self.status
         adjusted = f" (Holm; unadjusted: {self.status}; BH: {self.adjusted[1]})" if self.adjusted else ""
         head = f"- **{self.id}**{f' ({self.scale})' if scale else ''} — **{lead}**{kind}{adjusted} — "
-        return head + (self.short() if short else self.why(labels))
+        held = self.verdict.held if not short and self.verdict.status in verdicts.READING else []
+        return head + (self.short() if short else self.why(labels)) + "".join(f"; {h}" for h in held)
 
 
 def rule_line(confidence: float) -> str:
