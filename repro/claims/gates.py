@@ -62,8 +62,9 @@ def evaluate(
     metrics, ``train.seed`` for replicates, ``code_version`` and ``digest`` where known) after its
     requirements, on the seeds whose arms ran the same code (``computes``: a run's digest at a commit).
     Each check is parsed here once (none that comes parsed, :class:`repro.claims.language.Check`, again)."""
-    check, requires = language.compiled(check), [language.compiled(p) for p in requires]
-    controls = [language.compiled(c) for c in controls]
+    check, level = language.compiled(check), power.of_claim(check, sesoi)  # what a premise's `sesoi` names
+    requires = [language.compiled(power.bound(p, level)) for p in requires]
+    controls = [language.compiled(power.bound(c, level)) for c in controls]
     return _provenance(
         lambda rows: _judged(check, rows, cell_keys, requires, confidence, controls, sesoi, curves, looks),
         runs,

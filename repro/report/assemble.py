@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.claims import design, gates, language, registration
+from repro.claims import design, gates, language, power, registration
 from repro.claims import verdict as verdicts
 from repro.claims.select import SEED, seed_means
 from repro.config import lookup
@@ -120,12 +120,13 @@ def _claims(
     confidence: float,
 ) -> tuple[list[Precondition], list[ClaimResult]]:
     """The claims judged at one scale, and their preconditions in a table, once (labelled ``P1``...)."""
-    pre = list(dict.fromkeys(p for c in judged for p in c.requires if p != c.check))
+    bound = {c.id: [power.bound(p, _level(c, checks)) for p in c.requires] for c in judged}  # `sesoi` named
+    pre = list(dict.fromkeys(p for c in judged for p in bound[c.id] if p != c.check))
     preconditions = [
         Precondition(f"P{i + 1}", p, HELD.get(v.status, "not evaluable"), v.detail)
         for i, p in enumerate(pre)
         if not rows.empty
-        for v in [gates.precondition(checks[p], rows, keys)]
+        for v in [gates.precondition(checks.get(p) or language.compiled(p), rows, keys)]
     ]
     curves, computes = derived.curves(root, manifest.name), derived.computes(root, manifest.name)
     history, today = registration.History(root), _designs(manifest, scale)
@@ -160,6 +161,11 @@ def _claims(
         result.remedy = cost.remedy(verdict, manifest, scale, rows)
         results.append(result)
     return preconditions, results
+
+
+def _level(claim, checks: dict[str, language.Check]) -> float:
+    """A claim's smallest effect of interest, as its premises' ``sesoi`` names it."""
+    return power.of_claim(checks[claim.check], claim.sesoi if claim.sesoi is not None else math.nan)
 
 
 def _designs(manifest: Manifest, scale: str) -> dict[str, dict]:
