@@ -51,7 +51,7 @@ def test_a_plan_reads_each_runs_state_once_and_shows_it(tmp_path, write_manifest
 
 
 def test_a_trained_run_is_read_once_when_its_turn_comes(tmp_path, write_manifest, monkeypatch):
-    m = manifests.load(write_manifest())
+    m = manifests.load(write_manifest(claims="claims:\n  - {id: c, text: t, check: 'test_bits[] < 9'}\n"))
     root = tmp_path / "results"
     plan = plans.make([m], root, "tiny", echo=print)
     (p,) = plan.runs
@@ -63,7 +63,11 @@ def test_a_trained_run_is_read_once_when_its_turn_comes(tmp_path, write_manifest
     # the plan's look served the ETA's list and the instruction set; the runner looks once (its state,
     # handed to settling; a run with no summary yet is not read again under its lock), the finish adds the
     # scores to the summary and the index reads its row; the ETA's own scan of the store (_timed) is apart
-    assert [f for path, f in reads if path == run.path and f != "_timed"] == ["state", "update_summary", "_entry"]
+    # then the session stamps what it executed (its digest: where this checkout is committed) and the designs
+    # of its manifest's claims (repro.claims.registration), each a read of the summary it adds to
+    read = [f for path, f in reads if path == run.path and f != "_timed"]
+    assert read[:3] == ["state", "update_summary", "_entry"] and set(read[3:]) <= {"stamp", "update_summary"}, read
+    assert set(run.summary()["designs"]) == {"c"}
 
 
 def _imports(path: Path) -> set[str]:
