@@ -13,5 +13,7 @@ pandas), imported by the config stage (parsing and validating a manifest's claim
 - :mod:`~repro.claims.trajectory`: the gate on a bits verdict's training curves;
 - :mod:`~repro.claims.stats`: pure statistics (t, noncentral t, TOST, sign flips, Holm, BH);
 - :mod:`~repro.claims.power`: smallest effects of interest, and what a number of seeds can decide;
-- :mod:`~repro.claims.verdict`: the :class:`Verdict` and :class:`Margin` a judgement gives.
+- :mod:`~repro.claims.verdict`: the :class:`Verdict` and :class:`Margin` a judgement gives;
+- :mod:`~repro.claims.design`: a claim's design (check, premises, controls, sesoi, split, looks, family), hashed;
+- :mod:`~repro.claims.registration`: the design each run was trained for (its stamp, git history), *post hoc*.
 """

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -62,8 +63,9 @@ def evaluate(
     metrics, ``train.seed`` for replicates, ``code_version`` and ``digest`` where known) after its
     requirements, on the seeds whose arms ran the same code (``computes``: a run's digest at a commit).
     Each check is parsed here once (none that comes parsed, :class:`repro.claims.language.Check`, again)."""
-    check, requires = language.compiled(check), [language.compiled(p) for p in requires]
-    controls = [language.compiled(c) for c in controls]
+    check, level = language.compiled(check), power.of_claim(check, sesoi)  # what a premise's `sesoi` names
+    requires = [language.compiled(power.bound(p, level)) for p in requires]
+    controls = [language.compiled(power.bound(c, level)) for c in controls]
     return _provenance(
         lambda rows: _judged(check, rows, cell_keys, requires, confidence, controls, sesoi, curves, looks),
         runs,
@@ -88,6 +90,7 @@ def _judged(check, runs, cell_keys, requires, confidence, controls, sesoi, curve
         look = f"look {k + 1} of {len(looks.counts)} ({looks.text()}): one-sided level {nominal:.3g}"
         spend, confidence = (1 - confidence) / nominal, 1 - nominal
     verdict = judge(check, means, frames, cell_keys, confidence)
+    verdict.held += [_premise(p, runs, cell_keys, confidence) for p in requires if p.text in judged_first]
     band = verdict.decided.band if verdict.decided is not None else None
     # none declared: a band's is its half-width (what it calls equivalent), else its metric's default
     verdict.sesoi = sesoi if not math.isnan(sesoi) else band if band is not None else power.default_sesoi(check)
@@ -131,6 +134,13 @@ def precondition(check: str | language.Check, runs: pd.DataFrame, cell_keys: lis
     if failing:
         verdict.detail += f"; fails on seed{'s' * (len(failing) > 1)} {', '.join(failing)} of {len(frames)}"
     return verdict
+
+
+def _premise(premise: language.Check, runs: pd.DataFrame, cell_keys: list[str], confidence: float) -> str:
+    """A premise that held, as a verdict's ``held`` says it: its paired margin (the cell that decided)."""
+    frames, means = paired(runs, cell_keys, [premise])
+    judged = judge(premise, means, frames, cell_keys, confidence)
+    return f"premise `{premise.text}`: holds on every seed ({judged.effect or judged.detail})"
 
 
 def _controls(verdict: Verdict, controls, runs, cell_keys, confidence, reading: int) -> Verdict:
@@ -222,12 +232,14 @@ def _trajectory(check: language.Check, verdict: Verdict, frames, cell_keys, curv
 def _provenance(judged: Callable[[pd.DataFrame], Verdict], runs: pd.DataFrame, computes) -> Verdict:
     """``judged(runs)`` on the seeds whose arms ran the same code (:mod:`repro.claims.pairs`), saying which
     seeds were dropped and why; not evaluable when no seed is left."""
-    verdict, notes = judged(runs), []
+    verdict, notes, lost = judged(runs), [], set()
     while drop := pairs.dropped(runs, verdict.runs, computes):
         notes += pairs.notes(drop)
-        runs = runs[~seeds_of(runs).isin(list(drop))]
+        out = seeds_of(runs).isin(list(drop))
+        lost |= set(runs[out & runs["run_id"].isin(set(verdict.runs))]["run_id"])
+        runs = runs[~out]
         if runs.empty:
-            return stopped(verdict, "provenance", f"no seed is left: {'; '.join(notes)}")
+            return replace(stopped(verdict, "provenance", f"no seed is left: {'; '.join(notes)}"), lost=frozenset(lost))
         verdict = judged(runs)
-    verdict.dropped = notes
+    verdict.dropped, verdict.lost = notes, frozenset(lost)
     return verdict

@@ -14,7 +14,11 @@ holds when adaptive beats fixed at every span limit; a cell with two runs is an 
 position. A selection of one run is a number. Functions: mean, min, max, abs, all, any, first/last (the
 value at the first/last cell in grid order), and ``best(x, y, ...)``: the argument whose seed mean is lowest
 (the best baseline the manifest trains, chosen once on the means and then paired seed by seed, never a
-per-seed minimum, which would pick each seed's luckiest arm). ``abs(x) < k`` is a *band* (judged by two one-sided tests).
+per-seed minimum, which would pick each seed's luckiest arm), and ``nonincreasing(x)``: each cell of ``x``
+after the first is ``<=`` the cell before it, a cell-wise comparison (the premise "far context helps": a
+fixed span's bits do not rise along S). ``abs(x) < k`` is a *band* (judged by two one-sided tests). A premise
+or control may name ``sesoi``: the claim's smallest effect of interest (the dense-baseline premise: dense
+not worse than the sparse arm it bounds by more than it, ``test_bits[pattern=dense] <= test_bits[pattern=fixed] + sesoi``).
 The comparison operators and how each is judged are one table, :data:`repro.claims.operators.OPERATORS`.
 
 Words that expand into checks:
@@ -53,7 +57,9 @@ COST_METRICS = ("flops_per_token", "params", "peak_memory_bytes", "attn_keys_per
 USED_FRACTION = 0.25  # of blind - floor: a class counts as used once a quarter of its long-range bits is gained
 _WORDS = re.compile(r"\b(learned_test|learned|used)\[([^\[\]]*)\]")
 _SELECTION = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\[([^\[\]]*)\]")
-FUNCTIONS = ("mean", "min", "max", "abs", "all", "any", "first", "last", "best")
+FUNCTIONS = ("mean", "min", "max", "abs", "all", "any", "first", "last", "best", "nonincreasing")
+SESOI = "sesoi"  # a name a premise may use: the claim's smallest effect of interest (repro.claims.power.bound)
+STEPS = ("_later", "_earlier")  # what nonincreasing(x) compares: each cell of x after the first, the one before it
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 _COMPARISONS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 TIMED = ("seconds_per_step", "train_seconds", "model_flops_per_second", "mfu")
@@ -101,7 +107,7 @@ def parse(check: str) -> tuple[ast.Expression, list[Selection]]:
     for node in ast.walk(tree):
         if not isinstance(node, allowed):
             raise ClaimError(f"claim {check!r}: {type(node).__name__} is not allowed in a check")
-        if isinstance(node, ast.Name) and not (node.id.startswith("_s") or node.id in FUNCTIONS):
+        if isinstance(node, ast.Name) and not (node.id.startswith("_s") or node.id in (*FUNCTIONS, SESOI)):
             raise ClaimError(f"claim {check!r}: unknown name {node.id!r} (write metric[key=value])")
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
             raise ClaimError(f"claim {check!r}: only {', '.join(FUNCTIONS)} may be called")
@@ -116,7 +122,24 @@ def parse(check: str) -> tuple[ast.Expression, list[Selection]]:
             and node.right.value == 0
         ):
             raise ClaimError(f"claim {check!r}: division by zero")
-    return tree, selections
+    return _stepped(tree), selections
+
+
+def _stepped(tree: ast.Expression) -> ast.Expression:
+    """``nonincreasing(x)`` written as the cell-wise comparison it is: each cell of ``x`` after the first
+    ``<=`` the cell before it (``_later(x) <= _earlier(x)``), judged like any comparison of cells."""
+
+    class Steps(ast.NodeTransformer):
+        def visit_Call(self, call: ast.Call) -> ast.AST:
+            self.generic_visit(call)
+            if call.func.id != "nonincreasing":
+                return call
+            if len(call.args) != 1:
+                raise ClaimError("nonincreasing(x) takes one selection")
+            later, earlier = (ast.Call(ast.Name(f, ast.Load()), call.args, []) for f in STEPS)
+            return ast.Compare(later, [ast.LtE()], [earlier])
+
+    return ast.fix_missing_locations(Steps().visit(tree))
 
 
 @dataclass(eq=False)

@@ -9,9 +9,12 @@ effect exceeds it is *uninformative*: its seeds could not have decided it.
 
 from __future__ import annotations
 
+import ast
 import math
+import re
 
 from repro.claims import language
+from repro.claims.operators import band
 from repro.claims.stats import CONFIDENCE, POWER, detectable, t_quantile
 
 SPANS = ("avg_span", "span_max", "span_lower_half", "span_upper_half", "span_growth", "dynamic_span_mean")
@@ -26,6 +29,28 @@ def default_sesoi(check: str | language.Check) -> float:
         if metric in SPANS:
             return DEFAULTS["span"]
     return math.nan
+
+
+def of_claim(check: str | language.Check, declared: float = math.nan) -> float:
+    """A claim's smallest effect of interest before it is judged: the one it declares, else a band's
+    half-width where it is a constant (``abs(x) < 0.05``), else its metric's default."""
+    if not math.isnan(declared):
+        return declared
+    body = language.compiled(check).tree.body
+    if isinstance(body, ast.Compare) and len(body.ops) == 1:
+        found = band(type(body.ops[0]), body.left, body.comparators[0])
+        if found is not None and isinstance(found[1], ast.Constant):
+            return float(found[1].value)
+    return default_sesoi(check)
+
+
+def bound(check: str | language.Check, sesoi: float) -> str | language.Check:
+    """A premise or control with the name ``sesoi`` bound to the claim's (as it is where it names none, or
+    where the claim has none: judging it then says so)."""
+    text = language.written(check)
+    if math.isnan(sesoi) or not re.search(rf"\b{language.SESOI}\b", text):
+        return check
+    return re.sub(rf"\b{language.SESOI}\b", f"{sesoi:g}", text)
 
 
 def power_note(seeds: int, confidence: float = CONFIDENCE) -> str:

@@ -23,7 +23,19 @@ _FUNCTIONS = {
     "first": lambda s: as_series(s).iloc[0],
     "last": lambda s: as_series(s).iloc[-1],
     "best": lambda *args: args[lowest(args)],
+    "_later": lambda s: _steps(s, later=True),
+    "_earlier": lambda s: _steps(s, later=False),
 }
+
+
+def _steps(value: Any, later: bool) -> pd.Series:
+    """The cells of ``value`` after the first (``later``) or before the last, each labelled by its step
+    (``128 after 64``): nonincreasing(x) compares the two (repro.claims.language)."""
+    s = as_series(value)
+    if len(s) < 2:
+        raise NotEvaluable(f"nonincreasing() needs two cells or more, got {len(s)}")
+    labels = [f"{b} after {a}" for a, b in zip(s.index[:-1], s.index[1:])]
+    return pd.Series((s.values[1:] if later else s.values[:-1]), index=labels)
 
 
 def lowest(values: tuple[Any, ...]) -> int:
@@ -56,6 +68,8 @@ def evaluate(node: ast.AST, values: dict[str, Any]) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
+        if node.id not in values:  # sesoi, where the claim has none to bind it to (repro.claims.power.bound)
+            raise NotEvaluable(f"{node.id} is not bound: the claim has no smallest effect of interest (declare sesoi:)")
         return values[node.id]
     if isinstance(node, ast.BinOp):
         return _BINARY[type(node.op)](evaluate(node.left, values), evaluate(node.right, values))

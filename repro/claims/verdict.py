@@ -109,6 +109,9 @@ class Verdict:
     shown: str = ""  # the verdict the line leads with (Holm's), where it differs from ``status``
     look: str = ""  # a sequential design's look it was judged at, and that look's level (repro.claims.sequential)
     spend: float = 1.0  # the design's level over the look's: a family adjustment is fed p_two_sided times this
+    lost: frozenset = frozenset()  # the runs of the seeds its provenance dropped (retraining them restores the seeds)
+    covers: str = ""  # what its interval's seeds vary, and the split (set by the report: the runs say)
+    post_hoc: str = ""  # its label where its design changed after its runs existed (repro.claims.registration)
 
     @property
     def decided(self) -> Margin | None:
@@ -167,7 +170,8 @@ class Verdict:
         at = f" at Holm's level {self.read_at:.2g}" if not math.isnan(self.read_at) else ""
         mde = f"; MDE {self.mde:.3g}{at} > {self.sesoi:.3g}: uninformative" if self.uninformative else ""
         look = f"; {self.look}" if self.look else ""
-        return f"{m.text()}, {seeds}{look}{mde}"
+        covers = f" ({self.covers})" if self.covers and self.seeds > 1 else ""
+        return f"{m.text()}, {seeds}{covers}{look}{mde}"
 
 
 def stopped(verdict: Verdict, control: str, why: str) -> Verdict:

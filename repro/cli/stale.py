@@ -4,10 +4,10 @@ differs from what this checkout's code executes for their spec, or is unknown (`
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from repro.errors import UserError
+from repro.report.cost import hours
 from repro.store import digest as code
 from repro.store.digests import Digests
 from repro.store.runs import RunDir
@@ -30,12 +30,6 @@ def runs(root: Path, rows: list[dict]) -> list[dict]:
     if finished and len(unread) == len(finished):
         raise UserError(f"{unread[0]}: the digest of a stored run is computed from the commit that trained it")
     return out
-
-
-def hours(rows: list[dict]) -> float:
-    """The hours their stored wall times (training and scoring) add up to (a run without them: none)."""
-    seconds = [(r.get("train_seconds") or 0) + (r.get("eval_seconds") or 0) for r in rows]
-    return sum(s for s in seconds if isinstance(s, (int, float)) and not math.isnan(s)) / 3600
 
 
 def summary(rows: list[dict]) -> str:

@@ -143,6 +143,9 @@ class Document(Section):
     name: Name
     title: Name
     paper: Name
+    family: Annotated[
+        str | None, expect(lambda v: v is None or (isinstance(v, str) and v != ""), "expected a family name")
+    ] = None  # the family REPORT.md adjusts its findings in (None: its paper's)
     base: Annotated[Any, expect(lambda v: isinstance(v or {}, dict), "expected a mapping")] = None
     grid: Mapping = Field(default_factory=dict)
     scales: Annotated[dict[Any, Scale], expect(lambda v: isinstance(v, dict), "expected a mapping", empty={})] = Field(

@@ -106,9 +106,15 @@ class Manifest:
     split: str = "test"  # the one split its claims are judged on (repro.claims.language.SPLITS)
     folders: list[Path] = field(default_factory=list)  # of the files merged into it: where it may read
     headline: str | None = None  # the claim id REPORT.md's first table shows (default: the first finding)
+    declared_family: str | None = None  # the family its findings are adjusted in, as declared (`family:`)
     access: Access = NONE  # the folders the user allowed beyond its own (--allow-read, --trust-code)
     # scale -> its runs and left-out cells: a manifest expands once per scale (build checks every scale)
     _expanded: dict[str, tuple] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def family(self) -> str:
+        """The family REPORT.md adjusts its findings in: the declared one, else its paper."""
+        return self.declared_family or self.paper
 
     def read_roots(self) -> list[Path]:
         """The folders whose files a `file` corpus may be (``docs/faults.md``): the folder of every file
@@ -411,6 +417,7 @@ def build(
         seeds=doc.seeds,
         split=doc.split,
         headline=None if doc.headline is None else str(doc.headline),
+        declared_family=doc.family,
         access=access,
     )
     expanded = [manifest._expand(scale) for scale in manifest.scale_names()]  # an invalid cell raises here

@@ -20,13 +20,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.claims import gates, language
+from repro.claims import design, gates, language, power, registration
 from repro.claims import verdict as verdicts
 from repro.claims.select import SEED, seed_means
 from repro.config import lookup
+from repro.config import manifest as manifests
 from repro.config.cells import value_text
 from repro.config.manifest import DEFAULT_SCALE, Manifest
-from repro.report import derived, frames, relatives, renderers
+from repro.errors import UserError
+from repro.report import cost, derived, frames, relatives, renderers
 from repro.report.content import Note, Precondition, Report, Section, Shown
 from repro.report.renderers import Context, table_csv
 from repro.report.results import ClaimResult
@@ -118,14 +120,16 @@ def _claims(
     confidence: float,
 ) -> tuple[list[Precondition], list[ClaimResult]]:
     """The claims judged at one scale, and their preconditions in a table, once (labelled ``P1``...)."""
-    pre = list(dict.fromkeys(p for c in judged for p in c.requires if p != c.check))
+    bound = {c.id: [power.bound(p, _level(c, checks)) for p in c.requires] for c in judged}  # `sesoi` named
+    pre = list(dict.fromkeys(p for c in judged for p in bound[c.id] if p != c.check))
     preconditions = [
         Precondition(f"P{i + 1}", p, HELD.get(v.status, "not evaluable"), v.detail)
         for i, p in enumerate(pre)
         if not rows.empty
-        for v in [gates.precondition(checks[p], rows, keys)]
+        for v in [gates.precondition(checks.get(p) or language.compiled(p), rows, keys)]
     ]
     curves, computes = derived.curves(root, manifest.name), derived.computes(root, manifest.name)
+    history, today = registration.History(root), _designs(manifest, scale)
     fill = f"no run of the current resolution is stored: `repro run {manifest.command} --scale {scale}`"
     results = []
     for claim in judged:
@@ -146,10 +150,30 @@ def _claims(
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, fill)
         )
-        results.append(
-            ClaimResult(manifest.name, scale, claim.id, claim.text, claim.check, verdict, corpus(rows), kind=check.kind)
+        verdict.covers = cost.covers(rows, manifest.split) if not rows.empty else ""
+        ran = verdict.runs or frozenset(rows["run_id"]) if not rows.empty else frozenset()
+        if claim.id in today and ran:  # judged under the design its first run registered, or labelled
+            first = history.first(manifest.path, manifest.name, scale, ran)
+            verdict.post_hoc = registration.post_hoc(today[claim.id], claim.id, first)
+        result = ClaimResult(
+            manifest.name, scale, claim.id, claim.text, claim.check, verdict, corpus(rows), kind=check.kind
         )
+        result.remedy = cost.remedy(verdict, manifest, scale, rows)
+        results.append(result)
     return preconditions, results
+
+
+def _level(claim, checks: dict[str, language.Check]) -> float:
+    """A claim's smallest effect of interest, as its premises' ``sesoi`` names it."""
+    return power.of_claim(checks[claim.check], claim.sesoi if claim.sesoi is not None else math.nan)
+
+
+def _designs(manifest: Manifest, scale: str) -> dict[str, dict]:
+    """Each claim's design at ``scale`` as its manifest file is written now (none where it cannot be read)."""
+    try:
+        return design.of_document(manifests.read(manifest.path), scale)
+    except UserError:
+        return {}
 
 
 def ran_on(manifest: Manifest, runs: pd.DataFrame) -> str:

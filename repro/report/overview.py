@@ -54,7 +54,7 @@ def report_lines(reports: list[Report], confidence: float, family: str) -> list[
         "",
         *heads,
         "",
-        f"## Verdicts per scale ({' / '.join(COUNTED)})",
+        f"## Verdicts per scale, Holm's where adjusted ({' / '.join(COUNTED)})",
         "",
         verdict_table(summary, [s for s in SCALE_ORDER if s in seen] + [s for s in seen if s not in SCALE_ORDER]),
         "",

@@ -92,6 +92,7 @@ def claims_csv(results: list[ClaimResult]) -> str:
                 "gate": r.verdict.control or "",
                 "held": "; ".join(r.verdict.held),
                 "dropped": "; ".join(r.verdict.dropped),
+                "post hoc": r.verdict.post_hoc,
                 "detail": r.verdict.detail,
                 "check": r.check,
             }

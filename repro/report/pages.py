@@ -76,7 +76,7 @@ def render_all(root: Path, confidence: float = CONFIDENCE, access: Access = NONE
             reports.append(assemble(manifest, root, confidence))
             write(reports[-1], root)
         everything = [r for report in reports for r in report.results]
-        family = multiplicity(everything, 1 - confidence, {m.name: m.paper for m in manifests})
+        family = multiplicity(everything, 1 - confidence, {m.name: m.family for m in manifests})
         out_dir = root / "reports"
         moved = overview.moved_verdicts(before, everything)
         if moved:  # none moved: the page stays as it was, so an unchanged store regenerates byte for byte

@@ -26,6 +26,7 @@ class ClaimResult:
     data: str = ""  # the corpus and its unit, e.g. "linux-doc 6.1.192-3 (bits per byte)"
     adjusted: tuple[str, str] | None = None  # (Holm's verdict, Benjamini-Hochberg's), in REPORT.md
     kind: str = ""  # the check's kind (repro.claims.language.kind); found from ``check`` where not given
+    remedy: str = ""  # not evaluable: the command that would make it evaluable and its cost (repro.report.cost)
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -46,13 +47,13 @@ class ClaimResult:
 
     @property
     def counted(self) -> str:
-        """The column of the verdict tables this result is counted in (a sanity check, whatever it read, is
-        never counted among the findings)."""
+        """The column of the verdict tables this result is counted in: the verdict its line leads with
+        (Holm's in REPORT.md; a sanity check, whatever it read, is never counted among the findings)."""
         if self.sanity:
             return SANITY
         if self.cost and self.verdict.status != verdicts.NOT_EVALUABLE:
             return COST
-        return self.verdict.status
+        return self.adjusted[0] if self.adjusted else self.verdict.status  # as the line leads: Holm's where adjusted
 
     @property
     def status(self) -> str:
@@ -77,17 +78,19 @@ class ClaimResult:
             why = f"{'holds' if v.holds else 'fails'} on its one seed: {v.effect or v.detail}"
         else:
             why = v.effect or v.detail
-        return "; ".join([why, *v.dropped])
+        return "; ".join([why, *v.dropped, *[self.remedy] * bool(self.remedy), *[v.post_hoc] * bool(v.post_hoc)])
 
     def short(self) -> str:
         """What REPORT.md's cells say, whole: the effect, or the failed preconditions, or the gate that
         stopped the verdict (its full reason is on the manifest's page)."""
         v = self.verdict
         if v.status == verdicts.NOT_EVALUABLE and not v.failed and v.control:
-            return f"stopped by its {v.control} (the page says why)"
-        if v.status == verdicts.NOT_EVALUABLE and not v.failed:
-            return "its runs are missing or unfinished (the page says which)"
-        return self.why({})
+            short = f"stopped by its {v.control} (the page says why)"
+        elif v.status == verdicts.NOT_EVALUABLE and not v.failed:
+            short = "its runs are missing or unfinished (the page says which)"
+        else:
+            return self.why({})
+        return "; ".join([short, *[self.remedy] * bool(self.remedy), *[v.post_hoc] * bool(v.post_hoc)])
 
     def line(self, labels: dict[str, str], scale: bool = False, short: bool = False) -> str:
         """One line: id, verdict, and its effect or what stopped it, written whole (``short``: as
@@ -96,7 +99,8 @@ class ClaimResult:
         lead = self.adjusted[0] if self.adjusted else self.status
         adjusted = f" (Holm; unadjusted: {self.status}; BH: {self.adjusted[1]})" if self.adjusted else ""
         head = f"- **{self.id}**{f' ({self.scale})' if scale else ''} — **{lead}**{kind}{adjusted} — "
-        return head + (self.short() if short else self.why(labels))
+        held = self.verdict.held if not short and self.verdict.status in verdicts.READING else []
+        return head + (self.short() if short else self.why(labels)) + "".join(f"; {h}" for h in held)
 
 
 def rule_line(confidence: float) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from repro import data, progress
+from repro.claims import registration
 from repro.config import manifest as manifests
 from repro.config.metrics import split_gap
 from repro.errors import StoreError, UserError
@@ -100,9 +101,13 @@ def train(
                 _remember(root, p, known, world)
             raise
         _remember(root, p, known, world)
-        if outcome.status == "finished" and world.leads and not retrain_checkpoint:  # what it executed
+        if outcome.status == "finished" and world.leads and not retrain_checkpoint:  # a retrained checkpoint
+            # leaves the summary as it was; a run trained now: what it executed and the designs it was trained for
+            run = RunDir(root, m.name, spec.run_id)
             with contextlib.suppress(StoreError):  # a full disk: its commit still says what it ran
-                digests.stamp(RunDir(root, m.name, spec.run_id), outcome.summary)
+                digests.stamp(run, outcome.summary)
+            with contextlib.suppress(StoreError):  # the design's hash (repro.claims.registration)
+                registration.stamp(run, m.path, spec.scale)
         if outcome.status in ("failed", "busy"):
             failed += outcome.status == "failed"
             busy += outcome.status == "busy"

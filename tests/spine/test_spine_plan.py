@@ -52,7 +52,7 @@ def test_a_plan_reads_each_runs_state_once_and_shows_it(tmp_path, write_manifest
 
 
 def test_a_trained_run_is_read_once_when_its_turn_comes(tmp_path, write_manifest, monkeypatch):
-    m = manifests.load(write_manifest())
+    m = manifests.load(write_manifest(claims="claims:\n  - {id: c, text: t, check: 'test_bits[] < 9'}\n"))
     root = tmp_path / "results"
     plan = plans.make([m], root, "tiny", echo=print)
     (p,) = plan.runs
@@ -63,13 +63,14 @@ def test_a_trained_run_is_read_once_when_its_turn_comes(tmp_path, write_manifest
     assert run.finished and any("finished:" in line for line in said), said
     # the plan's look served the ETA's list and the instruction set; the runner looks once (its state,
     # handed to settling; a run with no summary yet is not read again under its lock), the finish adds the
-    # scores to the summary, the session adds the computation digest beside them (under the same lock's
-    # read-modify-write) and the index reads its row; the ETA's own scan of the store (_timed) is apart
-    # (a checkout with uncommitted changes records none: what it ran is not recorded anywhere)
+    # scores to the summary and the index reads its row; the ETA's own scan of the store (_timed) is apart;
+    # then the session stamps what it executed (its digest, where this checkout is committed: uncommitted
+    # code records none) and the designs of its manifest's claims (repro.claims.registration), each a read
+    # of the summary it adds to
     committed = not digests.of_version(provenance.code_version())
-    kinds = [f for path, f in reads if path == run.path and f != "_timed"]
-    assert kinds == ["state", "update_summary", *["update_summary"] * committed, "_entry"]
-    assert ("digest" in run.summary()) == committed
+    read = [f for path, f in reads if path == run.path and f != "_timed"]
+    assert read[:3] == ["state", "update_summary", "_entry"] and set(read[3:]) <= {"stamp", "update_summary"}, read
+    assert set(run.summary()["designs"]) == {"c"} and ("digest" in run.summary()) == committed
 
 
 def _imports(path: Path) -> set[str]:

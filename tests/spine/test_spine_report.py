@@ -191,7 +191,8 @@ def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_m
     results = [found("a", same, 0.015), found("b", same, 0.015), found("c", frozenset({"r3"}), 0.0005)]
     papers = {name: "adaptive_span" for name in "abcd"}
     text = multiplicity(results, 0.05, papers)
-    assert "3 findings are judged by the t rule" in text and "2 distinct tests" in text
+    assert "3 verdicts are judged by the t rule" in text and "3 *findings*" in text and "2 distinct tests" in text
+    assert "Of the 3 findings" in text  # one count of findings, not two
     assert "expect 0.3 false readings" in text  # 3 directional tests x 10% (5% per tail)
     # two tests: Holm needs 0.05 for the second smallest; 0.03 passes, and BH keeps both
     assert [r.adjusted for r in results] == [("reproduced", "reproduced")] * 3
@@ -207,7 +208,7 @@ def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_m
     twin = [found("x", frozenset({"f1"}), 0.02), found("y", frozenset({"s1"}), 0.02)]
     for r in twin:
         r.verdict.computed = frozenset({"same-numbers"})
-    assert "apart), 1 distinct tests once" in multiplicity(twin, 0.05, {"x": "suite", "y": "sparse"})
+    assert "0 within noise; 1 distinct tests once" in multiplicity(twin, 0.05, {"x": "suite", "y": "sparse"})
     # another paper's test is another family: it does not count against these
     other = found("e", frozenset({"r5"}), 0.02)
     multiplicity([*results, other], 0.05, {**papers, "e": "sparse_transformer"})
