@@ -14,6 +14,8 @@ from repro.report import prune, renderers
 
 def cmd_report(args) -> int:
     root = store_root(args)
+    if args.all and args.max_steps is not None:
+        raise UserError(f"--max-steps {args.max_steps}: a capped report is one manifest's (name it), not --all's")
     if args.all:
         print(f"wrote {report.render_all(root, args.confidence, args.access)}")
         removed = prune.remove_unreferenced(root)
@@ -25,7 +27,7 @@ def cmd_report(args) -> int:
     found = select(args)
     chosen = lookup.with_parts(found, override_args(args)) if override_args(args) else found
     for manifest in [renderers.check_loaded(m) for m in chosen]:  # every one checked before any is written
-        path, results = report.render(manifest, root, args.confidence)
+        path, results = report.render(manifest, root, args.confidence, args.max_steps)
         print(path.read_text(encoding="utf-8"))
         print(f"wrote {path}")
         if args.wandb:
@@ -50,6 +52,14 @@ def _report_arguments(p, parents) -> None:
     options.manifest_args(p, scale=False, optional="a manifest or group (or --all)")
     p.add_argument("--all", action="store_true", help="every manifest, and results/REPORT.md over them")
     p.add_argument("--wandb", action="store_true", help="also log the report into the manifest's W&B group")
+    p.add_argument(
+        "--max-steps",
+        type=options.positive("steps"),
+        default=None,
+        metavar="N",
+        help="report the runs `repro run --max-steps N` trained instead, labelled capped (a page of its own: "
+        "reports/NAME-cappedN.md)",
+    )
     p.add_argument(
         "--confidence",
         type=options.confidence,

@@ -41,8 +41,8 @@ def cmd_run(args) -> int:
     echo = local.start(world, plan, prepare)
     if args.max_steps is not None:
         echo(
-            f"--max-steps {args.max_steps}: capped runs have run ids of their own and are kept out of reports; "
-            f"`repro run {args.name} train.steps={args.max_steps}` trains a shortened manifest that reports them; "
+            f"--max-steps {args.max_steps}: capped runs have run ids of their own, kept out of the manifest's "
+            f"report; `repro report {args.name} --max-steps {args.max_steps}` reports them, labelled capped; "
             f"they {'score every target (--full-eval)' if args.full_eval else plan.scored}"
         )
     if args.dry_run:
@@ -148,7 +148,8 @@ def add_arguments(p, parents) -> None:
         type=opts.positive("steps"),
         default=None,
         metavar="N",
-        help="cap every run at N steps (a different run id: kept out of reports); a capped run scores each "
+        help="cap every run at N steps (a different run id: kept out of the manifest's report, reported by "
+        "`repro report NAME --max-steps N`); a capped run scores each "
         "split's first train.val_tokens targets (the quick validation's), unless --full-eval",
     )
     p.add_argument(

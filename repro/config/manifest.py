@@ -220,7 +220,7 @@ class Manifest:
                     set_key(resolved, key, value)
                 run = build_run(self.name, scale, cell, resolved)
             except SpecError as err:
-                where = f" (grid cell {cell_text(cell)})" if cell else ""
+                where = f" (scale {scale}, grid cell {cell_text(cell)})" if cell else f" (scale {scale})"
                 error = ManifestError(f"{self.path}: {err}{where}")
                 if not (self.set or self.sweep):
                     raise error from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from repro.config.keys import matching
 from repro.config.spec import RunSpec
@@ -32,10 +31,3 @@ def select(specs: list[RunSpec], only: Sequence[str]) -> list[RunSpec]:
             )
         specs = kept
     return specs
-
-
-def with_max_steps(spec: RunSpec, max_steps: int | None) -> RunSpec:
-    """Cap the training length (a different run: the id changes with the spec)."""
-    if max_steps is None or max_steps >= spec.train.steps:
-        return spec
-    return replace(spec, train=spec.train.model_copy(update={"steps": max_steps}))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from repro import data
 from repro.config import lookup
+from repro.config.capped import with_max_steps
 from repro.config.keys import names
 from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
@@ -136,7 +137,7 @@ def resolve(
     specs, caps = [], {}
     for m in manifests:
         for s in filters.select(m.expand(scale, seeds=seeds), only):
-            short = filters.with_max_steps(s, max_steps)
+            short = with_max_steps(s, max_steps)
             if short is not s and not full_eval:
                 caps[short.run_id] = short.train.val_tokens
             if run_id is None or short.run_id == run_id:

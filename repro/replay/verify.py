@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from repro import cpu_isa
 from repro.bounds import ALLOW_READ, TRUST_CODE
@@ -80,7 +82,8 @@ def verify(
         tried, within, note = [], None, ""
         for isa in isas:
             echo(f"verifying {run.run_id} ({manifest}) at {commit}, {threads} threads, {isa} kernels")
-            here = _execute(run, spec, code, scratch / "results" / f"{run.run_id}-{isa}", threads, isa, access)
+            out = scratch / "results" / f"{run.run_id}-{isa}"
+            here = _execute(run, spec, code, out, threads, isa, access, echo)
             compared, kernels = compare(run, here), _kernels(isa, summary)
             if compared.first is None:
                 return Verdict(run.run_id, manifest, True, f"same bits ({kernels})")
@@ -251,8 +254,18 @@ def scratch_folder(keep: bool = False) -> Iterator[Path]:
                 subprocess.run(["git", "--git-dir", common, "worktree", "prune"], capture_output=True)
 
 
-def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, isa: str, access: Access) -> RunDir:
-    """Train the run with the code in ``code`` into ``results``; the re-executed run's folder."""
+def _execute(
+    run: RunDir,
+    spec: dict,
+    code: Path,
+    results: Path,
+    threads: int,
+    isa: str,
+    access: Access,
+    echo: Callable[[str], None] = lambda line: None,
+) -> RunDir:
+    """Train the run with the code in ``code`` into ``results``; the re-executed run's folder. The child's
+    output goes to ``verify.log``, and its progress lines (as ``repro run`` prints them) to ``echo`` too."""
     manifest = run.path.parent.name
     source = sources(run.path.parent.parent.parent).get(manifest)
     ref, overrides = (_in_tree(Path(source["path"]), code), source.get("args", [])) if source else (manifest, [])
@@ -268,15 +281,32 @@ def _execute(run: RunDir, spec: dict, code: Path, results: Path, threads: int, i
     command = [sys.executable, "-m", "repro", "--results", str(results), "run", ref, *overrides]
     command += ["--scale", str(spec.get("scale", "tiny")), "--no-wandb", *selection]
     results.mkdir(parents=True, exist_ok=True)
-    with (results / "verify.log").open("w") as log:
-        done = subprocess.run(
-            command, cwd=code, env=child_environment(code, threads, isa, access), stdout=log, stderr=log
-        )
+    with (results / "verify.log").open("w", encoding="utf-8") as log:
+        status = followed(command, code, child_environment(code, threads, isa, access), log, echo)
     here = RunDir(results, manifest, run.run_id)
-    if done.returncode != 0 or not (here.path / "summary.json").exists():
+    if status != 0 or not (here.path / "summary.json").exists():
         said = last_line((results / "verify.log").read_text(encoding="utf-8", errors="replace"))
-        raise CannotVerify(f"its code's `repro run` exited {done.returncode} without the run ({said})")
+        raise CannotVerify(f"its code's `repro run` exited {status} without the run ({said})")
     return here
+
+
+# a training run's progress lines, as every commit's `repro run` indents them under its run's line
+PROGRESS = re.compile(r"^\s+(step \d|evaluating )")
+
+
+def followed(command: list[str], cwd: Path, env: dict[str, str], log: TextIO, echo: Callable[[str], None]) -> int:
+    """Run ``command``, its output (stdout and stderr together) written to ``log`` line by line as it
+    comes, each progress line also said through ``echo`` (a verify of minutes is not silent); its exit status."""
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            log.write(line)
+            log.flush()
+            if PROGRESS.match(line):
+                echo(line.rstrip("\n"))
+    return child.returncode
 
 
 def child_environment(code: Path, threads: int, isa: str, access: Access = NONE) -> dict[str, str]:

@@ -23,6 +23,7 @@ import pandas as pd
 from repro.claims import design, gates, language, power, registration
 from repro.claims import verdict as verdicts
 from repro.claims.select import SEED, seed_means
+from repro.config import capped as capping
 from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.cells import value_text
@@ -37,15 +38,17 @@ from repro.store.runs import scan, table
 HELD = {verdicts.REPRODUCED: "holds", verdicts.NOT_REPRODUCED: "fails"}  # a precondition's word (else: not evaluable)
 
 
-def assemble(manifest: Manifest, root: Path, confidence: float) -> Report:
-    """``manifest``'s report from the store under ``root`` (the renderers write their files meanwhile)."""
+def assemble(manifest: Manifest, root: Path, confidence: float, capped: int | None = None) -> Report:
+    """``manifest``'s report from the store under ``root`` (the renderers write their files meanwhile);
+    ``capped``: of its runs capped at that many steps (``repro run --max-steps``) instead, a page of its own
+    (``<name>-capped<N>.md``) that says so in its title, each scale's heading, figure and claims."""
     runs, left = scan(root, manifest.name)
     written = dict.fromkeys(t for c in manifest.claims for t in (c.check, *c.requires, *c.controls))
     checks = {t: language.compiled(t) for t in written}  # each parsed once, handed on parsed
     changes = {**manifest.set, **manifest.sweep}
     report = Report(
-        name=manifest.name,
-        title=f"{manifest.title}{ran_on(manifest, runs)}",
+        name=manifest.name if capped is None else f"{manifest.name}-capped{capped}",
+        title=f"{manifest.title}{ran_on(manifest, runs)}" + (f" — {capping.label(capped).upper()}" if capped else ""),
         file=manifest.path.name,
         paper=manifest.paper,
         command=manifest.command,
@@ -69,16 +72,24 @@ def assemble(manifest: Manifest, root: Path, confidence: float) -> Report:
         report.elsewhere = relatives.elsewhere(manifest, root)
     stored = set(runs["scale"]) if not runs.empty else set()
     report.sections = [
-        _section(manifest, root, scale, runs, checks, confidence) for scale in manifest.scale_names() if scale in stored
+        _section(manifest, root, scale, runs, checks, confidence, capped)
+        for scale in manifest.scale_names()
+        if scale in stored
     ]
     return report
 
 
 def _section(
-    manifest: Manifest, root: Path, scale: str, runs: pd.DataFrame, checks: dict, confidence: float
+    manifest: Manifest,
+    root: Path,
+    scale: str,
+    runs: pd.DataFrame,
+    checks: dict,
+    confidence: float,
+    capped: int | None = None,
 ) -> Section:
     """One scale: its current runs tabulated, the others apart, the figures drawn, the claims judged."""
-    rows, others = split_current(manifest, scale, runs)
+    rows, others = split_current(manifest, scale, runs, capped)
     keys = cell_keys(manifest, scale)
     cells = seed_means(rows, keys)  # one row per grid cell: the table's and the renderers'
     judged = [c for c in manifest.claims if c.scales is None or scale in c.scales]
@@ -92,18 +103,21 @@ def _section(
         table=frames.run_table(manifest, cells, keys, spread=True, extra=extra) if not rows.empty else None,
         runs=frames.run_table(manifest, rows, keys, extra=extra).assign(scale=scale),
         gaps=frames.split_gaps(cells),
+        capped=capped,
     )
     if not others.empty:
         section.others = frames.run_table(manifest, others, keys, extra=extra).assign(run_id=list(others["run_id"]))
-    drawn = Context(manifest, cells, scale, root, replicates=rows)
+    drawn = Context(manifest, cells, scale, root, replicates=rows, capped=capped)
     section.figures = _shown(renderers.render_all(drawn), root) if not rows.empty else []
     section.judges = bool(judged or drawn.judged)
     if section.judges:
         named = {m for c in judged for t in (*c.requires, *c.controls, c.check) for m, _ in checks[t].selections}
         rows = derived.add(rows, root, manifest.name, named | {"code_version", "digest"})  # the provenance gate's
-        section.preconditions, section.claims = _claims(manifest, root, scale, judged, rows, keys, checks, confidence)
+        section.preconditions, section.claims = _claims(
+            manifest, root, scale, judged, rows, keys, checks, confidence, capped
+        )
         section.drawn = [
-            ClaimResult(manifest.name, scale, claim_id, text, "(renderer)", verdict, corpus(rows))
+            ClaimResult(manifest.name, scale, claim_id, text, "(renderer)", verdict, corpus(rows), capped=capped)
             for claim_id, text, verdict in drawn.judged
         ]
     return section
@@ -118,6 +132,7 @@ def _claims(
     keys: list[str],
     checks: dict[str, language.Check],
     confidence: float,
+    capped: int | None = None,
 ) -> tuple[list[Precondition], list[ClaimResult]]:
     """The claims judged at one scale, and their preconditions in a table, once (labelled ``P1``...)."""
     bound = {c.id: [power.bound(p, _level(c, checks)) for p in c.requires] for c in judged}  # `sesoi` named
@@ -150,6 +165,7 @@ def _claims(
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, fill)
         )
+<<<<<<< HEAD
         verdict.covers = cost.covers(rows, manifest.split) if not rows.empty else ""
         ran = verdict.runs or frozenset(rows["run_id"]) if not rows.empty else frozenset()
         if claim.id in today and ran:  # judged under the design its first run registered, or labelled
@@ -157,6 +173,20 @@ def _claims(
             verdict.post_hoc = registration.post_hoc(today[claim.id], claim.id, first)
         result = ClaimResult(
             manifest.name, scale, claim.id, claim.text, claim.check, verdict, corpus(rows), kind=check.kind
+=======
+        results.append(
+            ClaimResult(
+                manifest.name,
+                scale,
+                claim.id,
+                claim.text,
+                claim.check,
+                verdict,
+                corpus(rows),
+                kind=check.kind,
+                capped=capped,
+            )
+>>>>>>> i62a
         )
         result.remedy = cost.remedy(verdict, manifest, scale, rows)
         results.append(result)
@@ -193,12 +223,16 @@ def cell_keys(manifest: Manifest, scale: str) -> list[str]:
     return list(manifest.grid_for(scale))
 
 
-def split_current(manifest: Manifest, scale: str, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def split_current(
+    manifest: Manifest, scale: str, runs: pd.DataFrame, capped: int | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the runs of the manifest's current resolution at ``scale`` in grid order, every stored replicate
-    of each cell included, the other stored runs at that scale)."""
+    of each cell included, the other stored runs at that scale); ``capped``: those runs capped at that
+    many steps (``--max-steps``) stand for them."""
     rows = runs[runs["scale"] == scale] if not runs.empty else runs
     stored = int(rows[SEED].nunique()) if not rows.empty and SEED in rows else 1
-    order = {spec.run_id: i for i, spec in enumerate(manifest.expand(scale, max(manifest.replicates(scale), stored)))}
+    specs = manifest.expand(scale, max(manifest.replicates(scale), stored))
+    order = {capping.with_max_steps(spec, capped).run_id: i for i, spec in enumerate(specs)}
     current = rows["run_id"].isin(list(order)) if not rows.empty else pd.Series(dtype=bool)
     ordered = rows[current]
     ordered = ordered.iloc[ordered["run_id"].map(order).argsort()] if not ordered.empty else ordered

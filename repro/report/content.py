@@ -49,6 +49,7 @@ class Section:
     preconditions: list[Precondition] = field(default_factory=list)
     claims: list[ClaimResult] = field(default_factory=list)  # the manifest's claims
     drawn: list[ClaimResult] = field(default_factory=list)  # the verdicts the renderers reached
+    capped: int | None = None  # its runs are the manifest's capped at this many steps (``--max-steps``)
 
     @property
     def results(self) -> list[ClaimResult]:

@@ -14,6 +14,7 @@ from pathlib import PurePath
 
 import pandas as pd
 
+from repro.config import capped as capping
 from repro.report.content import Note, Report, Section, Shown
 from repro.report.renderers import markdown_table
 from repro.report.results import COUNTED, ClaimResult, rule_line, verdict_table
@@ -40,6 +41,13 @@ _BASE_NOTES = (
 _INCLUDED_NOTES = (
     "Written for the manifests that include that file (its recipe's choices), not for this one: where this "
     "manifest sets other values, its own keys and the tables and claims of this report are the measured truth."
+)
+
+
+CAPPED_NOTE = (
+    "**Capped runs** (`repro report --max-steps {steps}`): each run below is the manifest's run at `{scale}` "
+    "trained for only {steps:,} steps (`repro run {command} --max-steps {steps}`), not the run the manifest "
+    "specifies; its tables, figures and verdicts say what so short a run shows, nothing more."
 )
 
 
@@ -136,7 +144,10 @@ def _section(report: Report, s: Section) -> list[str]:
     fill = f"`repro run {report.command} --scale {s.scale}`"
     stored = s.table is not None
     heading = f"dataset: {s.dataset}" if stored else "no run of the current resolution stored"
-    out = [f"## Scale `{s.scale}` — {heading}", "", SCALE_NOTE.get(s.scale, f"**Scale: {s.scale}**"), ""]
+    capped = f" — **{capping.label(s.capped)}**" if s.capped else ""
+    out = [f"## Scale `{s.scale}`{capped} — {heading}", "", SCALE_NOTE.get(s.scale, f"**Scale: {s.scale}**"), ""]
+    if s.capped:
+        out += [CAPPED_NOTE.format(steps=s.capped, scale=s.scale, command=report.command), ""]
     if stored:
         out += ["Evaluation: " + "; ".join(s.evaluation) + ".", ""]
     out += [f"- left out: {why}" for why in s.left_out] + [""] * bool(s.left_out)
@@ -161,7 +172,7 @@ def _section(report: Report, s: Section) -> list[str]:
         ]
     out += [line for shown in s.figures for line in _embed(shown)]
     if s.judges:
-        out += [f"### Claims at scale `{s.scale}`", "", *_preconditions(s)]
+        out += [f"### Claims at scale `{s.scale}`{capped}", "", *_preconditions(s)]
         labels = {p.check: p.label for p in s.preconditions}
         out += [r.line(labels) for r in s.claims] + [r.line({}) for r in s.drawn] + [""]
     return [*out, ""]

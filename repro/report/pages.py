@@ -42,10 +42,13 @@ def writing(root: Path) -> Iterator[None]:
         yield
 
 
-def render(manifest: Manifest, root: Path, confidence: float = CONFIDENCE) -> tuple[Path, list[ClaimResult]]:
-    """Write the manifest's report; returns its path and the claims judged at every stored scale."""
+def render(
+    manifest: Manifest, root: Path, confidence: float = CONFIDENCE, capped: int | None = None
+) -> tuple[Path, list[ClaimResult]]:
+    """Write the manifest's report (``capped``: of its runs capped at that many steps, a page of its own);
+    returns its path and the claims judged at every stored scale."""
     with writing(root):
-        report = assemble(manifest, root, confidence)
+        report = assemble(manifest, root, confidence, capped)
         return write(report, root), report.results
 
 

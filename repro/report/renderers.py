@@ -34,6 +34,7 @@ import pandas as pd
 
 from repro.claims import language as claims
 from repro.claims import verdict as verdicts
+from repro.config import capped as capping
 from repro.config import renders
 from repro.config.keys import matching
 from repro.config.manifest import Manifest, ManifestError, analysis_root
@@ -77,6 +78,7 @@ class Context:
     parts: dict[str, pd.DataFrame] = field(default_factory=dict)  # manifest.parts -> their tidy tables
     replicates: pd.DataFrame | None = None  # every seed's run of those cells (None: one per cell, as runs)
     judged: list[tuple[str, str, verdicts.Verdict]] = field(default_factory=list)  # see judge()
+    capped: int | None = None  # the runs are the manifest's capped at this many steps (``--max-steps``)
 
     def judge(self, claim_id: str, text: str, holds: bool | None, detail: str) -> str:
         """A verdict a renderer reaches from what it computed (a check the claim grammar cannot write): stored
@@ -117,7 +119,7 @@ class Context:
         return reference_for(self.manifest, cell)
 
     def figure_path(self, stem: str, suffix: str = "png") -> Path:
-        path = self.out_dir / "figures" / f"{self.manifest.name}-{stem}-{self.scale}.{suffix}"
+        path = self.out_dir / "figures" / f"{self.manifest.name}-{stem}-{self.scale}{self._capped}.{suffix}"
         for folder in (self.out_dir, path.parent):  # never written through a planted link
             atomic.refuse_link(folder)
         atomic.make_dirs(path.parent)
@@ -145,7 +147,7 @@ class Context:
     ) -> Path:
         """``tables/<manifest>-<stem>-<scale>.md`` (title, scale and data named, table, notes) and ``.csv``;
         returns the markdown path, which the report inlines."""
-        base = self.out_dir / "tables" / f"{self.manifest.name}-{stem}-{self.scale}"
+        base = self.out_dir / "tables" / f"{self.manifest.name}-{stem}-{self.scale}{self._capped}"
         for folder in (self.out_dir, base.parent):
             atomic.refuse_link(folder)
         lines = [f"# {title}", "", label or self.label, "", markdown_table(frame), ""] + [f"- {n}" for n in notes]
@@ -168,7 +170,13 @@ class Context:
         """What every figure states: scale and dataset(s)."""
         if self.scale == "none":
             return "analytic: no training, no data"
-        return f"scale: {self.scale} | data: {datasets(self.runs)}"
+        capped = f" ({capping.label(self.capped).upper()})" if self.capped else ""
+        return f"scale: {self.scale}{capped} | data: {datasets(self.runs)}"
+
+    @property
+    def _capped(self) -> str:
+        """A capped report's files apart from the manifest's own: ``-capped<N>`` after the scale."""
+        return f"-capped{self.capped}" if self.capped else ""
 
 
 def table_csv(path: Path) -> Path:

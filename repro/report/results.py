@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from repro.claims import language
 from repro.claims import verdict as verdicts
+from repro.config import capped as capping
 
 COST = "cost check"
 # apart from the findings: sanity checks (the model learned) that held, and cost checks (FLOPs, memory)
@@ -27,6 +28,7 @@ class ClaimResult:
     adjusted: tuple[str, str] | None = None  # (Holm's verdict, Benjamini-Hochberg's), in REPORT.md
     kind: str = ""  # the check's kind (repro.claims.language.kind); found from ``check`` where not given
     remedy: str = ""  # not evaluable: the command that would make it evaluable and its cost (repro.report.cost)
+    capped: int | None = None  # judged on the runs capped at this many steps (``--max-steps``)
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -95,7 +97,7 @@ class ClaimResult:
     def line(self, labels: dict[str, str], scale: bool = False, short: bool = False) -> str:
         """One line: id, verdict, and its effect or what stopped it, written whole (``short``: as
         REPORT.md's lists write it)."""
-        kind = " (cost check)" if self.cost else ""
+        kind = (" (cost check)" if self.cost else "") + (f" ({capping.label(self.capped)})" if self.capped else "")
         lead = self.adjusted[0] if self.adjusted else self.status
         adjusted = f" (Holm; unadjusted: {self.status}; BH: {self.adjusted[1]})" if self.adjusted else ""
         head = f"- **{self.id}**{f' ({self.scale})' if scale else ''} — **{lead}**{kind}{adjusted} — "

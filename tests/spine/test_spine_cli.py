@@ -27,8 +27,8 @@ def test_max_steps_makes_a_different_run(capsys, write_manifest):
     main(["run", str(path), "--dry-run", "--max-steps", "5"])
     note, line, _ = capsys.readouterr().out.splitlines()  # then the ETA
     assert line.split()[0] != full
-    assert note.startswith("--max-steps 5: capped runs have run ids of their own and are kept out of reports")
-    assert f"`repro run {path} train.steps=5` trains a shortened manifest" in note
+    assert note.startswith("--max-steps 5: capped runs have run ids of their own, kept out of the manifest's report")
+    assert f"`repro report {path} --max-steps 5` reports them, labelled capped" in note
 
 
 def test_status_list_and_sync_without_runs(capsys, tmp_path):

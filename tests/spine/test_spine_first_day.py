@@ -77,7 +77,7 @@ def test_a_reader_that_leaves_early_is_no_error(command):
 def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_manifest):
     """Only `--max-steps` runs of a `-m` derived manifest are stored: its report says it is derived, that
     none of its runs is stored and which command trains them; claims name the command, not a dict."""
-    from repro.plan.filters import with_max_steps
+    from repro.config.capped import with_max_steps
     from repro.report import pages
 
     claims_text = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
@@ -196,12 +196,18 @@ def test_only_runs_the_cells_the_overrides_leave_valid(capsys, write_manifest):
     path = write_manifest(grid="grid:\n  train.steps: [30, 60]\n")
     assert main(["run", str(path), "train.final_phase=40", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("left out, its overrides make this cell invalid: ") and "(grid cell steps=30)" in out[0]
+    assert (
+        out[0].startswith("left out, its overrides make this cell invalid: ")
+        and "(scale tiny, grid cell steps=30)" in out[0]
+    )
     assert len(out) == 3 and "steps=60  [to run]" in out[1] and out[2].startswith("ETA unknown")
     assert main(["run", str(path), "train.final_phase=40", "--only", "steps=60", "--dry-run"]) == 0
     assert "left out" not in capsys.readouterr().out  # --only excluded it anyway
     assert main(["run", str(path), "train.final_phase=90", "--dry-run"]) == 2
-    assert "train.final_phase: got 90; allowed: <= train.steps = 30 (grid cell steps=30)" in capsys.readouterr().err
+    assert (
+        "train.final_phase: got 90; allowed: <= train.steps = 30 (scale tiny, grid cell steps=30)"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_run_prints_only_the_suites_lines_then_its_checkpoint_is_retrained_and_sampled(

@@ -136,7 +136,7 @@ def test_a_capped_run_scores_a_prefix_keeps_its_id_and_full_eval_scores_all(tmp_
     """Issue 49.4: `--max-steps 10` runs spent most of their ~70 s scoring every target of both splits.
     A capped run scores each split's first train.val_tokens targets (and says so) under the id it had;
     --full-eval scores every target, as the uncapped run does."""
-    from repro.plan.filters import with_max_steps
+    from repro.config.capped import with_max_steps
 
     path = write_manifest(extra_train=", val_tokens: 256")
     (spec,) = lookup.load(path).expand("tiny")
@@ -161,8 +161,8 @@ def test_a_capped_run_scores_a_prefix_keeps_its_id_and_full_eval_scores_all(tmp_
 def test_the_eta_counts_a_capped_runs_evaluation_at_its_prefix(tmp_path, write_manifest):
     from spine_manifests import stored_run
 
+    from repro.config.capped import with_max_steps
     from repro.plan import eta
-    from repro.plan.filters import with_max_steps
 
     (spec,) = lookup.load(write_manifest(extra_train=", val_tokens: 64")).expand("tiny")
     # a stored run of the shape: 0.5 s a step, 20 s to score 1,280 targets (a capped one scored 128 in 2 s)

@@ -35,7 +35,7 @@ def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     """After `repro run M` and `repro run M --max-steps 10`, each cell has two stored runs: the report and
     its claims use the manifest's current resolution only (in grid order) and list the other apart."""
     from repro.config import manifest as manifests
-    from repro.plan.filters import with_max_steps
+    from repro.config.capped import with_max_steps
     from repro.report import pages as report
 
     grid = "grid:\n  model.stride: [16, 8]\n"
@@ -55,6 +55,27 @@ def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     assert "| 3.5 |" in others and "| 4 |" in others and with_max_steps(full[0], 10).run_id in others
     rows = main_table[main_table.index("| stride") :].splitlines()
     assert rows[2].startswith("| 16 ") and rows[3].startswith("| 8 ")  # grid order, not run-id order
+
+    # issue 62.4: opted in, the capped runs are the report's, on a page of their own, labelled capped
+    capped, results = report.render(m, root, capped=10)
+    assert capped.name == f"{m.name}-capped10.md" and path.read_text() == text  # the manifest's page untouched
+    assert [(r.verdict.status, r.verdict.holds, r.capped) for r in results] == [("indicative (one seed)", False, 10)]
+    page = capped.read_text()
+    assert page.splitlines()[0].endswith("— CAPPED AT 10 STEPS")
+    assert (
+        "## Scale `tiny` — **capped at 10 steps** —" in page and "### Claims at scale `tiny` — **capped at 10" in page
+    )
+    assert "**indicative (one seed)** (capped at 10 steps)" in page
+    table = page[page.index("| stride") :]
+    assert "| 3.5 |" in table and "| 3 |" not in table.split("Other stored runs")[0]
+    figures = sorted(p.name for p in (root / "reports" / "figures").iterdir() if "capped10" in p.name)
+    assert figures and all(name.endswith(("-tiny-capped10.png", "-tiny-capped10.pdf")) for name in figures)
+
+
+def test_report_max_steps_is_one_manifests_page_and_refused_with_all(capsys):
+    assert main(["report", "--all", "--max-steps", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a capped report is one manifest's (name it)" in err
 
 
 def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_for_byte(tmp_path, write_manifest):

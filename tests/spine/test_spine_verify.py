@@ -70,6 +70,11 @@ def test_a_stored_run_re_executed_at_its_commit_gives_its_bits_and_a_changed_num
         f"{run.run_id}  t-verify  same bits ({verify._kernels(recorded, run.summary())})"
     ]
     assert sorted(p.relative_to(run.path) for p in run.path.rglob("*")) == files  # nothing written in the store
+    # issue 62.4: the child's progress lines are said as they come, under the run's line (as `repro run`'s)
+    said = same.stderr.splitlines()
+    assert said[0].startswith(f"verifying {run.run_id} (t-verify) at ")
+    steps = [line for line in said[1:] if line.startswith("  step ")]
+    assert steps and steps[-1].startswith("  step 30/30  train bits ") and "s/step" in steps[-1]
 
     lines = run.metrics_path.read_text().splitlines()
     header, row = lines[0].split(","), lines[2].split(",")
