@@ -165,28 +165,21 @@ def _claims(
             if not rows.empty
             else verdicts.Verdict(verdicts.NOT_EVALUABLE, fill)
         )
-<<<<<<< HEAD
         verdict.covers = cost.covers(rows, manifest.split) if not rows.empty else ""
         ran = verdict.runs or frozenset(rows["run_id"]) if not rows.empty else frozenset()
         if claim.id in today and ran:  # judged under the design its first run registered, or labelled
             first = history.first(manifest.path, manifest.name, scale, ran)
             verdict.post_hoc = registration.post_hoc(today[claim.id], claim.id, first)
         result = ClaimResult(
-            manifest.name, scale, claim.id, claim.text, claim.check, verdict, corpus(rows), kind=check.kind
-=======
-        results.append(
-            ClaimResult(
-                manifest.name,
-                scale,
-                claim.id,
-                claim.text,
-                claim.check,
-                verdict,
-                corpus(rows),
-                kind=check.kind,
-                capped=capped,
-            )
->>>>>>> i62a
+            manifest.name,
+            scale,
+            claim.id,
+            claim.text,
+            claim.check,
+            verdict,
+            corpus(rows),
+            kind=check.kind,
+            capped=capped,
         )
         result.remedy = cost.remedy(verdict, manifest, scale, rows)
         results.append(result)
