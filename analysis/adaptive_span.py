@@ -327,7 +327,7 @@ def fig3(ctx: Context) -> Files:
     ref = ctx.reference("fig3", {})
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     panels = [
-        ("dev bits", "dev_bits", "dev bits per character"),
+        ("dev bits", "dev_bits", f"dev {ctx.bits_per}"),  # the unit of the data trained on
         ("avg span", "avg_span", "average span (tokens)"),
         ("FLOPs (paper conv.)", "flops", "FLOPs per token (paper convention)"),
     ]

@@ -38,7 +38,7 @@ def curves(ctx: Context) -> list[tuple[Path, str]]:
             ax.plot(valid["step"], valid["valid/bits_quick"], "o--", color=line.get_color(), label=f"{label} (valid)")
             validated = True
     ax.set_xlabel("step")
-    ax.set_ylabel("bits per symbol")
+    ax.set_ylabel(ctx.bits_per)
     what = f"{ctx.manifest.name}: training curves" + ("" if validated else " (no run logged quick validation)")
     ax.set_title(ctx.title(what), fontsize=9)
     legend(ax, fontsize=7)

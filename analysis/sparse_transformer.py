@@ -25,9 +25,11 @@ from repro.models import patterns as P
 from repro.report.renderers import (
     Context,
     error_bars,
+    error_extent,
     finished_runs,
     format_value,
     legend,
+    mark_single_seeds,
     pyplot,
     renderer,
     spread,
@@ -191,6 +193,7 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
                 else None,
                 "params": run.get("params"),
                 "keys/query": _num(run.get("attn_keys_per_query")),
+                "n": int(run.get("seeds", 1)),  # seeds averaged; a one-seed bar is marked n=1
             }
         )
     order = {"dense": 0, "strided": 1, "fixed": 2}
@@ -212,19 +215,22 @@ def table2(ctx: Context) -> list[tuple[Path, str]]:
     x = np.arange(len(frame))
     axes[0].bar(x - 0.2, frame[f"our {metric}"], 0.4, label=f"ours ({metric})")
     error_bars(axes[0], x - 0.2, frame[f"our {metric}"], yerr=frame[f"our {metric} sd"])
+    mark_single_seeds(axes[0], x - 0.2, frame[f"our {metric}"].astype(float), frame["n"])
     axes[0].bar(x + 0.2, frame["paper bits (test)"].astype(float), 0.4, label="paper (test)")
     axes[0].set_xticks(x, frame["pattern"])
     axes[0].set_ylabel("bits")
-    lo = np.nanmin(np.r_[frame[f"our {metric}"].astype(float), frame["paper bits (test)"].astype(float)])
-    axes[0].set_ylim(max(0.0, lo - 0.3), None)
-    legend(axes[0], fontsize=7)
+    ours = error_extent(frame[f"our {metric}"], frame[f"our {metric} sd"])
+    paper = frame["paper bits (test)"].astype(float)
+    lo, hi = np.nanmin(np.r_[ours[0], paper]), np.nanmax(np.r_[ours[1], paper])
+    axes[0].set_ylim(max(0.0, lo - 0.3), hi + 0.1 * max(0.1, hi - lo))  # room for the n=1 marks
+    legend(axes[0], fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # under, off the bars
     axes[1].bar(x - 0.2, frame["our speed-up vs dense"].astype(float), 0.4, label="ours")
     error_bars(axes[1], x - 0.2, frame["our speed-up vs dense"].astype(float), yerr=frame["our speed-up sd"])
     axes[1].bar(x + 0.2, frame["paper speed-up vs dense"].astype(float), 0.4, label="paper")
     axes[1].axhline(1.0, color="k", lw=0.8)
     axes[1].set_xticks(x, frame["pattern"])
     axes[1].set_ylabel("training speed-up vs dense")
-    legend(axes[1], fontsize=7)
+    legend(axes[1], fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     fig.suptitle(ctx.title(f"{ctx.manifest.name}: patterns, bits and speed"), fontsize=9)
     path = ctx.save_figure(fig, "table2")
     caption = f"Table 2 ({ctx.label}): bits and training speed-up per pattern (seed means, bars: ± sd)"
@@ -633,6 +639,7 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
                 "params": run.get("params"),
                 "paper": ref.get("label", ""),
                 "paper bits": ref.get("test_bits"),
+                "n": int(run.get("seeds", 1)),  # seeds averaged; a one-seed bar is marked n=1
             }
         )
     frame = pd.DataFrame(rows)
@@ -652,8 +659,8 @@ def ablation(ctx: Context) -> list[tuple[Path, str]]:
     labels = [str(v) for v in frame[_short(key)]]
     axes[0].bar(labels, frame[f"our {metric}"])
     error_bars(axes[0], labels, frame[f"our {metric}"], yerr=frame[f"our {metric} sd"])
-    lo = np.nanmin(frame[f"our {metric}"].astype(float))
-    hi = np.nanmax(frame[f"our {metric}"].astype(float))
+    mark_single_seeds(axes[0], labels, frame[f"our {metric}"].astype(float), frame["n"])
+    lo, hi = error_extent(frame[f"our {metric}"], frame[f"our {metric} sd"])  # every error bar inside
     axes[0].set_ylim(lo - max(0.05, hi - lo), hi + 0.5 * max(0.05, hi - lo))
     axes[0].set_ylabel(f"{metric.split('_')[0]} bits (seed mean)")
     axes[0].set_xlabel(_short(key))

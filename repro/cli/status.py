@@ -12,6 +12,7 @@ from repro.cli import options, stale
 from repro.cli.common import fmt, json_value, override_args, select, store_root
 from repro.config import lookup
 from repro.config.cells import cell_text
+from repro.config.metrics import MFU_REASON, implausible_mfu
 from repro.console import print_table
 from repro.registry import Command
 from repro.store.provenance import DIRTY
@@ -51,7 +52,7 @@ def cmd_status(args) -> int:
     if runs:
         print_table([cols, *([_shown(r, c) for c in cols] for r in runs)])
     if any(_above_peak(r) for r in runs):
-        print(f"* {throughput.ABOVE_PEAK}")
+        print(f"* implausible ({MFU_REASON}): {throughput.ABOVE_PEAK}")
     if args.dirty:
         counts = Counter(r["manifest"] for r in runs)
         shown = ", ".join(f"{name} {n}" for name, n in sorted(counts.items()))
@@ -65,13 +66,12 @@ def cmd_status(args) -> int:
 
 def _above_peak(row: dict) -> bool:
     """Whether a run's stored MFU exceeds 1 (its machine's peak was measured under load)."""
-    mfu = row.get("mfu")
-    return isinstance(mfu, (int, float)) and not _missing(mfu) and mfu > 1
+    return implausible_mfu(row.get("mfu"))
 
 
 def _shown(row: dict, col: str) -> str:
-    """A cell of the table: an MFU above 1 is marked (the note under the table says why)."""
-    return fmt(row.get(col)) + ("*" if col == "mfu" and _above_peak(row) else "")
+    """A cell of the table: an MFU above 1 is marked implausible (the note under the table says why)."""
+    return fmt(row.get(col)) + (" implausible*" if col == "mfu" and _above_peak(row) else "")
 
 
 def _described(root: Path, row: dict, cell: dict) -> dict:

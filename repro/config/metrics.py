@@ -100,3 +100,23 @@ def split_gap(valid: float | None, test: float | None) -> str | None:
         "smaller): the two splits are not alike (parts of the corpus that differ in kind), so compare runs on "
         "one split, never a valid number with a test one"
     )
+
+
+# An MFU above 1 is more model FLOP/s than the machine's peak: the peak it was divided by was measured while
+# others loaded the machine (repro.train.throughput.ABOVE_PEAK). Stored as it is, shown with this reason.
+MFU_REASON = "peak measured under load"
+
+
+def implausible_mfu(value: object) -> bool:
+    """Whether ``value`` is an MFU above 1 (a number; NaN, None and text are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value > 1
+
+
+def mfu_text(shown: str, values: list) -> str:
+    """An MFU as a report shows it: ``shown`` (its number formatted, or a cell's mean ± sd) and, where any of
+    ``values`` (the run's MFU, or each seed's of the cell) is above 1, why it is not a number to trust."""
+    above = sum(implausible_mfu(v) for v in values)
+    if not above:
+        return shown
+    seeds = f"{above} of {len(values)} seeds above 1, " if len(values) > 1 else ""
+    return f"{shown} (implausible: {seeds}{MFU_REASON})"

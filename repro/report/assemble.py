@@ -100,7 +100,9 @@ def _section(
         expected=len(manifest.expand(scale)),
         evaluation=frames.evaluation(rows) if not rows.empty else [],
         left_out=[why for _, why in manifest.left_out(scale)],
-        table=frames.run_table(manifest, cells, keys, spread=True, extra=extra) if not rows.empty else None,
+        table=frames.run_table(manifest, cells, keys, spread=True, extra=extra, replicates=rows)
+        if not rows.empty
+        else None,
         runs=frames.run_table(manifest, rows, keys, extra=extra).assign(scale=scale),
         gaps=frames.split_gaps(cells),
         capped=capped,

@@ -12,7 +12,7 @@ import pandas as pd
 from repro.claims.select import SEED
 from repro.config.cells import value_text
 from repro.config.manifest import Manifest
-from repro.config.metrics import split_gap
+from repro.config.metrics import implausible_mfu, mfu_text, split_gap
 from repro.report.renderers import format_value, reference_for
 from repro.store.runs import short_names
 
@@ -32,11 +32,18 @@ COLUMNS = [
 
 
 def run_table(
-    manifest: Manifest, rows: pd.DataFrame, keys: list[str], spread: bool = False, extra: list[str] = ()
+    manifest: Manifest,
+    rows: pd.DataFrame,
+    keys: list[str],
+    spread: bool = False,
+    extra: list[str] = (),
+    replicates: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per run (the csv, each seed apart) or, with ``spread``, per grid cell from the seed means of
     :func:`repro.claims.select.seed_means`: ``mean ± sd`` over its seeds and their number ``n``; the paper's
-    values beside. ``extra``: metrics shown after :data:`COLUMNS` (:func:`repro.report.renderers.claim_metrics`)."""
+    values beside. ``extra``: metrics shown after :data:`COLUMNS` (:func:`repro.report.renderers.claim_metrics`).
+    An MFU above 1 (a run's, or any of a cell's seeds' in ``replicates``) is shown as implausible, with why
+    (:func:`repro.config.metrics.mfu_text`)."""
     names = short_names(keys)
     out = []
     for _, row in rows.iterrows():
@@ -49,6 +56,10 @@ def run_table(
                 continue
             sd = row.get(f"{c} sd")
             record[c] = row[c] if _missing(sd) or sd == 0 else f"{format_value(row[c])} ± {format_value(sd, 2)}"
+            if c == "mfu":  # above 1: text, with why; else the number
+                seeds = _seeds(replicates, cell, c) if spread and replicates is not None else [row[c]]
+                if any(implausible_mfu(v) for v in seeds):
+                    record[c] = mfu_text(format_value(record[c]), seeds)
         if spread:
             record["n"] = int(row["seeds"])
         reference = reference_for(manifest, cell)
@@ -58,6 +69,16 @@ def run_table(
         record.update({f"paper {k}": v for k, v in reference.items()})
         out.append(record)
     return pd.DataFrame(out)
+
+
+def _seeds(replicates: pd.DataFrame, cell: dict[str, Any], column: str) -> list[Any]:
+    """``column`` of every run of ``replicates`` in grid cell ``cell`` (compared as text, as seed_means groups)."""
+    if column not in replicates:
+        return []
+    same = pd.Series(True, index=replicates.index)
+    for key, value in cell.items():
+        same &= replicates[key].astype(str) == str(value)
+    return list(replicates.loc[same, column])
 
 
 def split_gaps(cells: pd.DataFrame) -> tuple[int, int, str] | None:

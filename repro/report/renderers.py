@@ -174,6 +174,12 @@ class Context:
         return f"scale: {self.scale}{capped} | data: {datasets(self.runs)}"
 
     @property
+    def bits_per(self) -> str:
+        """The unit these runs' bits are per, from their datasets (``dataset_unit``: ``bits per byte`` on
+        linux-doc, ``bits per char`` on text8); ``bits per symbol`` where none is recorded."""
+        return bits_unit(self.runs)
+
+    @property
     def _capped(self) -> str:
         """A capped report's files apart from the manifest's own: ``-capped<N>`` after the scale."""
         return f"-capped{self.capped}" if self.capped else ""
@@ -255,6 +261,13 @@ def datasets(runs: pd.DataFrame) -> str:
     return ", ".join(sorted(labels)) or "?"
 
 
+def bits_unit(runs: pd.DataFrame) -> str:
+    """``bits per <unit>`` of the runs' datasets (several: ``bits per byte / char``), ``bits per symbol`` when
+    none records one."""
+    units = runs["dataset_unit"].dropna().astype(str) if "dataset_unit" in runs else pd.Series(dtype=str)
+    return "bits per " + (" / ".join(sorted(set(units))) or "symbol")
+
+
 def spread(row: Any, key: str) -> float:
     """The standard deviation over the seeds of ``row``'s cell of the summary key ``key`` (the context's
     ``<key> sd`` column, repro.claims.select.seed_means); NaN when the cell has one seed, which matplotlib draws as no bar."""
@@ -272,6 +285,21 @@ def error_bars(ax: Any, x: Any, y: Any, yerr: Any = None, xerr: Any = None, **st
         return
     style = {"color": "0.2", "capsize": 3, "lw": 1} | style
     ax.errorbar(x, y, yerr=yerr, xerr=xerr, fmt="none", **style)
+
+
+def error_extent(y: Any, yerr: Any = None) -> tuple[float, float]:
+    """The lowest ``y - yerr`` and the highest ``y + yerr`` (a missing error counts 0): what an axis must
+    hold so that no error bar is clipped."""
+    y = np.asarray(y, dtype=float)
+    err = np.nan_to_num(np.asarray(yerr, dtype=float), nan=0.0) if yerr is not None else np.zeros_like(y)
+    return float(np.nanmin(y - err)), float(np.nanmax(y + err))
+
+
+def mark_single_seeds(ax: Any, x: Any, y: Any, seeds: Any) -> None:
+    """``n=1`` above each bar drawn from one seed (no error bar to read its spread from)."""
+    for xi, yi, n in zip(x, y, seeds):
+        if n == 1 and yi == yi:
+            ax.annotate("n=1", (xi, yi), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=6)
 
 
 def without_blank_spread(frame: pd.DataFrame) -> pd.DataFrame:

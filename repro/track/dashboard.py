@@ -46,6 +46,7 @@ from urllib.parse import urlencode
 from repro.config import lookup
 from repro.config.access import NONE, Access
 from repro.config.cells import cell_text, value_text
+from repro.config.metrics import implausible_mfu, mfu_text
 from repro.errors import UserError
 from repro.store.runs import RunDir, sources, table
 from repro.track.loggers import PROJECT, grid_columns, per_head_view, split_constants
@@ -158,12 +159,15 @@ def run_config(run: RunDir, constants: dict[str, Any], paper: dict[str, Any]) ->
     nested = {k: spec[k] for k in SECTIONS if k in spec}
     taken = set(head) | set(nested) | set(constants) | {"summary", "paper"}
     said = taken | {"cell", "family", "status"}  # the summary's copies of what the config says already
+    summary = {k: v for k, v in run.summary().items() if k not in said}
+    if implausible_mfu(summary.get("mfu")):  # not a number to compare: shown with why
+        summary["mfu"] = mfu_text(f"{summary['mfu']:.4g}", [summary["mfu"]])
     return {
         **head,
         **cell_columns(spec.get("cell") or {}, taken),
         **constants,
         **nested,
-        "summary": {k: v for k, v in run.summary().items() if k not in said},
+        "summary": summary,
         **({"paper": paper} if paper else {}),
         "_Group": group_name(spec),
         "_repro_format": FORMAT,

@@ -4,7 +4,9 @@ W&B mode: ``online`` when credentials exist (``WANDB_API_KEY`` or a netrc entry 
 ``WANDB_BASE_URL`` for a self-hosted server), ``offline`` otherwise (``repro sync`` uploads later),
 ``disabled`` by ``--no-wandb`` or ``WANDB_MODE=disabled``. Every run of a results root writes under
 ``<results>/wandb/``, so the W&B CLI's own commands work on that folder. One W&B group per manifest,
-job_type = model family, run name = the grid cell in words, tags = paper, scale and renders.
+job_type = model family, run name = the grid cell in words and the seed (``stride=16 seed=1``), tags =
+paper, scale and renders. Offline, the config and summary are also written as plain files in the run's
+``files/`` folder (``config.yaml``, ``wandb-summary.json``), where an online run has W&B's own.
 Config: spec.yaml (resolved spec, run id, manifest, scale, cell, code version: W&B's own code capture is
 off, it would hold the ``repro`` launcher script), the paper, each
 grid key as a top-level column, and the model's constants (params, span_limit, ...: :data:`CONSTANTS`),
@@ -218,6 +220,25 @@ def heatmap_image(grid: list[list[float]], title: str):
     return wandb.Image(Image.open(buffer), caption=title)
 
 
+def run_name(spec: RunSpec) -> str:
+    """A W&B run's name: its grid cell in words and its seed (``stride=16 seed=1``), so that the seeds of a
+    cell are told apart in W&B's run list."""
+    return f"{spec.cell_name} seed={spec.train.seed}"
+
+
+def write_readable(experiment, name: str, values: dict[str, Any]) -> None:
+    """An offline W&B run's config (``config.yaml``) or summary (``wandb-summary.json``) as a plain file in
+    its ``files/`` folder, where an online run has W&B's own: offline, W&B keeps them only in its binary
+    transaction log (``run-<id>.wandb``)."""
+    import json
+
+    import yaml
+
+    plain = json.loads(json.dumps(values, default=str))  # numpy numbers, paths: as JSON has them
+    text = yaml.safe_dump(plain, sort_keys=False) if name.endswith(".yaml") else json.dumps(plain, indent=2) + "\n"
+    atomic.write_text(Path(experiment.dir) / name, text)
+
+
 def wandb_logger(mode: str, spec: RunSpec, paper: str, renders: list[str], run: RunDir):
     """A W&B logger for this run (resuming its W&B run when one exists), or None when disabled.
     Call after spec.yaml is written: the config is read from it."""
@@ -230,7 +251,7 @@ def wandb_logger(mode: str, spec: RunSpec, paper: str, renders: list[str], run: 
         project=PROJECT,
         group=spec.manifest,
         job_type=spec.family,
-        name=spec.cell_name,
+        name=run_name(spec),
         tags=[paper, spec.scale, *renders],
         config=run_config(run, paper),
         save_dir=str(root),
@@ -241,6 +262,8 @@ def wandb_logger(mode: str, spec: RunSpec, paper: str, renders: list[str], run: 
         heatmap_every=max(1, logs // HEATMAPS_PER_RUN),
     )
     logger.experiment.define_metric("valid/bits_quick", step_metric=STEP, step_sync=True, summary="min")
+    if mode == "offline":
+        write_readable(logger.experiment, "config.yaml", run_config(run, paper))
     return logger
 
 
@@ -279,6 +302,8 @@ def finish_wandb(logger, run: RunDir) -> None:
     moved, finds broken)."""
     experiment = logger.experiment
     experiment.summary.update(run.summary())
+    if experiment.offline:
+        write_readable(experiment, "wandb-summary.json", run.summary())
     analysis = run.path / "analysis.npz"
     if analysis.exists():
         copy = Path(experiment.dir) / analysis.name

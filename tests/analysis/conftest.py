@@ -28,13 +28,17 @@ def _axes(ax, renderer) -> dict:
         "bars": [p.get_height() for p in ax.patches],
         "images": [np.asarray(im.get_array()) for im in ax.images],
         "colors": {line.get_label(): line.get_color() for line in ax.lines},
+        "ylim": ax.get_ylim(),
+        # text written on the axes (annotations: a one-seed bar's n=1), each with where it is anchored
+        "texts": [(t.get_text(), getattr(t, "xy", t.get_position())) for t in ax.texts],
     }
 
 
 @pytest.fixture
 def drawn(monkeypatch) -> dict[str, list[dict]]:
     """{figure stem: [per axes: title, the figure's suptitle, y label, legend over the data, grid shown,
-    lines (label, x, y), points, error bars (segments), bar heights, images, line colours by label]} of
+    lines (label, x, y), points, error bars (segments), bar heights, images, line colours by label, y limits,
+    texts]} of
     every figure saved during the test."""
     figures: dict[str, list[dict]] = {}
     save = Context.save_figure

@@ -340,6 +340,20 @@ def test_fig3_one_seed_has_no_spread_columns(tmp_path, drawn):
     assert not any(ax["errorbars"] for ax in drawn["fig3"])
 
 
+def test_fig3_names_the_unit_of_the_data_its_runs_trained_on(tmp_path, drawn):
+    """Issue 62.8: as-fig3 at cpu (linux-doc, bytes) labelled its bits "per character"; the unit is the
+    dataset's (each run's summary records ``dataset_unit``)."""
+    root = tmp_path / "results"
+    m = _load("as-fig3")
+    specs = _fake_store(root, m)
+    for unit in ("byte", "char"):
+        for spec in specs:
+            RunDir(root, m.name, spec.run_id).update_summary(dataset_unit=unit)
+        report.render(m, root)
+        assert drawn["fig3"][0]["ylabel"] == f"dev bits per {unit}"
+        assert drawn["curves"][0]["ylabel"] == f"bits per {unit}"
+
+
 @pytest.mark.parametrize("name,stem", [("as-ablate-ramp", "ramp"), ("as-ablate-lambda", "lambda")])
 def test_ablation_figures_draw_the_seed_spread(tmp_path, drawn, name, stem):
     """With two seeds a cell, the ablation figures draw a bar per point (dev bits; lambda: average span

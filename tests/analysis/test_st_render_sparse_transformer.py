@@ -317,3 +317,35 @@ def test_mended_figures_read_as_they_should(tmp_path, drawn):
     _render(tmp_path, "st-ablate-stride")
     bits, speed = drawn["ablation"]
     assert bits["ylabel"] == "test bits (seed mean)" and speed["ylabel"] == "seconds per step"
+
+
+def test_a_one_seed_bar_says_n_1_clear_of_the_legend_and_error_bars_stay_inside(tmp_path, drawn):
+    """Issue 62.8: st-table2 at cpu drew its one-seed dense bar unmarked under the legend, and an ablation's
+    bar chart clipped its error bars (its y limits came from the means alone)."""
+    m = resolve("st-table2-enwik8")
+    runs = [s for s in m.expand("tiny", seeds=2) if s.model.pattern != "dense" or s.train.seed == 0]
+    bits = {("dense", 0): 3.5, ("strided", 0): 3.4, ("strided", 1): 3.3, ("fixed", 0): 3.2, ("fixed", 1): 3.3}
+    for spec in runs:
+        _store_run(tmp_path, spec, test_bits=bits[spec.model.pattern, spec.train.seed], valid_bits=3.0)
+    _render(tmp_path, "st-table2-enwik8")
+    bits_ax, speed_ax = drawn["table2"]
+    ((text, (x, y)),) = bits_ax["texts"]  # dense alone has one seed
+    assert text == "n=1" and y == pytest.approx(3.5) and x == pytest.approx(-0.2)
+    assert not bits_ax["legend_over_data"] and not speed_ax["legend_over_data"]
+    csv = pd.read_csv(tmp_path / "reports" / "tables" / "st-table2-enwik8-table2-tiny.csv").set_index("pattern")
+    assert csv["n"].to_dict() == {"dense": 1, "strided": 2, "fixed": 2}
+
+    # an ablation whose seeds spread wider than its cells' means differ
+    wide = {0: (3.0, 3.6), 1: (3.1, 3.15)}
+    specs = resolve("st-ablate-stride").expand("tiny", seeds=2)
+    cells = sorted({str(s.cell) for s in specs})
+    for spec in specs:
+        i = cells.index(str(spec.cell)) % 2
+        _store_run(tmp_path, spec, test_bits=wide[i][spec.train.seed], valid_bits=3.0)
+    _render(tmp_path, "st-ablate-stride")
+    axis, _ = drawn["ablation"]
+    low, high = axis["ylim"]
+    ends = [seg[:, 1] for bars in axis["errorbars"] for seg in bars]
+    assert ends and all(low <= e.min() and e.max() <= high for e in ends)
+    assert min(e.min() for e in ends) == pytest.approx(3.3 - np.std([3.0, 3.6], ddof=1))
+    assert not axis["texts"]  # every cell has two seeds

@@ -117,9 +117,42 @@ def test_an_mfu_above_one_measures_the_peak_again_and_is_never_shown_silently(tm
     stored_run(tmp_path / "results", spec, mfu=1.152, valid_bits=2.0)  # a run stored with a low peak
     assert main(["--results", str(tmp_path / "results"), "status"]) == 0
     out = capsys.readouterr().out
-    assert "1.152*" in out and f"* {throughput.ABOVE_PEAK}" in out
+    assert "1.152 implausible*" in out and f"* implausible (peak measured under load): {throughput.ABOVE_PEAK}" in out
     assert main(["--results", str(tmp_path / "results"), "status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["mfu"] == 1.152  # the number as stored
+
+
+def test_a_stored_mfu_of_2_25_is_reported_as_implausible_with_why(tmp_path, monkeypatch, capsys):
+    """Issue 62.9: frontier-positions 5b24dd38c5ed stores MFU 2.25 (its peak measured at load 6-9). The
+    stored number stays; the report's table (one seed, and a cell's mean over seeds) and its csv say it is
+    implausible and why, where a plausible MFU stays a number."""
+    from spine_manifests import stored_run, tiny_manifest
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("abc " * 1000)
+    grid = "seeds: 2\ngrid:\n  model.stride: [8, 16]\n"
+    (tmp_path / "m.yaml").write_text(tiny_manifest(corpus, grid=grid))
+    root = tmp_path / "results"
+    specs = manifests.load(tmp_path / "m.yaml").expand("tiny")
+    mfus = {(8, 0): 2.25, (8, 1): 0.5, (16, 0): 0.4, (16, 1): 0.3}
+    for spec in specs:
+        stored_run(root, spec, mfu=mfus[spec.model.stride, spec.train.seed], test_bits=2.0, valid_bits=2.1)
+    summary = json.loads((root / "runs" / "t-tiny" / specs[0].run_id / "summary.json").read_text())
+    assert main(["--results", str(root), "report", str(tmp_path / "m.yaml")]) == 0
+    page = (root / "reports" / "t-tiny.md").read_text()
+    (row8,) = [line for line in page.splitlines() if line.startswith("| 8 ")]
+    (row16,) = [line for line in page.splitlines() if line.startswith("| 16 ")]
+    assert "1.375 ± 1.2 (implausible: 1 of 2 seeds above 1, peak measured under load)" in row8
+    assert "0.35 ± 0.071 |" in row16 and "implausible" not in row16
+    import pandas as pd
+
+    runs = pd.read_csv(root / "reports" / "t-tiny.csv")
+    marked = dict(zip(zip(runs["stride"], runs["seed"]), runs["mfu"].astype(str)))
+    assert marked[8, 0] == "2.25 (implausible: peak measured under load)" and float(marked[8, 1]) == 0.5
+    assert summary["mfu"] == 2.25  # the store keeps its number; only what is shown says why not to trust it
+    capsys.readouterr()
+    assert main(["--results", str(root), "status"]) == 0
+    assert "2.25 implausible*" in capsys.readouterr().out
 
 
 def test_parallel_runs_measure_the_peak_one_at_a_time(tmp_path):

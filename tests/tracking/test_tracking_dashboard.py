@@ -271,3 +271,17 @@ def test_the_papers_number_is_one_bar_a_cell_not_one_per_seed(store, tmp_path):
     drawn = json.loads(done.stdout.strip().splitlines()[-1])
     assert [logs.get("bits/test (paper)") for logs in drawn] == [1.25, None]
     assert all("bits/test" in logs for logs in drawn)  # each seed's own bits stay
+
+
+def test_an_mfu_above_one_reaches_the_run_comparer_as_implausible(tmp_path):
+    """Issue 62.9: a run stored with MFU 2.25 (its peak measured under load) is shown with why, not as a
+    number to compare; a plausible one stays a number."""
+    from repro.track.dashboard import run_config
+
+    for seed, mfu, shown in ((0, 2.25, "2.25 (implausible: peak measured under load)"), (1, 0.4, 0.4)):
+        record = {"manifest": "t-mfu", "scale": "cpu", "cell": {}, "train": {"seed": seed}}
+        run = RunDir(tmp_path / "results", "t-mfu", spec_id(record))
+        run.write_spec({"run_id": run.run_id, **record})
+        run.write_summary({"status": "finished", "mfu": mfu, "valid_bits": 2.6})
+        assert run_config(run, {}, {})["summary"]["mfu"] == shown
+        assert run.summary()["mfu"] == mfu  # the store keeps its number

@@ -7,12 +7,13 @@ import json
 import math
 
 import numpy as np
+import yaml
 from wandb_files import read_run
 
 from repro.config import manifest as manifests
 from repro.config.cells import cell_text
 from repro.store.runs import RunDir
-from repro.track.loggers import STEP, SpanViewLogger, grid_columns, per_head_view, split_constants
+from repro.track.loggers import STEP, SpanViewLogger, grid_columns, per_head_view, run_name, split_constants
 
 
 def offline_runs(store, job_type=None):
@@ -51,6 +52,13 @@ def test_cell_text_names_a_grid_row_by_its_values():
     assert cell_text({}) == ""
 
 
+def test_the_seeds_of_a_cell_have_their_own_w_and_b_names(store):
+    """Issue 62.7: every seed of a cell had the same W&B run name (`stride=16` x 3)."""
+    specs = manifests.load(store.manifest).expand("tiny", seeds=3)
+    names = [run_name(s) for s in specs if s.model.span.limit == 16]
+    assert names == ["limit=16 seed=0", "limit=16 seed=1", "limit=16 seed=2"]
+
+
 def test_grid_columns_use_short_names_unless_taken():
     assert grid_columns({"model.span.limit": 64, "model.span.kind": "fixed"}) == {"limit": 64, "kind": "fixed"}
     assert grid_columns({"train.seed": 1}, taken={"seed"}) == {"train.seed": 1}
@@ -83,7 +91,15 @@ def test_offline_runs_live_under_the_results_root_with_the_config(store):
     assert set(runs) == {s.run_id for s in m.expand("tiny")}
     for spec in m.expand("tiny"):
         wb, stored = runs[spec.run_id], RunDir(store.root, m.name, spec.run_id)
-        assert wb.group == m.name and wb.name == spec.cell_name and wb.state == "finished"
+        assert wb.group == m.name and wb.name == run_name(spec) and wb.state == "finished"
+        assert wb.name == f"limit={spec.model.span.limit} seed=0"
+        # offline: the config and summary also as plain files in the run's files/ (W&B keeps them in the log)
+        readable = yaml.safe_load((wb.folder / "files" / "config.yaml").read_text())
+        assert readable["run_id"] == spec.run_id and readable["limit"] == spec.cell["model.span.limit"]
+        assert readable["model"]["span"]["limit"] == spec.model.span.limit and readable["paper"] == "adaptive_span"
+        written = json.loads((wb.folder / "files" / "wandb-summary.json").read_text())
+        assert written["valid_bits"] == stored.summary()["valid_bits"] == wb.summary_metrics["valid_bits"]
+        assert written["test_bits"] == stored.summary()["test_bits"] and written["run_id"] == spec.run_id
         config = wb.config
         assert {k: config[k] for k in ("run_id", "manifest", "scale", "paper")} == {
             "run_id": spec.run_id,
