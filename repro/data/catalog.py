@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from repro.data import audio, imagenet, images, synthetic, text
+from repro.data import audio, debian_text, imagenet, images, synthetic, text
 from repro.data.debian import Package
 from repro.data.errors import DataError
 from repro.data.job import Job
@@ -74,6 +74,18 @@ _ROWS: tuple[dict, ...] = (
          description="Linux kernel .rst manuals, English (markup + prose, enwik8-like)",
          source=f"Debian {text.LINUX_DOC.name}", prepare=text.prepare_linux_doc, options=BYTE_TEXT,
          debian=text.LINUX_DOC),
+    dict(name="unicode-data", kind=TEXT, unit="byte", size="1.9M bytes", vocab=_BYTES,
+         description="UnicodeData.txt: one record per line, fixed fields (far-context pilot)",
+         source=f"Debian {debian_text.UNICODE_DATA.name}", prepare=debian_text.prepare_unicode_data,
+         options=BYTE_TEXT, debian=debian_text.UNICODE_DATA),
+    dict(name="iso-codes", kind=TEXT, unit="byte", size="1.5M bytes", vocab=_BYTES,
+         description="ISO code lists as JSON records (far-context pilot)",
+         source=f"Debian {debian_text.ISO_CODES.name}", prepare=debian_text.prepare_iso_codes,
+         options=BYTE_TEXT, debian=debian_text.ISO_CODES),
+    dict(name="eigen-headers", kind=TEXT, unit="byte", size="8.5M bytes", vocab=_BYTES,
+         description="Eigen 3.4 C++ headers, source code (far-context pilot)",
+         source=f"Debian {debian_text.EIGEN_HEADERS.name}", prepare=debian_text.prepare_eigen_headers,
+         options=BYTE_TEXT, debian=debian_text.EIGEN_HEADERS),
     dict(name="file", kind=TEXT, unit="byte", size="-", vocab="by kind",
          description="any local file (kind: bytes | chars | text8), split 90/5/5",
          source="--from PATH / data.path", prepare=text.prepare_file,

@@ -7,6 +7,7 @@ import hashlib
 from repro.data import catalog
 
 BEFORE = "0da621e0ef331d56426ff9c4fc6bdb7faacd56828fddfa11b759d64760458427"
+ADDED_SINCE = ("unicode-data", "iso-codes", "eigen-headers")  # the far-context pilot's corpora (repro.data.debian_text)
 
 
 def _content(d: catalog.Dataset) -> str:
@@ -15,7 +16,7 @@ def _content(d: catalog.Dataset) -> str:
 
 
 def test_catalog_content_is_unchanged():
-    text = "\n".join(_content(catalog.get(n)) for n in catalog.names())
+    text = "\n".join(_content(catalog.get(n)) for n in catalog.names() if n not in ADDED_SINCE)
     assert hashlib.sha256(text.encode()).hexdigest() == BEFORE
 
 
