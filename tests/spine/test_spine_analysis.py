@@ -152,3 +152,53 @@ def test_only_report_runs_the_shipped_renderer_files(tmp_path, argv, runs_render
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == f"0 {runs_renderers}"
+
+
+def _study_module(name: str):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "analysis" / "studies" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_context_pilot_decides_by_its_declared_margin():
+    """A screen passes only when S = 512 is at least 0.05 below S = 64; a missing arm keeps it open; an
+    adopted run costs nothing; the decision names what passed, what is open, or that none qualifies."""
+    study = _study_module("cpu_context")
+
+    def run(bits, seconds=3600.0, reused=None):
+        return pd.Series({"test_bits": bits, "train_seconds": seconds, "eval_seconds": 0.0, "reused_from": reused})
+
+    passes = study.screen_row("a", "", run(2.60), run(2.55))
+    fails = study.screen_row("b", "", run(2.60), run(2.551))
+    open_ = study.screen_row("c", "", run(2.60, reused="as-fig3/x"), None)
+    assert (passes["decision"], fails["decision"], open_["decision"]) == ("passes", "fails", "not trained yet")
+    assert passes["512 - 64"] == "-0.050" and passes["CPU-hours"] == "2.00" and open_["CPU-hours"] == "0.00"
+    assert "Passed the screen: a." in study.decision([passes, fails])
+    assert "1 not trained yet (c)" in study.decision([fails, open_])
+    assert "No candidate qualifies" in study.decision([fails])
+
+
+def test_the_context_pilot_page_reads_the_store(tmp_path):
+    """Run on the committed store, the page's linux-doc screen is as-fig3's seed-0 fixed runs (adopted)."""
+    root = Path(__file__).resolve().parents[2] / "results"
+    script = Path(__file__).resolve().parents[2] / "analysis" / "studies" / "cpu_context.py"
+    out = tmp_path / "cpu-context.md"
+    done = subprocess.run(
+        [sys.executable, str(script), "--results", str(root), "--out", str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    store = renderers.finished_runs(table(root))
+    fixed = store[(store["manifest"] == "as-fig3") & (store["scale"] == "cpu") & (store["train.seed"] == 0)]
+    fixed = fixed[fixed["model.span.kind"] == "fixed"].set_index("model.span.limit")["test_bits"]
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| linux-doc | prose"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:5] == [
+        renderers.format_value(fixed[64]),
+        renderers.format_value(fixed[512]),
+        f"{fixed[512] - fixed[64]:+.3f}",
+    ]
+    assert cells[5] == "fails"
