@@ -10,6 +10,7 @@ BENCHES: Registry[Plugin] = Registry(
     [
         Plugin("adaptive", "repro.bench.adaptive"),
         Plugin("attention", "repro.bench.attention"),
+        Plugin("cli", "repro.bench.cli"),
         Plugin("frontier", "repro.bench.frontier"),
         Plugin("st-step", "repro.bench.st_step"),
     ],
