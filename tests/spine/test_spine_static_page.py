@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import re
 import statistics
-import textwrap
 from html.parser import HTMLParser
 
 import pytest
-from storekit import steady_curve
+from spine_manifests import stored_run
 
 from repro.cli import main
 from repro.config import manifest as manifests
-from repro.store.runs import RunDir
 from repro.track.static_page import ticks
 
 MANIFEST = """\
@@ -58,23 +56,14 @@ class _Page(HTMLParser):
 
 
 @pytest.fixture
-def static_store(tmp_path):
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("some text " * 200)
-    path = tmp_path / "t-static.yaml"
-    path.write_text(textwrap.dedent(MANIFEST.format(corpus=corpus)))
+def static_store(tmp_path, corpus, write_manifest):
+    path = write_manifest(MANIFEST.format(corpus=corpus), name="t-static.yaml")
     root = tmp_path / "results"
-    m = manifests.load(path)
-    for spec in m.expand("tiny", seeds=2):
+    for spec in manifests.load(path).expand("tiny", seeds=2):
         bits = BITS[spec.cell["model.heads"]]
         if spec.train.seed >= len(bits):
             continue
-        run = RunDir(root, spec.manifest, spec.run_id)
-        run.write_spec(spec.record(None))
-        run.write_summary(
-            {"status": "finished", "dataset": "file", "dataset_unit": "char", "test_bits": bits[spec.train.seed]}
-        )
-        steady_curve(run, bits[spec.train.seed])
+        run = stored_run(root, spec, test_bits=bits[spec.train.seed], dataset_unit="char")
         if spec.cell["model.heads"] == 2:  # quick validation in one cell only
             run.append_metrics([{"step": 99, "valid/bits_quick": 2.9}, {"step": 199, "valid/bits_quick": 2.8}])
     return path, root
