@@ -32,8 +32,7 @@ def seed_means(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if rows.empty:
         return rows
     rows = rows.reset_index(drop=True)  # seeds' frames concatenated repeat their indices
-    present = [k for k in keys if k in rows]
-    label = rows[present].astype(str).agg(",".join, axis=1) if present else pd.Series("", rows.index)
+    label = cell_labels(rows, keys)
     finished = rows["status"] == "finished"
     done = rows[finished | ~finished.groupby(label).transform("any")]  # a cell's finished seeds, if any
     cell = label[done.index]
@@ -56,6 +55,13 @@ def seed_means(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
             every = alone.groupby(cell, sort=False).all().reindex(order).reset_index(drop=True)
             out["ran_alone"] = out["ran_alone"].astype(object).where(~multi, every)
     return out.assign(seeds=counts)
+
+
+def cell_labels(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Each row's grid cell as text (the values of those ``keys`` it has, joined): the cells
+    :func:`seed_means` groups its seeds by, so that a seed mean's row finds its runs."""
+    present = [k for k in keys if k in rows]
+    return rows[present].astype(str).agg(",".join, axis=1) if present else pd.Series("", rows.index)
 
 
 def seeds_of(runs: pd.DataFrame) -> pd.Series:

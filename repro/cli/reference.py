@@ -235,6 +235,13 @@ existing one only with `--replace`).""",
 The datasets: what each is, preparing one (download or a local copy, verified against its pins),
 re-hashing the stored splits, details of one ([datasets.md](datasets.md)).""",
     "sync": "Needs a W&B login.",
+    "dashboard": """\
+`--static` writes the comparison page instead of serving trackio: one self-contained HTML file (inline
+SVG, no script, no network; default `<results>/dashboard.html`) with, per manifest named (default: every
+one with stored runs) at `--scale`, each grid cell's test bits as its seed mean ± sd (the report's
+table's numbers) on an axis that spans them, its full label and n, and its training and quick-validation
+curves, one line a seed ([tracking.md](tracking.md#the-comparison-page-static)). Without `--static`,
+one `NAME` at most.""",
 }
 
 OUTRO = """\

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from repro.cli.common import store_root
+from pathlib import Path
+
+from repro.cli.common import at_scale, store_root
 from repro.config import lookup
 from repro.config.manifest import DEFAULT_SCALE
 from repro.errors import UserError
+from repro.files import atomic
 from repro.plan.runs import stored
 from repro.registry import Command
+from repro.store.runs import table
 
 
 def cmd_sync(args) -> int:
@@ -28,10 +32,19 @@ def cmd_pull(args) -> int:
 
 
 def cmd_dashboard(args) -> int:
+    if args.static:
+        return _static_page(args)
+    if args.out is not None:
+        raise UserError("--out: only with --static (the trackio dashboard is served, not written)")
+    if len(args.names) > 1:
+        raise UserError(
+            f"dashboard: {len(args.names)} manifests named ({', '.join(args.names)}); the trackio dashboard "
+            "opens on one: name one, or pass --static to compare several"
+        )
     from repro.track import dashboard  # Lightning (through repro.track.loggers)
 
     root = store_root(args)
-    name = lookup.one(args.name, [], stored(root), args.access).name if args.name else None
+    name = lookup.one(args.names[0], [], stored(root), args.access).name if args.names else None
     done = dashboard.import_runs(root, name, args.access)
     print(
         f"trackio in {dashboard.trackio_dir(root)}: imported {len(done.imported)} run(s), "
@@ -55,6 +68,44 @@ def cmd_dashboard(args) -> int:
     return 0
 
 
+def _static_page(args) -> int:
+    """``--static``: the named manifests (every one with stored runs) compared in one HTML file."""
+    from repro.track import static_page  # pandas
+
+    if args.port is not None or args.host is not None:
+        raise UserError("--port/--host: not with --static (the static page is a file, not served)")
+    root = store_root(args)
+    known = stored(root)
+    if args.names:
+        chosen = lookup.with_parts([m for n in args.names for m in lookup.select(n, [], known, args.access)], [])
+    else:
+        runs = table(root)
+        chosen = []
+        for name in sorted(set(runs["manifest"])) if not runs.empty else []:
+            try:
+                chosen.append(lookup.one(name, [], known, args.access))
+            except UserError as err:  # a stored manifest that no longer resolves: the others are shown
+                print(f"left out: {err}", flush=True)
+    panels, absent = [], []
+    for manifest in at_scale(chosen, args.scale):
+        shown = static_page.panel(manifest, root, args.scale)
+        if shown:
+            panels.append(shown)
+        else:
+            absent.append(manifest.name)
+    if not panels:
+        scales = sorted({str(s) for m in chosen for s in table(root, m.name).get("scale", [])})
+        raise UserError(
+            f"no run of {', '.join(args.names) or 'the store'} at scale {args.scale!r} to compare "
+            f"(stored at: {', '.join(scales) or 'none'}); pass --scale"
+        )
+    out = Path(args.out) if args.out else root / "dashboard.html"
+    atomic.write_text(out, static_page.page(panels, args.scale, absent))
+    cells = sum(len(p.cells) for p in panels)
+    print(f"wrote {out}: {len(panels)} manifest(s), {cells} cell(s) at scale {args.scale}", flush=True)
+    return 0
+
+
 def _wandb_arguments(p, parents=()) -> None:
     p.add_argument("--entity", default=None, help="W&B entity (default: your login's)")
     p.add_argument("--project", default=None, help="W&B project (default: $REPRO_WANDB_PROJECT or repro)")
@@ -66,8 +117,21 @@ def _pull_arguments(p, parents) -> None:
 
 
 def _dashboard_arguments(p, parents) -> None:
-    p.add_argument("name", nargs="?", help="a manifest: import only its runs and open on them")
-    p.add_argument("--scale", default=DEFAULT_SCALE, help="the scale to open on (one project per scale)")
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="a manifest: import only its runs and open on them (--static: manifests or groups, default every "
+        "one with stored runs)",
+    )
+    p.add_argument("--scale", default=DEFAULT_SCALE, help="the scale to show (trackio: one project per scale)")
+    p.add_argument(
+        "--static",
+        action="store_true",
+        help="write one self-contained HTML page instead of serving trackio: per manifest, each cell's seed "
+        "mean ± sd of test bits, and its curves",
+    )
+    p.add_argument("--out", default=None, metavar="PATH", help="--static: the file (default <results>/dashboard.html)")
     p.add_argument("--port", type=int, default=None, help="default: the first free port from 7860")
     p.add_argument("--host", default=None, help="default 127.0.0.1 (0.0.0.0 to serve the network)")
 
@@ -81,7 +145,7 @@ SYNC = Command(
 PULL = Command("pull", "bring a manifest's runs from its W&B group into the store", _pull_arguments, cmd_pull)
 DASHBOARD = Command(
     "dashboard",
-    "compare stored runs in a local web page (trackio; no account)",
+    "compare stored runs in a local web page (trackio; no account), or --static in one HTML file",
     _dashboard_arguments,
     cmd_dashboard,
 )
