@@ -233,5 +233,8 @@ LIST = Command(
 )
 SHOW = Command("show", "the resolved runs of a manifest (or a group) as a table", _show_arguments, cmd_show)
 VALIDATE = Command(
-    "validate", "check manifests (all shipped ones when no path is given)", _validate_arguments, cmd_validate
+    "validate",
+    "check manifests (every one under experiments/, local/ included, when no path is given)",
+    _validate_arguments,
+    cmd_validate,
 )

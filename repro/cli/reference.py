@@ -38,9 +38,10 @@ repro status as-table1        # its stored runs: grid cell, seed, state, steps, 
 ## Naming manifests, scales and the results root
 
 - **A manifest** is named by its `name`, its path, or a suffix of its name. A suffix several names end
-  with is a **group** and selects them all: `repro run table1` means `as-table1` and `st-table1`. A
-  manifest outside `experiments/` is named by its path until it has run; then the store knows its name
-  (`<results>/sources/<name>.json`).
+  with is a **group** and selects them all: `repro run table1` means `as-table1` and `st-table1`. Your
+  own manifests go in `experiments/local/` (ignored by git, found by name, left out of the shipped
+  manifests' tests). A manifest elsewhere is named by its path until it has run; then that results root
+  knows its name (`<results>/sources/<name>.json`).
 - **A gathering manifest** (`parts:`, no `base:`) trains nothing itself; `run`, `status` and `report`
   act on its parts (`repro status st-table1` lists the runs of `st-table1-cifar10`, `-enwik8`,
   `-imagenet64` and `-audio`, and REPORT.md names the parts and the scales their runs are stored at).

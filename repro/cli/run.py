@@ -48,10 +48,14 @@ def cmd_run(args) -> int:
     if args.dry_run:
         for line in plan.table():
             echo(line)
+        if scoring := local.weights(plan):
+            echo(f"released weights: this command {scoring}")
         echo(plan.eta(plan.unfinished) + plan.power)
         return 0
     if plan.power:  # before training: what these seeds can decide (the report gives each claim's MDE after)
         echo(plan.power.removeprefix("; "))
+    if scoring := local.weights(plan):  # before the downloads and the hours
+        echo(f"released weights: this command {scoring}")
     if job is not None:
         return jobs.submit(plan, job, args.launcher, args.max_parallel, args.name, slurm)
     if not args.retrain_checkpoint and plan.runs and not plan.unfinished:

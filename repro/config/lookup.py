@@ -14,7 +14,18 @@ from typing import Any
 
 from repro.config import manifest, overrides, renders
 from repro.config.access import NONE, Access
-from repro.config.manifest import Manifest, ManifestError, discover, is_path, matching, read, resolve, unknown
+from repro.config.manifest import (
+    LOCAL,
+    Manifest,
+    ManifestError,
+    discover,
+    experiments_root,
+    is_path,
+    matching,
+    read,
+    resolve,
+    unknown,
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,10 @@ def select(ref: str, args: list[str], stored: Stored = NOTHING_STORED, access: A
         return [_derive(known[n], args, access) for n in names]
     names = matching(ref, stored.sources)
     if not names:
-        raise unknown(ref, {**known, **stored.sources})
+        raise ManifestError(
+            f"{unknown(ref, {**known, **stored.sources})} (names: the manifests under {experiments_root()}/, "
+            f"your own in its {LOCAL}/ among them, and those run by path into this results root: {stored.where})"
+        )
     out = []
     for name in names:
         path = Path(stored.sources[name]["path"])

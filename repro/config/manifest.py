@@ -45,6 +45,7 @@ from repro.identity import check_name
 DEFAULT_SCALE = "tiny"  # the scale commands use unless given --scale
 NOTES_FROM = "_notes_from"  # a merged document's notes by file: [(path, text)], the included files' first
 SHARED = "shared"  # experiments/shared/: fragments for `include:`, not manifests
+LOCAL = "local"  # experiments/local/: the user's own manifests (ignored by git), found by name, not shipped
 SHIPPED = Path(__file__).resolve().parents[2] / "experiments"
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"  # the shipped renderer files
 
@@ -471,13 +472,15 @@ def set_key(tree: dict, dotted: str, value: Any) -> None:
 # -- the registry of manifests ---------------------------------------------------------------
 
 
-def discover(root: Path | None = None) -> dict[str, Path]:
+def discover(root: Path | None = None, local: bool = True) -> dict[str, Path]:
     """Every manifest under ``root`` (default: :func:`experiments_root`) by name (its ``name`` key); the
-    fragments under ``shared/`` are not manifests."""
+    fragments under ``shared/`` are not manifests, and the user's own under ``local/`` are left out
+    without ``local`` (the shipped ones alone)."""
     root = root or experiments_root()
+    skipped = {SHARED} if local else {SHARED, LOCAL}
     found: dict[str, Path] = {}
     for path in sorted(root.rglob("*.yaml")):
-        if path.relative_to(root).parts[0] == SHARED:
+        if path.relative_to(root).parts[0] in skipped:
             continue
         try:
             name = (safeyaml.read(path) or {}).get("name")

@@ -43,10 +43,11 @@ class Released:
     ramp: int = 32  # --adapt-span-ramp: the scripts keep the default
     block: int = 512
     loss_coef: float = 5e-7  # --adapt-span-loss
+    cost: float = 1.0  # seconds per token scored, relative to the 38M shape's (repro.pretrained.cost)
 
     @property
     def url(self) -> str:
-        return f"{os.environ.get(URL_ROOT_ENV) or URL_ROOT}/{self.name}.pt"
+        return f"{url_root()}/{self.name}.pt"
 
     def recipe(self) -> dict:
         """The script's training flags as the suite's ``train`` section (Adagrad with the per-tensor clip)."""
@@ -66,11 +67,16 @@ RELEASED: dict[str, Released] = {
     r.name: r
     for r in (
         Released("enwik8", "enwik8", "as205", 0.3, 1.04, 1.02, 600_000),
-        Released("enwik8_large", "enwik8", "as205", 0.4, 1.00, 0.98, 170_000, 20_000),
+        Released("enwik8_large", "enwik8", "as205", 0.4, 1.00, 0.98, 170_000, 20_000, cost=5.0),
         Released("text8", "text8", None, 0.3, 1.05, 1.11, 900_000),
-        Released("text8_large", "text8", None, 0.4, 1.01, 1.07, 270_000, 20_000),
+        Released("text8_large", "text8", None, 0.4, 1.01, 1.07, 270_000, 20_000, cost=5.0),
     )
 }
+
+
+def url_root() -> str:
+    """Where the checkpoints are downloaded from: ``$REPRO_ADAPTIVE_SPAN_URL`` or the official root."""
+    return os.environ.get(URL_ROOT_ENV) or URL_ROOT
 
 
 def released(name: str) -> Released:

@@ -38,10 +38,25 @@ def start(world: distributed.World | None, plan: Plan, prepare: Callable[[], Non
     return say if world is None or world.leads else _quiet
 
 
+def weights(plan: Plan) -> str:
+    """What scoring the released weights of the plan's unfinished runs does, a verb phrase (the downloads,
+    the hours, the quick look: :func:`repro.pretrained.cost.note`); "" when none scores any."""
+    from repro.pretrained import cost
+
+    return cost.note([p.spec for p in plan.unfinished])
+
+
 def ensure_data(plan: Plan) -> None:
-    """Each dataset the plan's runs read, prepared (once each) where it can be."""
+    """Each dataset the plan's runs read, prepared (once each) where it can be; one that must be prepared
+    first, for released weights, says too what the run does after (the downloads and the hours)."""
     for name, options in {(p.spec.data.name, tuple(sorted(p.spec.data.options().items()))): 0 for p in plan.runs}:
-        data.ensure(name, say, **dict(options))
+        try:
+            data.ensure(name, say, **dict(options))
+        except data.DatasetMissing as err:
+            then = weights(plan)
+            if not then:
+                raise
+            raise data.DatasetMissing(f"{err}; then this command {then}") from None
 
 
 def train(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from repro.config import manifest as manifests
+
 
 def tiny_manifest(
     corpus: Path, *, grid: str = "", claims: str = "", extra_train: str = "", extra_eval: str = "", name: str = "t-tiny"
@@ -26,6 +28,12 @@ def tiny_manifest(
         + grid
         + claims
     )
+
+
+def shipped(root: Path = manifests.SHIPPED) -> dict[str, Path]:
+    """The shipped manifests under ``root`` by name: what the tests that hold every shipped manifest to
+    reviewed values enumerate (a user's own under experiments/local/ left out)."""
+    return manifests.discover(root, local=False)
 
 
 def stored_run(root: Path, spec, curve: bool = True, **summary):

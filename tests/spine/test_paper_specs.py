@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from spine_manifests import shipped
 
-from repro.config.manifest import discover, load
+from repro.config.manifest import load
 
 FIXTURE = Path(__file__).with_name("paper_specs.yaml")
 PAPERS = ("adaptive_span", "sparse_transformer")
@@ -31,7 +32,7 @@ def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def paper_specs() -> dict[str, Any]:
     """Per manifest: the keys its paper-scale runs share, then each run's cell, id and own keys."""
     out: dict[str, Any] = {}
-    for name, path in sorted(discover().items()):
+    for name, path in sorted(shipped().items()):
         manifest = load(path)
         runs = manifest.expand("paper") if manifest.paper in PAPERS else []  # pilots, smoke: no paper config
         if not runs:

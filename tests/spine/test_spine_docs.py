@@ -77,3 +77,36 @@ def test_every_path_the_manifests_name_exists():
         if not path.exists()
     ]
     assert not missing, "\n".join(missing)
+
+
+def test_the_readme_is_short_and_opens_on_the_quick_start():
+    """Issue 62.1: 14 KB with the Quick start at line 49; the detail lives in docs/."""
+    readme = ROOT / "README.md"
+    assert readme.stat().st_size <= 12 * 1024
+    assert "## Quick start" in readme.read_text().splitlines()[:40]
+
+
+def test_the_readme_test_command_is_what_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    tests = (ROOT / "README.md").read_text().split("## Tests\n", 1)[1]
+    assert f"```\n{ci}\n```" in tests
+
+
+def test_the_readme_counts_as_table1s_runs_as_its_manifest_does():
+    """The README said 9 runs (3 cells x 3 seeds) after fixed-32 made the cells 4: the counts it gives are
+    held to the manifest's, at each scale it names."""
+    from repro.config import manifest as manifests
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    found = re.search(
+        r"trains its (\d+) runs \((\d+) cells x (\d+) seeds at the default `tiny` scale, as at `cpu`; `small` and "
+        r"`paper` have (\d+), one seed each",
+        text,
+    )
+    assert found, "the README's sentence on as-table1's runs changed: update this test"
+    runs, cells, seeds, one_seed = map(int, found.groups())
+    m = manifests.load(manifests.discover(manifests.SHIPPED)["as-table1"])
+    for scale in ("tiny", "cpu"):
+        assert (len(m.expand(scale)), len(m.expand(scale, seeds=1)), m.replicates(scale)) == (runs, cells, seeds)
+    for scale in ("small", "paper"):
+        assert (len(m.expand(scale)), m.replicates(scale)) == (one_seed, 1)

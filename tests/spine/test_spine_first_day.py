@@ -9,7 +9,7 @@ import warnings
 
 import pandas as pd
 import pytest
-from spine_manifests import stored_run
+from spine_manifests import shipped, stored_run
 
 from repro.claims import gates as verdicts
 from repro.config import lookup
@@ -57,7 +57,7 @@ def test_one_definition_of_learned():
 
 
 def test_every_shipped_learned_check_is_the_shared_one():
-    for name, path in manifests.discover(manifests.SHIPPED).items():
+    for name, path in shipped().items():
         m = lookup.load(path)
         for claim in m.claims:
             for check in [*claim.requires, claim.check]:
@@ -288,7 +288,7 @@ OUR_BITS = re.compile(
 def test_notes_say_what_was_chosen_not_what_was_measured():
     """Measured numbers live in the reports (regenerated from the store); a manifest's notes that quoted
     them would contradict the report printed beside them once the runs change."""
-    for name, path in manifests.discover(manifests.SHIPPED).items():
+    for name, path in shipped().items():
         notes = " ".join(manifests.load(path).notes.split())
         for sentence in re.split(r"(?<=[.;])\s", notes):
             if "paper" in sentence.lower():

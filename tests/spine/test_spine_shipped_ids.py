@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from spine_manifests import shipped
+
 from repro.config import manifest as manifests
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_ids.json"
@@ -18,7 +20,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "run_ids.json"
 
 def shipped_ids() -> dict[str, dict[str, list[str]]]:
     out = {}
-    for name, path in sorted(manifests.discover(manifests.SHIPPED).items()):
+    for name, path in sorted(shipped().items()):
         m = manifests.load(path)
         out[name] = {s: [f"{r.run_id} {r.cell_name}" for r in m.expand(s, seeds=1)] for s in m.scale_names()}
     return out
