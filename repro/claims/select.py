@@ -16,6 +16,7 @@ import pandas as pd
 from repro.claims.language import TIMED, Selection, shown
 from repro.config.cells import cell_text, value_text
 from repro.config.keys import matching
+from repro.store.usable import MISSING, fault
 
 SEED = "train.seed"  # the column that tells a cell's replicates apart
 
@@ -124,14 +125,15 @@ def select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[
     unfinished = rows[rows["status"] != "finished"]
     if not unfinished.empty:
         raise NotEvaluable(f"{len(unfinished)} run(s) of {shown(metric, filters)} are not finished")
-    if metric not in rows or rows[metric].isna().any():
+    faults = [fault(value) for value in rows[metric]] if metric in rows else [MISSING]
+    if MISSING in faults:
         raise NotEvaluable(f"metric {metric!r} is missing from the runs of {shown(metric, filters)}")
     if metric in TIMED:
         check_alone(rows, metric, filters)
-    numbers = pd.to_numeric(rows[metric], errors="coerce")
-    if numbers.isna().any() or isinstance(rows[metric].iloc[0], bool):
-        bad = rows[metric][numbers.isna()].iloc[0] if numbers.isna().any() else rows[metric].iloc[0]
+    if any(faults):
+        bad = rows[metric].iloc[next(i for i, why in enumerate(faults) if why)]
         raise NotEvaluable(f"metric {metric!r} of a run of {shown(metric, filters)} is {str(bad)[:40]!r}, not a number")
+    numbers = rows[metric].map(float)
     free = [c for c in cell_keys if c not in used]
     if len(rows) == 1:
         return float(numbers.iloc[0])

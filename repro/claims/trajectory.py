@@ -34,7 +34,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-QUICK, TRAIN = "valid/bits_quick", "train/bits"
+from repro.store.usable import TRAIN, has_curve
+
+QUICK = "valid/bits_quick"
 FIT = 0.6  # of each seed's matched checkpoints: the stretch its margin's line is fitted on
 MIN_POINTS = 4
 FURTHER = 1.5  # where the line is read: this multiple of the last matched step
@@ -82,7 +84,7 @@ def check(pairs: list[tuple[str, str]], curves: Curves, reading: int) -> str:
     """The gate on one comparison: ``pairs`` = (claimed-lower run, baseline run) per seed; ``reading`` the
     verdict's sign (+1: the claimed-lower side is lower). Returns what held; raises :class:`Fails`."""
     frames = {run: curves(run) for pair in pairs for run in pair}
-    missing = [run for run, frame in frames.items() if frame is None or curve(frame, TRAIN).empty]
+    missing = [run for run, frame in frames.items() if not has_curve(frame)]
     if missing:
         raise Fails(
             f"no learning curve for run(s) {', '.join(sorted(missing))}: a verdict with no curve cannot show it is not the budget's"

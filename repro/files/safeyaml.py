@@ -56,10 +56,10 @@ def read(path: Path) -> Any:
     return loads(text, str(path))
 
 
-def read_bounded(path: Path, limit: int, error: type[Exception]) -> bytes:
-    """The bytes of the regular file ``path`` if it holds at most ``limit``; ``error`` (one line naming
-    it) for anything else: a device (``/dev/zero``), a FIFO (opened without blocking, never read), a
-    folder, a larger file, an unreadable one."""
+def read_bounded(path: Path, limit: int | None, error: type[Exception]) -> bytes:
+    """The bytes of the regular file ``path`` if it holds at most ``limit`` (None: any size); ``error``
+    (one line naming it) for anything else: a device (``/dev/zero``), a FIFO (opened without blocking,
+    never read), a folder, a larger file, an unreadable one."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
@@ -68,15 +68,15 @@ def read_bounded(path: Path, limit: int, error: type[Exception]) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise error(f"{path}: not a regular file; allowed: a regular file")
-        if st.st_size > limit:
+        if limit is not None and st.st_size > limit:
             raise error(f"{path}: {st.st_size:,} bytes; allowed: at most {limit:,}")
         with os.fdopen(os.dup(fd), "rb") as fh:
-            raw = fh.read(limit + 1)
+            raw = fh.read() if limit is None else fh.read(limit + 1)
     except OSError as err:
         raise error(f"{path}: cannot read: {err.strerror}") from None
     finally:
         os.close(fd)
-    if len(raw) > limit:  # it grew as we read
+    if limit is not None and len(raw) > limit:  # it grew as we read
         raise error(f"{path}: more than {limit:,} bytes; allowed: at most {limit:,}")
     return raw
 

@@ -2,7 +2,8 @@
 
 Every file is written atomically and durably (:mod:`repro.files.atomic`), so a reader or a killed writer
 never sees half a file. One trainer per run: :meth:`RunDir.lock` is an OS lock the kernel releases when
-its holder dies. A file that does not parse is :class:`CorruptFile` (listed, never a crash);
+its holder dies. A file that does not parse, or is no regular file (a FIFO is never read: it would block),
+is :class:`CorruptFile` (listed, never a crash);
 ``scan``/``table`` flatten the store into one pandas row per readable run.
 """
 
@@ -166,11 +167,12 @@ class RunDir:
 
     def summary(self) -> dict[str, Any]:
         path = self.path / "summary.json"
-        try:
-            summary = json.loads(path.read_text())
-        except FileNotFoundError:
+        raw = _stored(path)
+        if raw is None:
             return {}
-        except (OSError, ValueError, RecursionError) as err:
+        try:
+            summary = json.loads(raw)
+        except (ValueError, RecursionError) as err:
             raise CorruptFile(f"{path}: corrupt ({_reason(err)})") from None
         if not isinstance(summary, dict):
             raise CorruptFile(f"{path}: corrupt (expected a JSON object)")
@@ -271,13 +273,8 @@ class RunDir:
     def _read_metrics(self) -> tuple[pd.DataFrame, list[bytes], bool]:
         """(the complete rows that read, the lines that did not, whether the last line was torn)."""
         atomic.refuse_link(self.metrics_path)
-        try:
-            raw = self.metrics_path.read_bytes()
-        except FileNotFoundError:
-            return pd.DataFrame(), [], False
-        except OSError as err:
-            raise CorruptFile(f"{self.metrics_path}: unreadable ({_reason(err)})") from None
-        return parse_metrics(raw)
+        raw = _stored(self.metrics_path)
+        return parse_metrics(raw) if raw is not None else (pd.DataFrame(), [], False)
 
     def append_metrics(self, rows: list[dict[str, Any]]) -> None:
         """Append rows (fsynced), rewriting the file atomically when a new column appears."""
@@ -328,6 +325,15 @@ class RunDir:
             self.metrics_path.unlink()
         elif bad or torn or len(kept) < len(old):
             atomic.write_text(self.metrics_path, kept.to_csv(index=False))
+
+
+def _stored(path: Path) -> bytes | None:
+    """The bytes of the store file ``path`` (None: there is none), read from a regular file only: anything
+    else (a FIFO, opened without blocking and never read; a device; a folder), or a file that does not
+    read, is CorruptFile naming it (:func:`repro.files.safeyaml.read_bounded`)."""
+    if not os.path.lexists(path):
+        return None
+    return safeyaml.read_bounded(path, None, CorruptFile)
 
 
 def parse_metrics(raw: bytes) -> tuple[pd.DataFrame, list[bytes], bool]:

@@ -7,7 +7,8 @@ this run would, :func:`repro.store.computation.provides`) is looked for; unless 
 checks its data there: bad input fails before anything is written); the run's lock is taken (a run another
 process trains is *busy*, saying who); links where the run's files belong are refused; what killed writers
 left is removed; a summary or spec that does not read is set aside (the summary starts afresh, the spec is
-rewritten); a run finished by another process meanwhile is skipped; a twin is adopted; otherwise the
+rewritten); a run finished by another process meanwhile is skipped; a twin is adopted (a damaged one,
+its bits missing or not numbers or its metrics.csv gone, is passed over, named); otherwise the
 run starts, or resumes from its newest good checkpoint, its metrics cut to that checkpoint's step.
 """
 
@@ -23,6 +24,7 @@ from repro.identity import identity
 from repro.store import checkpoints
 from repro.store.computation import computation, provides
 from repro.store.runs import FINISHED, CorruptFile, RunDir, State, listing
+from repro.store.usable import damage
 
 T = TypeVar("T")
 
@@ -65,7 +67,7 @@ def settle(
     if state.finished:
         yield Settled(SKIPPED, state.summary or {})
         return
-    twin = finished_twin(run.path.parent.parent.parent, record)
+    twin = finished_twin(run.path.parent.parent.parent, record, echo)
     prepared = prepare() if twin is None else None  # before any write
     with run.lock() as lock:
         if not lock.held:
@@ -111,17 +113,19 @@ def _repair(run: RunDir, echo: Callable[[str], None]) -> State:
     return State(summary, summary.get("status") == FINISHED and spec_reads)
 
 
-def finished_twin(root: Path, record: dict[str, Any]) -> RunDir | None:
+def finished_twin(root: Path, record: dict[str, Any], echo: Callable[[str], None]) -> RunDir | None:
     """A finished run stored under another manifest or id that gives what a run of ``record`` would: first
     one of the same id (its stored spec hashing to its folder's id and equal to ``record`` section by
     section, not only by id), then one of the same computation that :func:`provides` it (found through
-    the store's index). Copies (runs that were themselves reused) are passed over for their originals."""
+    the store's index). Copies (runs that were themselves reused) are passed over for their originals, and
+    damaged runs (:func:`repro.store.usable.damage`: bits missing or not numbers, no metrics.csv) with a
+    line to ``echo`` naming the file and why."""
     run_id, manifest = record["run_id"], record["manifest"]
     for summary in sorted((root / "runs").glob(f"*/{run_id}/summary.json")):
         other = RunDir(root, summary.parent.parent.name, run_id)
         if other.path.parent.name == manifest or not other.finished or "reused_from" in other.summary():
             continue
-        if identity(other.spec()) == identity(record):
+        if identity(other.spec()) == identity(record) and _usable(other, echo):
             return other
     key = computation(record)
     found, _ = listing(root)
@@ -131,6 +135,14 @@ def finished_twin(root: Path, record: dict[str, Any]) -> RunDir | None:
         if row["run_id"] == run_id:
             continue  # the same id: only as a twin of the same spec, above
         other = RunDir(root, row["manifest"], row["run_id"])
-        if other.finished and provides(other.spec(), record):
+        if other.finished and provides(other.spec(), record) and _usable(other, echo):
             return other
     return None
+
+
+def _usable(twin: RunDir, echo: Callable[[str], None]) -> bool:
+    """Whether a finished twin's numbers can be adopted; a damaged one is named to ``echo``."""
+    why = damage(twin, twin.spec(), twin.summary())
+    if why:
+        echo(f"  not reused: {why}")
+    return why is None

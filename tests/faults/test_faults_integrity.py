@@ -53,6 +53,21 @@ def test_a_run_copied_under_another_id_is_corrupt_and_never_adopted(tmp_path, wr
     assert len(lines_with(report, f"corrupt run, left out (`repro run` redoes it): {copied.path}")) == 1
 
 
+def test_a_finished_twin_whose_bits_are_text_is_named_and_trained_again(tmp_path, write_manifest, trained, capsys):
+    """Reuse once adopted a twin whose valid_bits read "NaN" and broke on its scores (a ValueError traceback)."""
+    _, a = trained
+    a.update_summary(valid_bits="NaN")
+    other = write_manifest(write_manifest().read_text().replace("name: f-run", "name: f-other"), file="other.yaml")
+    assert main(["run", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert lines_with(out, "not reused") == [
+        f"  not reused: {a.path / 'summary.json'}: valid_bits is 'NaN', not a number"
+    ]
+    mine = RunDir(tmp_path / "results", "f-other", a.run_id)
+    assert "reused_from" not in mine.summary() and mine.summary()["steps"] == 20
+    assert isinstance(mine.summary()["valid_bits"], float) and not mine.metrics().empty
+
+
 def test_a_spec_edited_after_training_is_corrupt_everywhere(tmp_path, trained, capsys):
     path, a = trained
     spec = a.path / "spec.yaml"

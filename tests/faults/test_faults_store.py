@@ -8,6 +8,8 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -156,6 +158,41 @@ def test_corrupt_summary_and_spec_are_listed_and_redone(tmp_path, write_manifest
     assert out.count(": the run is redone") == 2 and out.count("resuming") == 2
     assert a.summary()["status"] == b.summary()["status"] == "finished" and b.spec()["run_id"] == b.run_id
     assert abs(a.summary()["test_bits"] - bits) < 1e-9
+
+
+def repro_process(argv: list[str]) -> subprocess.CompletedProcess:
+    """``python -m repro ARGV`` in a fresh process, each time without the store's index (so that it reads
+    the run's files); one that hangs fails the test by its timeout."""
+    shutil.rmtree(Path(os.environ["REPRO_RESULTS"]) / "index", ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, "-m", "repro", *argv], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("name", ["summary.json", "metrics.csv"])
+def test_a_fifo_in_place_of_a_run_file_is_named_and_never_read(tmp_path, write_manifest, name):
+    """A FIFO as a run's summary.json hung status, report, run and sample (a blocking read that no writer
+    ends); as its metrics.csv, report. Now it is opened without blocking and never read."""
+    path = write_manifest(top="renders: [curves]\n")
+    (spec,) = manifests.load(path).expand("tiny")
+    run = RunDir(tmp_path / "results", spec.manifest, spec.run_id)
+    run.write_spec(spec.record(None))
+    run.write_summary({"status": "finished", "scale": "tiny", "dataset": "file", "valid_bits": 2.5, "test_bits": 2.25})
+    run.append_metrics([{"step": step, "train/bits": 3.0 - step / 100} for step in range(1, 20, 2)])
+    (run.path / name).unlink()
+    os.mkfifo(run.path / name)
+    said = f"{run.path / name}: not a regular file; allowed: a regular file"
+    status, report = repro_process(["status"]), repro_process(["report", str(path)])
+    if name == "summary.json":  # a corrupt run: listed, left out, redone by run
+        assert status.returncode == 0 and f"corrupt: {said}" in status.stdout.splitlines(), status
+        assert report.returncode == 0, report
+        page = (tmp_path / "results" / "reports" / "f-run.md").read_text().splitlines()
+        assert f"- corrupt run, left out (`repro run` redoes it): {said}" in page
+        planned = repro_process(["run", str(path), "--dry-run"])
+        assert planned.returncode == 0 and f"{run.run_id}  f-run  -  [corrupt summary: redone by run]" in planned.stdout
+    else:  # the curves it draws do not read: one line, exit 2
+        assert status.returncode == 0 and "finished" in status.stdout, status
+        assert report.returncode == 2 and report.stderr.splitlines() == [f"error: {said}"], report
+    assert stat.S_ISFIFO(os.stat(run.path / name).st_mode)  # left as it was: only run replaces it
 
 
 def test_a_full_disk_fails_in_one_line_leaving_nothing_half_written(tmp_path, write_manifest, kid, capsys):

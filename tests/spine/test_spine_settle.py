@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 from spine_manifests import stored_run, tiny_manifest
 
@@ -15,10 +16,10 @@ from repro.store.runs import RunDir
 from repro.store.settle import settle
 
 
-def _spec(tmp_path, name="t-tiny"):
+def _spec(tmp_path, name="t-tiny", **manifest):
     (tmp_path / "corpus.txt").write_text("a corpus the runs never read")
     path = tmp_path / f"{name}.yaml"
-    path.write_text(tiny_manifest(tmp_path / "corpus.txt", name=name))
+    path.write_text(tiny_manifest(tmp_path / "corpus.txt", name=name, **manifest))
     return manifests.load(path).expand("tiny")[0]
 
 
@@ -69,7 +70,7 @@ def test_a_finished_twin_is_adopted_and_the_data_left_closed(tmp_path):
     root = tmp_path / "results"
     twin_spec, spec, said = _spec(tmp_path, "first"), _spec(tmp_path, "second"), []
     assert twin_spec.run_id == spec.run_id
-    stored_run(root, twin_spec, test_bits=2.25)
+    stored_run(root, twin_spec, valid_bits=2.5, test_bits=2.25)
     run = RunDir(root, spec.manifest, spec.run_id)
     held, calls = _settle(run, spec, said)
     with held as got:
@@ -79,6 +80,45 @@ def test_a_finished_twin_is_adopted_and_the_data_left_closed(tmp_path):
             and got.summary["test_bits"] == 2.25
         )
     assert calls == [] and run.finished and run.summary()["manifest"] == "second"
+
+
+DAMAGES = {  # how a finished twin is damaged, and the end of the line that names it
+    "bits as text": (
+        lambda run: run.update_summary(valid_bits="NaN"),
+        "summary.json: valid_bits is 'NaN', not a number",
+    ),
+    "no bits": (lambda run: _drop(run, "valid_bits", "test_bits"), "summary.json: no valid_bits"),
+    "status only": (lambda run: run.write_summary({"status": "finished"}), "summary.json: no valid_bits"),
+    "metrics deleted": (lambda run: run.metrics_path.unlink(), "metrics.csv: missing"),
+    "healthy": (lambda run: None, None),
+}
+
+
+def _drop(run, *keys):
+    run.write_summary({k: v for k, v in run.summary().items() if k not in keys})
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("twin", ["same spec", "same computation"])
+def test_a_damaged_finished_twin_is_named_and_passed_over_and_a_healthy_one_adopted(tmp_path, twin, damage):
+    root, said = tmp_path / "results", []
+    twin_spec = _spec(tmp_path, "first")
+    spec = _spec(tmp_path, "second", **({"extra_eval": ", splits: [test]"} if twin == "same computation" else {}))
+    assert (twin_spec.run_id == spec.run_id) == (twin == "same spec")
+    source = stored_run(root, twin_spec, valid_bits=2.5, test_bits=2.25)
+    harm, named = DAMAGES[damage]
+    harm(source)
+    run = RunDir(root, spec.manifest, spec.run_id)
+    held, calls = _settle(run, spec, said)
+    with held as got:
+        if named is None:
+            assert got.action == "reused" and got.summary["test_bits"] == 2.25 and calls == []
+        else:
+            assert got.action == "start" and calls == [False]  # to train: its data checked first
+    if named is None:
+        assert said == [f"  reused: first/{source.run_id} ({twin}), not retrained"]
+    else:
+        assert said == [f"  not reused: {source.path / named}"]
 
 
 def test_a_corrupt_summary_and_temp_files_are_set_right_before_the_run_starts(tmp_path):
