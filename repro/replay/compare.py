@@ -15,7 +15,9 @@ no tolerance passes it.
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from repro.store.runs import RunDir
+from repro.files import safeyaml
+from repro.store.runs import CorruptFile, RunDir
 
 # a key (or a step-wise column's last part) containing one of these measures the machine, not the run:
 # how long, how much memory, how busy the machine was (seconds_per_step, peak_memory_bytes, mfu,
@@ -162,10 +165,15 @@ def _metrics(stored: Path, here: Path) -> Iterator[Difference]:
 
 def _rows(path: Path) -> dict[str, dict[str, str]]:
     """metrics.csv as step -> {column: the value's text} (empty cells left out: a column not logged then)."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}
-    with path.open(newline="") as f:
-        return {row["step"]: {k: v for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)}
+    text = io.StringIO(_bytes(path).decode("utf-8", errors="replace"), newline="")
+    return {row["step"]: {k: v for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(text)}
+
+
+def _bytes(path: Path) -> bytes:
+    """A stored file's bytes from a regular file only: a FIFO in its place is named, never opened to block."""
+    return safeyaml.read_bounded(path, None, CorruptFile)
 
 
 def _summary(stored: dict, here: dict, steps: int | None) -> Iterator[Difference]:
@@ -181,12 +189,12 @@ def _summary(stored: dict, here: dict, steps: int | None) -> Iterator[Difference
 
 
 def _arrays(stored: Path, here: Path) -> Iterator[Difference]:
-    if not stored.exists():
+    if not os.path.lexists(stored):
         return
     if not here.exists():
         yield Difference(None, "the file", "written", "not written")
         return
-    with np.load(stored) as ours, np.load(here) as theirs:
+    with np.load(io.BytesIO(_bytes(stored))) as ours, np.load(here) as theirs:
         for key in ours.files:
             if key not in theirs.files:
                 yield Difference(None, key, "an array", "absent")

@@ -339,3 +339,23 @@ def test_an_error_after_training_started_marks_the_run_failed(tmp_path, write_ma
         runner.run_spec(spec, m, tmp_path / "results", echo=lambda s: None)
     summary = RunDir(tmp_path / "results", m.name, spec.run_id).summary()
     assert summary["status"] == "failed" and summary["error"] == "evaluation broke"
+
+
+def test_verify_names_a_fifo_in_place_of_the_stored_metrics_or_arrays(tmp_path):
+    """`repro verify` compares the stored metrics.csv and analysis.npz with the re-executed run's: a FIFO in
+    their place hung it (a blocking open); now it is named as not a regular file (in a process, so that a
+    hang fails by the timeout rather than stalling the suite)."""
+    for name in ("metrics.csv", "analysis.npz"):
+        os.mkfifo(tmp_path / name)
+    (tmp_path / "x").write_bytes(b"")  # the re-executed run's arrays: present, so the stored ones are read
+    code = (
+        "import sys; from pathlib import Path; from repro.replay import compare; from repro.store.runs import CorruptFile\n"
+        "d = Path(sys.argv[1])\n"
+        "for call in (lambda: compare._rows(d / 'metrics.csv'), lambda: list(compare._arrays(d / 'analysis.npz', d / 'x'))):\n"
+        "    try: call()\n"
+        "    except CorruptFile as err: print(err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == [
+        f"{tmp_path / n}: not a regular file; allowed: a regular file" for n in ("metrics.csv", "analysis.npz")
+    ], done.stderr
