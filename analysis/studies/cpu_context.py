@@ -59,7 +59,8 @@ BEFORE = """\
 ## Screens of an earlier session, not in the store
 
 From the project's notes (one seed, the cpu recipe, fixed span, S = 512 minus S = 64 test bits; these
-runs were not stored, and the screens above store them again where they are the same cells):
+runs were not stored and their exact recipe was not recorded; where a screen above repeats one, the stored
+number is the one to use, and it differs, e.g. unicode-data's):
 unicode-data +0.40, iso-codes +0.07, eigen-headers +0.16; on linux-doc, learning rate x3 +0.65 and
 warm-up x10 +0.08. Python 3.11's standard library source: +0.10 at 3,000 steps and +0.10 at 12,000
 (the gap does not close with 4x the steps), and the official adaptive-span code on the same bytes,
@@ -170,7 +171,8 @@ def study(root: Path) -> str:
         BEFORE,
         "## Decision",
         decision(corpora + levers),
-        f"CPU time of the stored screens: {total:.2f} hours on 2 cores (training and evaluation; a cell "
+        f"CPU time of the stored screens: {total:.2f} hours of wall time on 2 cores, shared with other work while "
+        "they trained (training and evaluation; a cell "
         "adopted from another manifest's run, as linux-doc's from as-fig3, costs nothing here). The budget of step 1 is 4 CPU-hours.",
     ]
     return "\n\n".join(s.strip("\n") for s in sections) + "\n"
