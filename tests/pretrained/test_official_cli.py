@@ -166,6 +166,13 @@ def test_the_first_download_records_the_hash_and_later_ones_are_checked_against_
         released.fetch("text8", lines.append)
 
 
+def test_a_download_that_is_no_checkpoint_is_deleted_never_recorded(server):
+    (server / "text8.pt").write_bytes(CHECKPOINT.read_bytes()[:5000])  # whole as served, but no checkpoint
+    with pytest.raises(DataError, match="text8.pt is no checkpoint the suite reads .*not a torch checkpoint"):
+        released.fetch("text8", print)
+    assert released.recorded() == {} and list(released.folder().iterdir()) == []
+
+
 def test_offline_the_download_is_one_clear_line(monkeypatch):
     monkeypatch.setenv(released.URL_ROOT_ENV, "http://127.0.0.1:9")  # nothing listens on the discard port
     with pytest.raises(DataError, match="download of http://127.0.0.1:9/text8.pt failed"):

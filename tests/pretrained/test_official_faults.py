@@ -1,0 +1,130 @@
+"""Faults of the released checkpoints' downloads and of imported files (issue 62), in real ``python -m
+repro`` processes: one line on stderr, exit status 2, no traceback, nothing recorded or written."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from officialkit import CHECKPOINT, OVERRIDES
+
+from repro.pretrained import released
+
+pytestmark = pytest.mark.faults
+
+SHRINK = ["model.layers=2", "model.d_model=32", "model.d_ff=64", "model.heads=4", "model.span.limit=512"]
+# as-table1's adaptive-small at scale pretrained, shrunk to the fixture: its weights are the released text8.pt
+RUN_PRETRAINED = [
+    "run",
+    "as-table1",
+    "--scale",
+    "pretrained",
+    "--allow-read",
+    str(CHECKPOINT.parent),
+    "--only",
+    "variant=adaptive-small",
+    *OVERRIDES,
+    *SHRINK,
+]
+
+
+def repro(argv: list[str], **kwargs) -> subprocess.Popen:
+    """``python -m repro ARGV`` in a fresh interpreter (the test's environment: its own data and results)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    argv = [sys.executable, "-m", "repro", *argv]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
+
+
+def one_line(argv: list[str]) -> str:
+    """``repro ARGV`` exits 2 with one line on stderr, no traceback: that line."""
+    child = repro(argv)
+    _, err = child.communicate(timeout=300)
+    lines = err.strip().splitlines()
+    assert child.returncode == 2 and len(lines) == 1 and "Traceback" not in err, (child.returncode, err)
+    return lines[0]
+
+
+def results() -> Path:
+    return Path(os.environ["REPRO_RESULTS"])
+
+
+# -- 62.12: only a download completed here is recorded -----------------------------------------------
+
+
+def test_half_a_released_checkpoint_under_its_final_name_is_refused_never_recorded(monkeypatch):
+    """Half of text8.pt under its final name, no hash recorded for it and the server unreachable: before,
+    it was taken as the first download and its sha256 recorded (a real download refused from then on)."""
+    monkeypatch.setenv(released.URL_ROOT_ENV, "http://127.0.0.1:9")  # nothing listens on the discard port
+    folder = released.folder()
+    folder.mkdir(parents=True)
+    half = CHECKPOINT.read_bytes()[: CHECKPOINT.stat().st_size // 2]
+    (folder / "text8.pt").write_bytes(half)
+    record = folder / released.RECORD
+    record.write_text('{"enwik8": {"sha256": "00", "size": 1, "url": "u"}}\n')  # another file's, kept as it is
+    before = record.read_bytes()
+    line = one_line(RUN_PRETRAINED)
+    assert line.startswith(f"error: {folder / 'text8.pt'}: already there, but no hash was recorded for it"), line
+    assert "not trusted: delete it to download http://127.0.0.1:9/text8.pt again" in line
+    assert record.read_bytes() == before and (folder / "text8.pt").read_bytes() == half
+    assert not results().exists()
+
+
+class Held(http.server.BaseHTTPRequestHandler):
+    """Serves the fixture's checkpoint as text8.pt: half of it, then holds the connection until released
+    (whole, ignoring any range, once ``server.whole`` is set)."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = CHECKPOINT.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.server.whole:
+            self.wfile.write(body)
+            return
+        self.wfile.write(body[: len(body) // 2])
+        self.wfile.flush()
+        self.server.halfway.set()
+        self.server.release.wait(60)
+
+
+@pytest.fixture
+def held(monkeypatch):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Held)
+    srv.halfway, srv.release, srv.whole = threading.Event(), threading.Event(), False
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+    monkeypatch.setenv(released.URL_ROOT_ENV, f"http://127.0.0.1:{srv.server_address[1]}")
+    yield srv
+    srv.release.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_download_killed_half_way_leaves_no_file_under_its_final_name_and_records_nothing(held):
+    part = released.folder() / "text8.pt.part"
+    child = repro(RUN_PRETRAINED)
+    try:
+        assert held.halfway.wait(240), "the download never started"
+        deadline = time.monotonic() + 60
+        while not part.exists():  # the child opens its part once the response has begun
+            assert time.monotonic() < deadline and child.poll() is None, "no part file"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == -signal.SIGKILL
+    assert sorted(p.name for p in part.parent.iterdir()) == [part.name]  # resumable, not trusted
+    held.whole = True
+    lines: list[str] = []
+    assert released.fetch("text8", lines.append).read_bytes() == CHECKPOINT.read_bytes()
+    assert released.recorded()["text8"]["size"] == CHECKPOINT.stat().st_size and "recorded" in lines[-1]
