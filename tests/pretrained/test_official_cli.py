@@ -91,6 +91,18 @@ def permuted_rows(model: dict) -> None:
         ),
         (lambda m: m.update({"layers.0.ff.fc1.bias": torch.zeros(64)}), "lacks the 'module.' prefix"),
         (permuted_rows, "no better than its unigram level"),
+        (  # before: ZeroDivisionError traceback
+            lambda m: m.update({"module.key_pe": torch.zeros(1, 0, 512)}),
+            "model key 'key_pe' has shape (1, 0, 512): d_h = 0; allowed: 1 to 32",
+        ),
+        (
+            lambda m: m.update({"module.layers.0.ff.fc1.weight": torch.zeros(0, 32)}),
+            "model key 'layers.0.ff.fc1.weight' has shape (0, 32): the feed-forward width F = 0; allowed: 1 to 65,536",
+        ),
+        (  # within every bound, but its 28 x 32 elements are one number repeated (stride 0)
+            lambda m: m.update({"module.in_emb.weight": torch.zeros(1).expand(28, 32)}),
+            "model key 'in_emb.weight' has shape (28, 32) with strides (0, 0): its 896 elements are not in the file",
+        ),
     ],
 )
 def test_a_checkpoint_of_another_shape_is_one_line_naming_the_key(capsys, tmp_path, edit, expected):

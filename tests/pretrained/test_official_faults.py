@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from officialkit import CHECKPOINT, OVERRIDES
 
 from repro.pretrained import released
@@ -128,3 +129,47 @@ def test_a_download_killed_half_way_leaves_no_file_under_its_final_name_and_reco
     lines: list[str] = []
     assert released.fetch("text8", lines.append).read_bytes() == CHECKPOINT.read_bytes()
     assert released.recorded()["text8"]["size"] == CHECKPOINT.stat().st_size and "recorded" in lines[-1]
+
+
+# -- 62.16: hostile shapes are bounded before anything is allocated from them ------------------------
+
+
+def hostile(tmp_path: Path, edit) -> Path:
+    """The fixture's checkpoint with ``edit`` applied to its model's state dict."""
+    raw = torch.load(CHECKPOINT, weights_only=True)
+    edit(raw["model"])
+    path = tmp_path / "hostile.pt"
+    torch.save(raw, path)
+    return path
+
+
+def billion_positions(model: dict) -> None:
+    """S = 10^9 declared by stride-0 views of one element each: a file of the fixture's size."""
+    model["module.key_pe"] = torch.zeros(1).expand(1, 8, 10**9)
+    for i in (0, 1):
+        model[f"module.layers.{i}.attn.attn.adaptive_span._mask.mask_template"] = torch.zeros(1).expand(10**9)
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (  # before: a loop over 10^11 layers (no end in sight)
+            lambda m: m.update({"module.layers.100000000000.attn.proj_query.weight": torch.zeros(32, 32)}),
+            "model key 'layers.100000000000.attn.proj_query.weight': layer index '100000000000'; allowed: 0 to 1023",
+        ),
+        (  # before: out of memory (a 4 GB template and the checks' temporaries)
+            billion_positions,
+            "model key 'key_pe' has shape (1, 8, 1000000000): the span limit S = 1,000,000,000; allowed: 1 to "
+            "1,048,576",
+        ),
+    ],
+    ids=["layer-1e11", "stride0-S-1e9"],
+)
+def test_a_shape_that_hung_or_exhausted_memory_is_one_line_naming_the_file_key_and_value(tmp_path, edit, expected):
+    """In real processes: the fault they had was the process's (a hang, out of memory). The other hostile
+    shapes: test_official_cli.py::test_a_checkpoint_of_another_shape_is_one_line_naming_the_key."""
+    path = hostile(tmp_path, edit)
+    assert path.stat().st_size < 2 * CHECKPOINT.stat().st_size
+    line = one_line(["import", "official", str(path), *OVERRIDES])
+    assert line.startswith(f"error: {path}: ") and expected in line, line
+    assert not results().exists()
