@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import pickle
 import re
+import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +42,7 @@ from repro.store.checkpoints import unsafe_content
 
 PREFIX = "module."  # DataParallel's and DistributedDataParallel's
 MASK = "attn.attn.adaptive_span._mask"
+EXPECTED = "expected an official adaptive-span checkpoint (.pt)"
 # Bounds on what a checkpoint's keys and shapes declare, checked before anything is allocated or looped over
 # from them (a hostile file declares layer 10^11 or S = 10^9): each far above the released models (at most
 # 24 layers, width 768, feed-forward 4096, S = 8192, about 200 symbols); a dimension of 0 is refused too.
@@ -108,10 +111,13 @@ def read(path: Path) -> OfficialCheckpoint:
 
 
 def _load(path: Path):
-    if not path.is_file():
-        raise ImportRefused(f"{path}: no such file; expected an official adaptive-span checkpoint (.pt)")
+    """The unpickled file, torch's warnings about it (a pickle protocol it does not expect) silenced: the
+    refusal, if any, is the one line said."""
+    _regular(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         if "GLOBAL" not in str(err):  # not a pickle of objects: garbage to the unpickler
             raise ImportRefused(
@@ -124,6 +130,23 @@ def _load(path: Path):
     except Exception as err:  # truncated, not a torch file
         reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise ImportRefused(f"{path}: not a torch checkpoint ({reason})") from None
+
+
+def _regular(path: Path) -> None:
+    """``path`` is a regular file (links followed), or ImportRefused saying what is there instead."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ImportRefused(f"{path}: no such file; {EXPECTED}") from None
+    except OSError as err:  # a loop of links (ELOOP), a path through a file (ENOTDIR), no permission
+        raise ImportRefused(f"{path}: cannot read: {err.strerror}; {EXPECTED}") from None
+    if stat.S_ISDIR(mode):
+        raise ImportRefused(f"{path}: is a directory; {EXPECTED}")
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+        )
+        raise ImportRefused(f"{path}: is not a regular file ({kind}); {EXPECTED}")
 
 
 def _model_state(path: Path, raw) -> tuple[dict, int | None]:

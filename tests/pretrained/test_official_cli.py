@@ -140,6 +140,22 @@ def test_not_a_checkpoint(capsys, tmp_path):
     assert code == 2 and "not a torch checkpoint" in err
 
 
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        (lambda tmp: tmp, "is a directory"),
+        (lambda tmp: Path("/dev/zero"), "is not a regular file (a device)"),
+        (lambda tmp: tmp / "absent.pt", "no such file"),
+    ],
+    ids=["folder", "dev-zero", "absent"],
+)
+def test_a_path_that_is_no_checkpoint_file_says_what_is_there(capsys, tmp_path, where, expected):
+    """Before: "no such file" for a folder and /dev/zero too (a FIFO: test_official_faults.py)."""
+    path = where(tmp_path)
+    code, _, err = cli(capsys, "import", "official", str(path))
+    assert (code, err) == (2, f"error: {path}: {expected}; expected an official adaptive-span checkpoint (.pt)\n")
+
+
 # -- the released models: downloads and the pretrained scale ----------------------------------------
 
 

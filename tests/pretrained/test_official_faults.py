@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import http.server
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -173,3 +175,49 @@ def test_a_shape_that_hung_or_exhausted_memory_is_one_line_naming_the_file_key_a
     line = one_line(["import", "official", str(path), *OVERRIDES])
     assert line.startswith(f"error: {path}: ") and expected in line, line
     assert not results().exists()
+
+
+# -- 62.18: what torch says and what the path is ------------------------------------------------------
+
+
+def protocol_4(tmp_path: Path) -> Path:
+    """A plain pickle of protocol 4 (torch writes 2): torch warns in two lines before it refuses it."""
+    path = tmp_path / "protocol4.pt"
+    path.write_bytes(pickle.dumps({"model": {}, "iter_no": 1}, protocol=4))
+    return path
+
+
+def zip_bomb(tmp_path: Path) -> Path:
+    """A torch-format zip whose storage member inflates 1,000-fold (256 MiB of zeros in 256 KB), its
+    pickle of protocol 4, as one written by hand."""
+    path = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", pickle.dumps({"model": {}, "iter_no": 1}, protocol=4))
+        z.writestr("archive/version", "3\n")
+        member = zipfile.ZipInfo("archive/data/0")
+        member.compress_type = zipfile.ZIP_DEFLATED
+        with z.open(member, "w") as f:
+            for _ in range(256):
+                f.write(bytes(1 << 20))
+    return path
+
+
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "fifo.pt"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (protocol_4, "not a torch checkpoint (torch's weights-only unpickler cannot read it)"),
+        (zip_bomb, "not a torch checkpoint (torch's weights-only unpickler cannot read it)"),
+        (fifo, "is not a regular file (a FIFO); expected an official adaptive-span checkpoint (.pt)"),
+    ],
+    ids=["protocol-4", "zip-bomb", "fifo"],
+)
+def test_a_file_torch_warns_about_or_no_regular_file_is_one_line(tmp_path, make, expected):
+    """Before: torch's two-line UserWarning, then the line; a FIFO "no such file"."""
+    path = make(tmp_path)
+    assert one_line(["import", "official", str(path)]) == f"error: {path}: {expected}"
