@@ -17,7 +17,9 @@ the feed-forward width):
 * ``layers.i.norm{1,2}.{weight,bias}`` (d,); ``layers.i.ff.fc1.{weight (F, d), bias (F,)}``,
   ``layers.i.ff.fc2.{weight (d, F), bias (d,)}``.
 
-The configuration is read off the shapes (width, heads, layers, S, F, V, whether the span is adaptive);
+The configuration is read off the shapes (width, heads, layers, S, F, V, whether the span is adaptive),
+each bounded before anything is allocated from it, and every tensor's elements must be in the file (no
+stride-0 tensor declaring a billion positions in a few hundred KB);
 what the shapes do not hold (the ramp R, the block, dropout, lambda) comes from the flags it was trained
 with (:mod:`repro.pretrained.released`, or the import's options). Persistent-memory (``--pers-mem-size``)
 and adaptive-input (``--adapt-io``) models have no counterpart in the suite and are refused.
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import pickle
 import re
+import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +42,16 @@ from repro.store.checkpoints import unsafe_content
 
 PREFIX = "module."  # DataParallel's and DistributedDataParallel's
 MASK = "attn.attn.adaptive_span._mask"
+EXPECTED = "expected an official adaptive-span checkpoint (.pt)"
+# Bounds on what a checkpoint's keys and shapes declare, checked before anything is allocated or looped over
+# from them (a hostile file declares layer 10^11 or S = 10^9): each far above the released models (at most
+# 24 layers, width 768, feed-forward 4096, S = 8192, about 200 symbols); a dimension of 0 is refused too.
+MAX_LAYERS = 1024  # layers (a key's layer index is below it)
+MAX_WIDTH = 1 << 16  # d_model and the feed-forward width F
+MAX_HEADS = 1024  # H = d_model / d_h
+MAX_SPAN = 1 << 20  # S, the span limit (128 x the released 8192)
+MAX_VOCAB = 1 << 16  # V (the official token streams are numbered in uint16: repro.pretrained.symbols)
+LAYER = re.compile(r"layers\.(\d+)\.")
 REFUSED = {  # a key part -> the official option that made it, which the suite's model does not have
     ".persistent_memory.": "a persistent-memory model (--pers-mem-size): the suite's adaptive-span model has none",
     "emb_layers.": "adaptive input embeddings (--adapt-io): the suite's model has one embedding table",
@@ -91,15 +105,19 @@ def read(path: Path) -> OfficialCheckpoint:
                 raise ImportRefused(f"{path}: model key {key!r}: {why}; refused")
     shape = _shape(path, tensors)
     _check_keys(path, tensors, expected_shapes(shape), shape)
+    _check_storage(path, tensors)
     _check_values(path, tensors, shape)
     return OfficialCheckpoint(path, digest_file(path), tensors, shape, iter_no, prefixed)
 
 
 def _load(path: Path):
-    if not path.is_file():
-        raise ImportRefused(f"{path}: no such file; expected an official adaptive-span checkpoint (.pt)")
+    """The unpickled file, torch's warnings about it (a pickle protocol it does not expect) silenced: the
+    refusal, if any, is the one line said."""
+    _regular(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         if "GLOBAL" not in str(err):  # not a pickle of objects: garbage to the unpickler
             raise ImportRefused(
@@ -112,6 +130,23 @@ def _load(path: Path):
     except Exception as err:  # truncated, not a torch file
         reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise ImportRefused(f"{path}: not a torch checkpoint ({reason})") from None
+
+
+def _regular(path: Path) -> None:
+    """``path`` is a regular file (links followed), or ImportRefused saying what is there instead."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ImportRefused(f"{path}: no such file; {EXPECTED}") from None
+    except OSError as err:  # a loop of links (ELOOP), a path through a file (ENOTDIR), no permission
+        raise ImportRefused(f"{path}: cannot read: {err.strerror}; {EXPECTED}") from None
+    if stat.S_ISDIR(mode):
+        raise ImportRefused(f"{path}: is a directory; {EXPECTED}")
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+        )
+        raise ImportRefused(f"{path}: is not a regular file ({kind}); {EXPECTED}")
 
 
 def _model_state(path: Path, raw) -> tuple[dict, int | None]:
@@ -133,10 +168,10 @@ def _unprefixed(path: Path, state: dict) -> tuple[dict[str, torch.Tensor], bool]
     prefixed = [k.startswith(PREFIX) for k in keys]
     if any(prefixed) and not all(prefixed):
         odd = keys[prefixed.index(False)]
-        raise ImportRefused(f"{path}: model key {odd!r} lacks the {PREFIX!r} prefix the other keys have")
+        raise ImportRefused(f"{path}: model key {_key_text(odd)} lacks the {PREFIX!r} prefix the other keys have")
     for key, value in state.items():
         if not isinstance(value, torch.Tensor):
-            raise ImportRefused(f"{path}: model key {key!r}: expected a tensor, found {type(value).__name__}")
+            raise ImportRefused(f"{path}: model key {_key_text(key)}: expected a tensor, found {type(value).__name__}")
     cut = len(PREFIX) if all(prefixed) else 0
     return {str(k)[cut:]: v for k, v in state.items()}, all(prefixed)
 
@@ -150,21 +185,50 @@ def _needed(path: Path, tensors: dict[str, torch.Tensor], key: str, dims: int) -
 
 
 def _shape(path: Path, tensors: dict[str, torch.Tensor]) -> Shape:
-    """The configuration the tensors fix: width and V from the input embedding, d_h and S from the
-    position embeddings, H = d / d_h, the layers from the keys, F from the first layer."""
-    vocab, d = _needed(path, tensors, "in_emb.weight", 2).shape
-    one, dh, limit = _needed(path, tensors, "key_pe", 3).shape
-    if one != 1 or d % dh:
+    """The configuration the tensors fix, each dimension bounded: width and V from the input embedding,
+    d_h and S from the position embeddings, H = d / d_h, the layers from the keys, F from the first layer."""
+    emb = _needed(path, tensors, "in_emb.weight", 2)
+    vocab = _bounded(path, "in_emb.weight", emb, 0, "V (symbols)", MAX_VOCAB)
+    d = _bounded(path, "in_emb.weight", emb, 1, "the width d", MAX_WIDTH)
+    pe = _needed(path, tensors, "key_pe", 3)
+    dh = _bounded(path, "key_pe", pe, 1, "d_h", d)
+    limit = _bounded(path, "key_pe", pe, 2, "the span limit S", MAX_SPAN)
+    if pe.shape[0] != 1 or d % dh:
         raise ImportRefused(
-            f"{path}: model key 'key_pe' has shape {_shape_text(tensors['key_pe'])}; expected (1, d_h, S) with "
-            f"d_h dividing the width {d}"
+            f"{path}: model key 'key_pe' has shape {_shape_text(pe)}; expected (1, d_h, S) with d_h dividing the "
+            f"width {d}"
         )
-    found = {int(m.group(1)) for k in tensors if (m := re.match(r"layers\.(\d+)\.", k))}
+    if d // dh > MAX_HEADS:
+        raise ImportRefused(
+            f"{path}: model key 'key_pe' has shape {_shape_text(pe)}: d_h = {dh} makes {d // dh:,} heads of the "
+            f"width {d}; allowed: at most {MAX_HEADS:,}"
+        )
+    found = set()
+    for key in tensors:
+        if m := LAYER.match(key):
+            index = m.group(1)
+            if len(index) > len(str(MAX_LAYERS)) or int(index) >= MAX_LAYERS:
+                raise ImportRefused(
+                    f"{path}: model key {_key_text(key)}: layer index {_key_text(index)}; allowed: 0 to "
+                    f"{MAX_LAYERS - 1}"
+                )
+            found.add(int(index))
     if not found:
         raise ImportRefused(f"{path}: model key 'layers.0.attn.proj_query.weight' is missing (no layer found)")
-    d_ff = _needed(path, tensors, "layers.0.ff.fc1.weight", 2).shape[0]
+    fc1 = _needed(path, tensors, "layers.0.ff.fc1.weight", 2)
+    d_ff = _bounded(path, "layers.0.ff.fc1.weight", fc1, 0, "the feed-forward width F", MAX_WIDTH)
     adaptive = f"layers.0.{MASK}.current_val" in tensors
     return Shape(max(found) + 1, d, d_ff, d // dh, limit, vocab, adaptive)
+
+
+def _bounded(path: Path, key: str, tensor: torch.Tensor, dim: int, name: str, limit: int) -> int:
+    """Dimension ``dim`` of ``tensor`` (model key ``key``), which fixes ``name``: 1 to ``limit``."""
+    value = tensor.shape[dim]
+    if not 1 <= value <= limit:
+        raise ImportRefused(
+            f"{path}: model key {key!r} has shape {_shape_text(tensor)}: {name} = {value:,}; allowed: 1 to {limit:,}"
+        )
+    return value
 
 
 def expected_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
@@ -191,11 +255,24 @@ def _check_keys(path: Path, tensors: dict, expected: dict[str, tuple[int, ...]],
             raise ImportRefused(f"{path}: model key {key!r} is missing; {model} has it")
     for key in tensors:
         if key not in expected:
-            raise ImportRefused(f"{path}: model key {key!r} is not a key of {model}")
+            raise ImportRefused(f"{path}: model key {_key_text(key)} is not a key of {model}")
     for key, want in expected.items():
         if tuple(tensors[key].shape) != want:
             raise ImportRefused(
                 f"{path}: model key {key!r} has shape {_shape_text(tensors[key])}; {model} needs {want}"
+            )
+
+
+def _check_storage(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Every tensor's elements are in the file: a view repeating its data (stride 0) would be expanded to
+    its declared size by the first computation on it."""
+    for key, value in tensors.items():
+        held = value.untyped_storage().nbytes()
+        if value.numel() * value.element_size() > held:
+            raise ImportRefused(
+                f"{path}: model key {key!r} has shape {_shape_text(value)} with strides {value.stride()}: its "
+                f"{value.numel():,} elements are not in the file (its data holds {held:,} bytes); expected a tensor "
+                "of its own elements"
             )
 
 
@@ -224,3 +301,8 @@ def _check_values(path: Path, tensors: dict[str, torch.Tensor], shape: Shape) ->
 
 def _shape_text(t: torch.Tensor) -> str:
     return str(tuple(t.shape))
+
+
+def _key_text(key: str, keep: int = 80) -> str:
+    """``key`` quoted, cut to its first ``keep`` characters (a file's key may be a megabyte long)."""
+    return repr(key) if len(key) <= keep else f"{key[:keep]!r}... ({len(key):,} characters)"

@@ -109,21 +109,31 @@ def recorded(root=None) -> dict[str, dict]:
 
 def fetch(name: str, echo, root=None) -> Path:
     """The checkpoint ``name``, downloaded (resumably) unless it is here, checked against the hash recorded
-    when it was first downloaded; that first download records it (and says so)."""
+    when it was first downloaded; that first download records it (and says so) once it is whole: the size
+    the server stated, and a checkpoint the suite reads (:func:`repro.pretrained.checkpoint.read`). A file
+    under the final name with no hash recorded is refused, never recorded (it may be half a download)."""
     r = released(name)
     dest = folder(root) / f"{name}.pt"
     pins = recorded(root)
     known = pins.get(name)
     if known is not None:
         return download(r.url, dest, Pin(int(known["size"]), str(known["sha256"])))
-    if not dest.exists():
+
+    def record(part: Path) -> None:
+        from repro.pretrained import checkpoint
+
+        try:
+            checkpoint.read(part)
+        except checkpoint.ImportRefused as err:
+            raise DataError(f"download of {r.url} is no checkpoint the suite reads ({err}); deleted") from None
+        digest = digest_file(part)
+        pins[name] = {"size": part.stat().st_size, "sha256": digest, "url": r.url}
+        atomic.write_text(folder(root) / RECORD, json.dumps(pins, indent=2, sort_keys=True) + "\n")
+        echo(
+            f"  {dest.name}: sha256 {digest} recorded on this first download (the authors publish no hash); "
+            "later downloads are checked against it"
+        )
+
+    if not (dest.exists() or dest.is_symlink()):
         echo(f"  downloading {r.url} (resumable: an interrupted download continues where it stopped)")
-    path = download(r.url, dest, None)
-    digest = digest_file(path)
-    pins[name] = {"size": path.stat().st_size, "sha256": digest, "url": r.url}
-    atomic.write_text(folder(root) / RECORD, json.dumps(pins, indent=2, sort_keys=True) + "\n")
-    echo(
-        f"  {path.name}: sha256 {digest} recorded on this first download (the authors publish no hash); later "
-        "downloads are checked against it"
-    )
-    return path
+    return download(r.url, dest, None, complete=record)

@@ -16,6 +16,7 @@ class Server(http.server.ThreadingHTTPServer):
     payload = PAYLOAD
     honour_range = True
     drop_after: int | None = None  # send only this many body bytes, then close
+    range_total = False  # a 416 states the whole size (Content-Range: bytes */N)
     requests: list
 
 
@@ -30,6 +31,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         start = int(rng.split("=")[1].rstrip("-")) if rng and srv.honour_range else 0
         if start >= len(srv.payload):
             self.send_response(416)
+            if srv.range_total:
+                self.send_header("Content-Range", f"bytes */{len(srv.payload)}")
             self.end_headers()
             return
         body = srv.payload[start:]
@@ -132,13 +135,35 @@ def test_prepare_downloads_into_the_cache_and_resumes(server, root, tmp_path, mo
     assert server.requests == [None, "bytes=1000-"] and data.verify("enwik8") == []
 
 
-def test_a_file_without_a_published_hash_downloads_resumably_and_unchecked(server, tmp_path):
-    """pin None (the official adaptive-span checkpoints: no hash published): the caller records the hash."""
+def test_a_file_without_a_published_hash_downloads_resumably_and_is_checked_before_its_rename(server, tmp_path):
+    """pin None (the official adaptive-span checkpoints: no hash published): only a whole download that the
+    caller's check passes lies under the final name (the caller records its hash); one already there is
+    refused, never reused (nothing says it is whole)."""
     server.drop_after = 30_000
     with pytest.raises(DataError, match="rerun to resume"):
         download(url(server), tmp_path / "a.pt", None)
     assert not (tmp_path / "a.pt").exists()  # only a whole file lies under the final name
-    assert download(url(server), tmp_path / "a.pt", None).read_bytes() == PAYLOAD
-    assert server.requests == [None, "bytes=30000-"]
-    download(url(server), tmp_path / "a.pt", None)  # there: no new request
-    assert len(server.requests) == 2
+    checked = []
+    assert download(url(server), tmp_path / "a.pt", None, complete=checked.append).read_bytes() == PAYLOAD
+    assert server.requests == [None, "bytes=30000-"] and checked == [tmp_path / "a.pt.part"]
+    with pytest.raises(DataError, match="a.pt: already there, but no hash was recorded for it"):
+        download(url(server), tmp_path / "a.pt", None)
+    assert len(server.requests) == 2 and (tmp_path / "a.pt").read_bytes() == PAYLOAD
+
+
+def test_an_unpinned_download_its_check_refuses_is_deleted(server, tmp_path):
+    def refuse(part):
+        raise DataError(f"{part}: not a checkpoint")
+
+    with pytest.raises(DataError, match="a.pt.part: not a checkpoint"):
+        download(url(server), tmp_path / "a.pt", None, complete=refuse)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unpinned_download_of_another_size_than_the_server_states_is_deleted(server, tmp_path):
+    """A part left longer than the file (the server answers its range with 416 and the whole size)."""
+    (tmp_path / "a.pt.part").write_bytes(PAYLOAD + b"more")
+    server.range_total = True
+    with pytest.raises(DataError, match="102,404 bytes, but the server states 102,400; deleted"):
+        download(url(server), tmp_path / "a.pt", None)
+    assert list(tmp_path.iterdir()) == []

@@ -91,6 +91,18 @@ def permuted_rows(model: dict) -> None:
         ),
         (lambda m: m.update({"layers.0.ff.fc1.bias": torch.zeros(64)}), "lacks the 'module.' prefix"),
         (permuted_rows, "no better than its unigram level"),
+        (  # before: ZeroDivisionError traceback
+            lambda m: m.update({"module.key_pe": torch.zeros(1, 0, 512)}),
+            "model key 'key_pe' has shape (1, 0, 512): d_h = 0; allowed: 1 to 32",
+        ),
+        (
+            lambda m: m.update({"module.layers.0.ff.fc1.weight": torch.zeros(0, 32)}),
+            "model key 'layers.0.ff.fc1.weight' has shape (0, 32): the feed-forward width F = 0; allowed: 1 to 65,536",
+        ),
+        (  # within every bound, but its 28 x 32 elements are one number repeated (stride 0)
+            lambda m: m.update({"module.in_emb.weight": torch.zeros(1).expand(28, 32)}),
+            "model key 'in_emb.weight' has shape (28, 32) with strides (0, 0): its 896 elements are not in the file",
+        ),
     ],
 )
 def test_a_checkpoint_of_another_shape_is_one_line_naming_the_key(capsys, tmp_path, edit, expected):
@@ -126,6 +138,22 @@ def test_not_a_checkpoint(capsys, tmp_path):
     path.write_text("not a checkpoint")
     code, _, err = cli(capsys, "import", "official", str(path))
     assert code == 2 and "not a torch checkpoint" in err
+
+
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        (lambda tmp: tmp, "is a directory"),
+        (lambda tmp: Path("/dev/zero"), "is not a regular file (a device)"),
+        (lambda tmp: tmp / "absent.pt", "no such file"),
+    ],
+    ids=["folder", "dev-zero", "absent"],
+)
+def test_a_path_that_is_no_checkpoint_file_says_what_is_there(capsys, tmp_path, where, expected):
+    """Before: "no such file" for a folder and /dev/zero too (a FIFO: test_official_faults.py)."""
+    path = where(tmp_path)
+    code, _, err = cli(capsys, "import", "official", str(path))
+    assert (code, err) == (2, f"error: {path}: {expected}; expected an official adaptive-span checkpoint (.pt)\n")
 
 
 # -- the released models: downloads and the pretrained scale ----------------------------------------
@@ -164,6 +192,13 @@ def test_the_first_download_records_the_hash_and_later_ones_are_checked_against_
     path.unlink()
     with pytest.raises(ChecksumMismatch, match=record["sha256"]):
         released.fetch("text8", lines.append)
+
+
+def test_a_download_that_is_no_checkpoint_is_deleted_never_recorded(server):
+    (server / "text8.pt").write_bytes(CHECKPOINT.read_bytes()[:5000])  # whole as served, but no checkpoint
+    with pytest.raises(DataError, match="text8.pt is no checkpoint the suite reads .*not a torch checkpoint"):
+        released.fetch("text8", print)
+    assert released.recorded() == {} and list(released.folder().iterdir()) == []
 
 
 def test_offline_the_download_is_one_clear_line(monkeypatch):
