@@ -97,7 +97,7 @@ def _steps(root: Path, ref: str, commit: str, args, digests: Digests) -> list[tu
                     f"run {run.path}: not finished (or corrupt): `repro run` finishes it, `repro status` says why"
                 )
             spec_record = run.spec()
-            own = digests.own(spec_record, run.summary().get("digest")).digest
+            own = digests.own(spec_record, run.summary()).digest
             differ = own is None or own != digests.at(spec_record, commit).digest
             steps.append(("retrain", replace.folders(root, spec.run_id)) if differ else ("keep", run))
     return steps

@@ -21,7 +21,7 @@ def runs(root: Path, rows: list[dict]) -> list[dict]:
     finished = [r for r in rows if r.get("status") == "finished"]
     for row in finished:
         run = RunDir(root, row["manifest"], row["run_id"])
-        known = digests.stale(run.spec(), run.summary().get("digest"))
+        known = digests.stale(run.spec(), run.summary())
         if known.why:
             out.append({**row, "stale": known.why})
         if known.unread:

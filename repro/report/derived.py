@@ -89,8 +89,8 @@ def add(runs: pd.DataFrame, root: Path, manifest: str, names: set[str]) -> pd.Da
         out["code_version"] = [s.get("code_version") if s else None for s in specs]
     if "digest" in names:
         digests = Digests(root)
-        kept = out["digest"] if "digest" in out else [None] * len(out)  # a summary's own, where it records one
-        out["digest"] = [digests.own(s, k).digest if s else None for s, k in zip(specs, kept, strict=True)]
+        stamped = [{k: row.get(k) for k in ("digest", "digest_format") if k in out} for _, row in out.iterrows()]
+        out["digest"] = [digests.own(s, k).digest if s else None for s, k in zip(specs, stamped, strict=True)]
         digests.save()
     wanted = [n for n in DERIVED if n in names]
     for name in wanted:

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FORMAT = "computation-digest 1"  # changes whenever what a digest hashes changes
+FORMAT = "computation-digest 2"  # changes whenever what a digest hashes changes
 PACKAGE = "repro"
 MODELS = "repro.models"
 PRETRAINED = "repro.pretrained"  # a root only for a run that scores the authors' weights (train.weights)
@@ -108,6 +108,9 @@ NOT_NUMBERS = (
     "repro/sample",
     "repro/files",  # atomic writes, locks, bounded reads: where finished numbers are written, not what they are
     "repro/store/runs.py",  # a run's folder: its files written, read back, listed and locked
+    "repro/store/settle.py",  # whether a run starts, resumes, is skipped or adopts a twin: not what it computes
+    "repro/store/usable.py",  # whether a finished run's stored numbers can be used (read, never computed)
+    "repro/data/fetch.py",  # downloads, checked against pinned sizes and hashes: the bytes are the pin's
     "repro/store/index.py",  # a cache of what a scan read
     "repro/store/provenance.py",
     "repro/store/digest.py",

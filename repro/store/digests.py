@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,6 +21,7 @@ from repro.store.provenance import DIRTY, code_version
 from repro.store.runs import RunDir
 
 FILE = ("index", "digests.json")
+FIRST_FORMAT = "computation-digest 1"  # the format of a summary that names none (stamped before formats were)
 
 
 class Known(NamedTuple):
@@ -46,14 +48,23 @@ def stamp(run: RunDir, summary: dict[str, Any]) -> str | None:
     or nothing, says what it ran)."""
     spec = run.spec()
     version = spec.get("code_version")
-    if summary.get("digest") or of_version(version) or version != code_version():
-        return summary.get("digest")
+    if recorded(summary) or of_version(version) or version != code_version():
+        return recorded(summary)
     try:
         found = code.digest(spec)
     except (OSError, code.NoHistory):
         return None
-    run.update_summary(digest=found)
+    run.update_summary(digest=found, digest_format=code.FORMAT)
     return found
+
+
+def recorded(summary: Mapping[str, Any] | None) -> str | None:
+    """The digest a run's summary records, where it was computed by today's :data:`~repro.store.digest.FORMAT`
+    (a summary with none was stamped by the first); None otherwise: its commit says what it ran."""
+    summary = summary or {}
+    found = summary.get("digest")
+    fresh = summary.get("digest_format", FIRST_FORMAT) == code.FORMAT
+    return found if isinstance(found, str) and found and fresh else None
 
 
 class Digests:
@@ -88,23 +99,24 @@ class Digests:
         self.cache[key] = self.new[key] = found
         return Known(found)
 
-    def own(self, spec: dict[str, Any], recorded: Any = None) -> Known:
-        """The digest of the code a stored run executed: ``recorded`` (its summary's), or computed from its
-        commit."""
+    def own(self, spec: dict[str, Any], summary: Mapping[str, Any] | None = None) -> Known:
+        """The digest of the code a stored run executed: the one its ``summary`` records (:func:`recorded`),
+        or computed from its commit."""
         version = spec.get("code_version")
         why = of_version(version)
         if why:
             return Known(None, why)
-        return Known(recorded) if isinstance(recorded, str) and recorded else self.at(spec, str(version))
+        kept = recorded(summary)
+        return Known(kept) if kept else self.at(spec, str(version))
 
     def today(self, spec: dict[str, Any]) -> str:
         """The digest of what this checkout's code would execute for ``spec``."""
         return code.digest(spec, None, self.repo)
 
-    def stale(self, spec: dict[str, Any], recorded: Any = None) -> Known:
-        """Whether a stored run (its spec.yaml, its summary's digest) is stale: ``why`` says how (today's
-        code would execute other code for its spec, or what it executed is not known); "" when current."""
-        own = self.own(spec, recorded)
+    def stale(self, spec: dict[str, Any], summary: Mapping[str, Any] | None = None) -> Known:
+        """Whether a stored run (its spec.yaml, its summary) is stale: ``why`` says how (today's code would
+        execute other code for its spec, or what it executed is not known); "" when current."""
+        own = self.own(spec, summary)
         if own.digest is None:
             return own
         today = self.today(spec)

@@ -141,10 +141,36 @@ def test_stored_runs_get_their_digest_from_their_commit_and_a_move_between_commi
     assert Digests(tmp_path / "results", repo).cache  # cached for the next report
 
 
-@pytest.mark.parametrize("recorded", ["abc123def456", None])
-def test_a_digest_recorded_in_the_summary_is_the_runs_own(tmp_path, recorded):
+@pytest.mark.parametrize(
+    "summary, kept",
+    [
+        ({"digest": "abc123def456", "digest_format": code.FORMAT}, True),
+        ({"digest": "abc123def456"}, False),  # stamped by the first format: what it hashed has changed since
+        ({}, False),
+    ],
+)
+def test_a_digest_recorded_in_the_summary_is_the_runs_own_when_todays_format_made_it(tmp_path, summary, kept):
     spec = {**next(iter(KINDS.values())), "code_version": "0" * 7}
-    known = Digests(tmp_path, REPO).own(spec, recorded)
-    assert known.digest == recorded
-    if recorded is None:
+    known = Digests(tmp_path, REPO).own(spec, summary)
+    assert known.digest == ("abc123def456" if kept else None)
+    if not kept:  # computed from its commit instead, which this history lacks
         assert "not in the git history" in known.why
+
+
+@pytest.mark.parametrize(
+    "path, keeps",
+    [
+        ("repro/store/settle.py", True),
+        ("repro/store/usable.py", True),
+        ("repro/data/fetch.py", True),
+        ("repro/store/checkpoints.py", False),  # what a resumed run restores: the same edit counts there
+    ],
+)
+def test_code_that_decides_whether_a_run_trains_or_what_it_downloads_keeps_every_digest(path, keeps):
+    """Settling (start, resume, skip, adopt a twin), the usable-numbers check and the pinned download decide
+    whether a run trains and which bytes it reads, both fixed by its spec and the pins: not what it computes."""
+    text = FILES[path]
+    body = re.search(r"\ndef \w+\([^)]*\)[^:]*:\n(    \"\"\"(?:.|\n)*?\"\"\"\n)?", text)
+    assert body, path
+    files = {**FILES, path: text[: body.end()] + "    _ = 1\n" + text[body.end() :]}
+    assert (_digests(files) == BEFORE) == keeps

@@ -26,7 +26,8 @@ def _store(tmp_path, write_manifest, versions):
         record = spec.record(version)
         run.write_spec(record)
         if recorded is not None:
-            run.update_summary(digest=code.digest(record) if recorded == "today" else recorded)
+            found = code.digest(record) if recorded == "today" else recorded
+            run.update_summary(digest=found, digest_format=code.FORMAT)
         runs.append(run)
     return path, runs
 
@@ -71,5 +72,6 @@ def test_a_run_trained_from_this_checkouts_commit_is_stamped_and_no_other(tmp_pa
         == code.digest(here.spec())
         == RunDir(here.path.parents[2], here.path.parent.name, here.run_id).summary()["digest"]
     )
+    assert here.summary()["digest_format"] == code.FORMAT  # what made it: a later format recomputes it
     assert digests.stamp(other, other.summary()) is None and "digest" not in other.summary()
     assert digests.stamp(dirty, dirty.summary()) is None and "digest" not in dirty.summary()
