@@ -13,14 +13,12 @@ notes); lines about unstored screens and the official code are from the project'
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
 
-from repro.files import atomic
-from repro.report.renderers import format_value, markdown_table
-from repro.store.runs import results_root, table
+from repro.report.renderers import format_value, markdown_table, study_main
+from repro.store.runs import table
 
 MARGIN = 0.05  # S = 512 must be at least this many test bits below S = 64
 SHORT, LONG = 64, 512
@@ -179,14 +177,7 @@ def study(root: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", help="results root (default: $REPRO_RESULTS or results/)")
-    parser.add_argument("--out", help="the markdown file (default: <results>/studies/cpu-context.md)")
-    args = parser.parse_args(argv)
-    root = results_root(args.results)
-    out = Path(args.out) if args.out else root / "studies" / "cpu-context.md"
-    atomic.write_text(out, study(root))
-    print(f"wrote {out}")
+    study_main(argv, __doc__, "cpu-context", study)
 
 
 if __name__ == "__main__":

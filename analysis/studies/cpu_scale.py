@@ -15,15 +15,13 @@ their spread, are the reports' (``results/REPORT.md``).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from repro.files import atomic
-from repro.report.renderers import markdown_table
-from repro.store.runs import results_root, table
+from repro.report.renderers import markdown_table, study_main
+from repro.store.runs import table
 
 QUICK = "valid/bits_quick"
 CONTEXTS = (64, 128, 256, 448)
@@ -322,14 +320,7 @@ def study(root: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", help="results root (default: $REPRO_RESULTS or results/)")
-    parser.add_argument("--out", help="the markdown file (default: <results>/studies/cpu-scale.md)")
-    args = parser.parse_args(argv)
-    root = results_root(args.results)
-    out = Path(args.out) if args.out else root / "studies" / "cpu-scale.md"
-    atomic.write_text(out, study(root))
-    print(f"wrote {out}")
+    study_main(argv, __doc__, "cpu-scale", study)
 
 
 if __name__ == "__main__":

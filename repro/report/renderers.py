@@ -15,6 +15,7 @@ trained model that figures need are computed once after training by ``repro.trai
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import importlib.util
@@ -40,7 +41,7 @@ from repro.config.keys import matching
 from repro.config.manifest import Manifest, ManifestError, analysis_root
 from repro.files import atomic
 from repro.registry import Registry
-from repro.store.runs import RunDir
+from repro.store.runs import RunDir, results_root
 
 Renderer = Callable[["Context"], list[tuple[Path, str]]]
 # figures carry no timestamp (and no version that a library update would move): a report regenerated
@@ -243,6 +244,20 @@ def markdown_table(frame: pd.DataFrame) -> str:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join(format_value(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([head, rule, *body])
+
+
+def study_main(argv: list[str] | None, doc: str, name: str, study: Callable[[Path], str]) -> None:
+    """The command line of a study of ``analysis/studies/`` (``doc``: its docstring, whose first paragraph
+    describes it): ``--results`` the store it reads, ``--out`` the markdown file it writes with what
+    ``study(root)`` returns, by default ``<results>/studies/<name>.md``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--results", help="results root (default: $REPRO_RESULTS or results/)")
+    parser.add_argument("--out", help=f"the markdown file (default: <results>/studies/{name}.md)")
+    args = parser.parse_args(argv)
+    root = results_root(args.results)
+    out = Path(args.out) if args.out else root / "studies" / f"{name}.md"
+    atomic.write_text(out, study(root))
+    print(f"wrote {out}")
 
 
 def datasets(runs: pd.DataFrame) -> str:
