@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from officialkit import CHECKPOINT, OFFICIAL, OVERRIDES
+from officialkit import CHECKPOINT, OFFICIAL, OVERRIDES, edited_checkpoint
 
 from repro.cli import main
 from repro.data.errors import ChecksumMismatch, DataError
@@ -65,14 +65,6 @@ def test_limit_bytes_scores_a_prefix_as_a_run_of_its_own(capsys, tmp_path):
     assert "(the first 1,500 tokens of each split only)" in out
 
 
-def write(tmp_path: Path, edit) -> Path:
-    raw = torch.load(CHECKPOINT, weights_only=True)
-    edit(raw["model"])
-    path = tmp_path / "edited.pt"
-    torch.save(raw, path)
-    return path
-
-
 def permuted_rows(model: dict) -> None:
     """The embeddings' rows in another order (a wrong symbol numbering): the fit check must catch it."""
     for key in ("module.in_emb.weight", "module.out_emb.weight", "module.out_emb.bias"):
@@ -106,7 +98,7 @@ def permuted_rows(model: dict) -> None:
     ],
 )
 def test_a_checkpoint_of_another_shape_is_one_line_naming_the_key(capsys, tmp_path, edit, expected):
-    code, _, err = cli(capsys, "import", "official", str(write(tmp_path, edit)), *OVERRIDES)
+    code, _, err = cli(capsys, "import", "official", str(edited_checkpoint(tmp_path, edit)), *OVERRIDES)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and expected in err, err
     assert not results(tmp_path).exists()  # nothing written
 

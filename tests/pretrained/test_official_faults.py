@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from officialkit import CHECKPOINT, OVERRIDES
+from officialkit import CHECKPOINT, OVERRIDES, edited_checkpoint
 
 from repro.pretrained import released
 
@@ -136,15 +136,6 @@ def test_a_download_killed_half_way_leaves_no_file_under_its_final_name_and_reco
 # -- 62.16: hostile shapes are bounded before anything is allocated from them ------------------------
 
 
-def hostile(tmp_path: Path, edit) -> Path:
-    """The fixture's checkpoint with ``edit`` applied to its model's state dict."""
-    raw = torch.load(CHECKPOINT, weights_only=True)
-    edit(raw["model"])
-    path = tmp_path / "hostile.pt"
-    torch.save(raw, path)
-    return path
-
-
 def billion_positions(model: dict) -> None:
     """S = 10^9 declared by stride-0 views of one element each: a file of the fixture's size."""
     model["module.key_pe"] = torch.zeros(1).expand(1, 8, 10**9)
@@ -170,7 +161,7 @@ def billion_positions(model: dict) -> None:
 def test_a_shape_that_hung_or_exhausted_memory_is_one_line_naming_the_file_key_and_value(tmp_path, edit, expected):
     """In real processes: the fault they had was the process's (a hang, out of memory). The other hostile
     shapes: test_official_cli.py::test_a_checkpoint_of_another_shape_is_one_line_naming_the_key."""
-    path = hostile(tmp_path, edit)
+    path = edited_checkpoint(tmp_path, edit)
     assert path.stat().st_size < 2 * CHECKPOINT.stat().st_size
     line = one_line(["import", "official", str(path), *OVERRIDES])
     assert line.startswith(f"error: {path}: ") and expected in line, line
