@@ -37,6 +37,18 @@ reference:
   sides: [1, 2, 3]
 """
 
+REPO = Path(__file__).resolve().parents[2]
+STORE = REPO / "results"  # the committed run store, read only
+STUDIES = REPO / "analysis" / "studies"
+
+
+def _run_study(name: str, out: Path) -> str:
+    """``analysis/studies/<name>.py`` run as a script on the committed store: the page it wrote to ``out``."""
+    argv = [sys.executable, str(STUDIES / f"{name}.py"), "--results", str(STORE), "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out.read_text()
+
 
 def _user_manifest(folder: Path, renderer_text: str = USER_RENDERER, name: str = "mine.py") -> Path:
     (folder / "figs").mkdir(parents=True)
@@ -108,15 +120,8 @@ def test_reading_manifests_and_the_store_imports_no_torch(tmp_path, argv):
 def test_the_cpu_scale_study_writes_its_tables_from_the_store(tmp_path):
     """The study reads the committed store across manifests (not a report: outside reports/); each row of
     its `cpu` table is the stored seed-0 run's summary, once, however many replicates are stored."""
-    root = Path(__file__).resolve().parents[2] / "results"
-    script = Path(__file__).resolve().parents[2] / "analysis" / "studies" / "cpu_scale.py"
-    out = tmp_path / "cpu-scale.md"
-    done = subprocess.run(
-        [sys.executable, str(script), "--results", str(root), "--out", str(out)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    text = out.read_text()
-    store = renderers.finished_runs(table(root))
+    text = _run_study("cpu_scale", tmp_path / "cpu-scale.md")
+    store = renderers.finished_runs(table(STORE))
     run = store[(store["manifest"] == "as-fig3") & (store["model.span.kind"] == "fixed")]
     run = run[(run["scale"] == "cpu") & (run["model.span.limit"] == 1024) & (run["train.seed"] == 0)].iloc[0]
     row = next(line for line in text.splitlines() if line.startswith("| fixed S = 1024 |"))
@@ -157,7 +162,7 @@ def test_only_report_runs_the_shipped_renderer_files(tmp_path, argv, runs_render
 def _study_module(name: str):
     import importlib.util
 
-    path = Path(__file__).resolve().parents[2] / "analysis" / "studies" / f"{name}.py"
+    path = STUDIES / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -184,17 +189,11 @@ def test_the_context_pilot_decides_by_its_declared_margin():
 
 def test_the_context_pilot_page_reads_the_store(tmp_path):
     """Run on the committed store, the page's linux-doc screen is as-fig3's seed-0 fixed runs (adopted)."""
-    root = Path(__file__).resolve().parents[2] / "results"
-    script = Path(__file__).resolve().parents[2] / "analysis" / "studies" / "cpu_context.py"
-    out = tmp_path / "cpu-context.md"
-    done = subprocess.run(
-        [sys.executable, str(script), "--results", str(root), "--out", str(out)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    store = renderers.finished_runs(table(root))
+    text = _run_study("cpu_context", tmp_path / "cpu-context.md")
+    store = renderers.finished_runs(table(STORE))
     fixed = store[(store["manifest"] == "as-fig3") & (store["scale"] == "cpu") & (store["train.seed"] == 0)]
     fixed = fixed[fixed["model.span.kind"] == "fixed"].set_index("model.span.limit")["test_bits"]
-    row = next(line for line in out.read_text().splitlines() if line.startswith("| linux-doc | prose"))
+    row = next(line for line in text.splitlines() if line.startswith("| linux-doc | prose"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2:5] == [
         renderers.format_value(fixed[64]),
