@@ -9,12 +9,19 @@ from repro.config import manifest as manifests
 
 
 def tiny_manifest(
-    corpus: Path, *, grid: str = "", claims: str = "", extra_train: str = "", extra_eval: str = "", name: str = "t-tiny"
+    corpus: Path,
+    *,
+    grid: str = "",
+    claims: str = "",
+    extra_train: str = "",
+    extra_eval: str = "",
+    name: str = "t-tiny",
+    title: str = "A tiny test manifest",
 ) -> str:
     return (
         textwrap.dedent(f"""\
         name: {name}
-        title: "A tiny test manifest"
+        title: "{title}"
         paper: suite
         renders: [curves]
         base:

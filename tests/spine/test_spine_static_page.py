@@ -8,28 +8,15 @@ import statistics
 from html.parser import HTMLParser
 
 import pytest
-from spine_manifests import stored_run
+from spine_manifests import stored_run, tiny_manifest
 
 from repro.cli import main
 from repro.config import manifest as manifests
 from repro.track.static_page import ticks
 
-MANIFEST = """\
-name: t-static
-title: "A manifest for the static page <&> its tests"
-paper: suite
-renders: [curves]
-base:
-  data: {{name: file, path: "{corpus}", kind: text8, block: 32}}
-  model: {{family: sparse_transformer, pattern: dense, layers: 1, d_model: 32, heads: 2, stride: 16}}
-  train: {{optimizer: adam, lr: 3.0e-3, batch_size: 4, steps: 30, checkpoint_every: 10, log_every: 5}}
-  eval: {{batch_size: 32, min_context: 16}}
-grid:
-  model.heads: [2, 4, 8]
-  train.lr: [0.003]
-scales:
-  tiny: {{}}
-"""
+# a title the page must escape
+TITLE = "A manifest for the static page <&> its tests"
+GRID = "grid:\n  model.heads: [2, 4, 8]\n  train.lr: [0.003]\n"
 # per cell (heads): the test bits of its stored seeds; heads=8 has one seed
 BITS = {2: [2.605, 2.631], 4: [2.762, 2.7], 8: [2.69]}
 
@@ -57,7 +44,7 @@ class _Page(HTMLParser):
 
 @pytest.fixture
 def static_store(tmp_path, corpus, write_manifest):
-    path = write_manifest(MANIFEST.format(corpus=corpus), name="t-static.yaml")
+    path = write_manifest(tiny_manifest(corpus, grid=GRID, name="t-static", title=TITLE), name="t-static.yaml")
     root = tmp_path / "results"
     for spec in manifests.load(path).expand("tiny", seeds=2):
         bits = BITS[spec.cell["model.heads"]]
@@ -101,7 +88,7 @@ def test_the_static_page_shows_each_cells_seed_mean_and_sd_on_an_axis_that_spans
     assert row and row.groups() == ("n=1", "2.69")  # one seed: its value, no whisker
     assert text.count("n=2") >= 2
     assert "test bits per char" in text  # the unit of the runs' data
-    assert "A manifest for the static page &lt;&amp;&gt; its tests" in text  # escaped
+    assert "A manifest for the static page &lt;&amp;&gt; its tests" in text  # TITLE, escaped
     # curves: one chart of training bits a cell, quick validation only where stored, one line a seed
     assert text.count("training, bits per char") == 3 and text.count("quick validation, bits per char") == 1
     assert text.count("<polyline") == 2 + 2 + 1 + 2
