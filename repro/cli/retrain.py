@@ -43,8 +43,13 @@ def cmd_retrain(args) -> int:
             "retrain what: name runs or manifests (REF), or give --stale (the runs today's code would not repeat)"
         )
     digests = Digests(root)
+    if not args.stale:
+        args.scale = args.scale or options.DEFAULT_SCALE
     if args.stale:
         steps = [("retrain", replace.folders(root, row["run_id"])) for row in _stale(root, args)]
+        if not steps:
+            at = f" at scale {args.scale}" if args.scale else ""
+            print(f"no stale run{at}: every finished run executed what today's code executes", flush=True)
     else:
         steps = [step for ref in args.runs for step in _steps(root, ref, commit, args, digests)]  # all checked first
     digests.save()
@@ -73,6 +78,8 @@ def _stale(root: Path, args) -> list[dict]:
         m.name for ref in args.runs for m in lookup.with_parts(lookup.select(ref, [], stored(root), args.access), [])
     ]
     rows = [row for name in (found or [None]) for row, _ in listing(root, name)[0]]
+    if args.scale is not None:  # given: that scale's runs only (a cpu run costs hours where tiny's cost minutes)
+        rows = [row for row in rows if row.get("scale") == args.scale]
     return stale.runs(root, rows)
 
 
@@ -136,7 +143,11 @@ def add_arguments(p, parents) -> None:
         help="a run id (or unique prefix) or run directory; or a manifest (or group): its runs at --scale, "
         "each trained again where its code could differ from the commit's, trained where the store lacks it",
     )
-    p.add_argument("--scale", default=options.DEFAULT_SCALE, help=options.SCALE_HELP)
+    p.add_argument(
+        "--scale",
+        default=None,
+        help=f"{options.SCALE_HELP}; with --stale, only that scale's stale runs (without --scale: every scale's)",
+    )
     options.seeds_arg(p, "bring")
     options.only_arg(p, "a manifest's runs")
     p.add_argument(

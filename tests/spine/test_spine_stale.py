@@ -48,6 +48,14 @@ def test_status_stale_lists_what_today_would_not_repeat_with_why_and_the_hours(t
     planned = capsys.readouterr().out.splitlines()
     assert sorted(line.split()[0] for line in planned) == sorted(r.run_id for r in (other, dirty, unread))
     assert all(": retrain at " in line for line in planned)
+    assert main(["retrain", "--stale", str(path), "--at", "HEAD", "--dry-run", "--scale", "tiny"]) == 0
+    assert sorted(line.split()[0] for line in capsys.readouterr().out.splitlines()) == sorted(
+        r.run_id for r in (other, dirty, unread)
+    )
+    assert main(["retrain", "--stale", str(path), "--at", "HEAD", "--dry-run", "--scale", "cpu"]) == 0  # its runs: tiny
+    assert (
+        capsys.readouterr().out == "no stale run at scale cpu: every finished run executed what today's code executes\n"
+    )
 
 
 def test_a_store_whose_commits_no_history_holds_is_one_line_exit_2(tmp_path, write_manifest, capsys):
