@@ -8,7 +8,7 @@ A check is an arithmetic/boolean expression over *selections*::
 
 ``metric[key=value, ...]`` picks the runs whose grid cell matches every filter (a key matches a cell key
 equal to it or ending in ``.key``) and yields their ``metric`` (a ``summary.json`` key, a derived metric of
-:mod:`repro.claims.derived`, or a dotted spec key such as ``model.span.ramp``), indexed by the grid keys
+:mod:`repro.report.derived`, or a dotted spec key such as ``model.span.ramp``), indexed by the grid keys
 the filters left free, in grid order. Two selections compare cell by cell on that index, so the second line
 holds when adaptive beats fixed at every span limit; a cell with two runs is an error, never paired by
 position. A selection of one run is a number. Functions: mean, min, max, abs, all, any, first/last (the
