@@ -47,6 +47,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from repro.claims.operators import OPERATORS
 from repro.errors import UserError
 
 LEARNED_FRACTION = 0.8
@@ -61,7 +62,7 @@ FUNCTIONS = ("mean", "min", "max", "abs", "all", "any", "first", "last", "best",
 SESOI = "sesoi"  # a name a premise may use: the claim's smallest effect of interest (repro.claims.power.bound)
 STEPS = ("_later", "_earlier")  # what nonincreasing(x) compares: each cell of x after the first, the one before it
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
-_COMPARISONS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+_COMPARISONS = tuple(OPERATORS)  # a check may compare with exactly the operators the judge has a rule for
 TIMED = ("seconds_per_step", "train_seconds", "model_flops_per_second", "mfu")
 
 Selection = tuple[str, dict[str, str]]
