@@ -8,7 +8,7 @@ A check is an arithmetic/boolean expression over *selections*::
 
 ``metric[key=value, ...]`` picks the runs whose grid cell matches every filter (a key matches a cell key
 equal to it or ending in ``.key``) and yields their ``metric`` (a ``summary.json`` key, a derived metric of
-:mod:`repro.claims.derived`, or a dotted spec key such as ``model.span.ramp``), indexed by the grid keys
+:mod:`repro.report.derived`, or a dotted spec key such as ``model.span.ramp``), indexed by the grid keys
 the filters left free, in grid order. Two selections compare cell by cell on that index, so the second line
 holds when adaptive beats fixed at every span limit; a cell with two runs is an error, never paired by
 position. A selection of one run is a number. Functions: mean, min, max, abs, all, any, first/last (the
@@ -47,6 +47,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from repro.claims.operators import OPERATORS
 from repro.errors import UserError
 
 LEARNED_FRACTION = 0.8
@@ -61,7 +62,7 @@ FUNCTIONS = ("mean", "min", "max", "abs", "all", "any", "first", "last", "best",
 SESOI = "sesoi"  # a name a premise may use: the claim's smallest effect of interest (repro.claims.power.bound)
 STEPS = ("_later", "_earlier")  # what nonincreasing(x) compares: each cell of x after the first, the one before it
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
-_COMPARISONS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+_COMPARISONS = tuple(OPERATORS)  # a check may compare with exactly the operators the judge has a rule for
 TIMED = ("seconds_per_step", "train_seconds", "model_flops_per_second", "mfu")
 
 Selection = tuple[str, dict[str, str]]

@@ -8,8 +8,8 @@ report`` and ``repro validate --renderers`` runs a renderer file (``docs/faults.
 The declarations are those that register each renderer in ``repro.report.renderers.RENDERERS`` when the
 file loads (the suite's one registry pattern, :mod:`repro.registry`); read here from the source, because a
 manifest's own renderer file is code the user has not yet asked to run, and the shipped ones import
-matplotlib and seaborn. Which files: every ``*.py`` of analysis/ (a new figure is a new file) and those the
-manifest names.
+matplotlib and seaborn. Which files: every ``*.py`` at the top of analysis/ whose name does not start with
+``_`` (a new figure is a new file; a ``_`` file is never loaded as one) and those the manifest names.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ Reference = dict[str, type | tuple[type, ...]]  # a renderer's reference keys an
 
 
 def shipped() -> list[Path]:
-    """The shipped renderer files: every ``*.py`` at the top of analysis/ (``$REPRO_ANALYSIS``)."""
+    """The shipped renderer files: every ``*.py`` at the top of analysis/ (``$REPRO_ANALYSIS``) whose name
+    does not start with ``_``."""
     return sorted(p for p in analysis_root().glob("*.py") if not p.name.startswith("_"))
 
 

@@ -1,7 +1,8 @@
 """Renderers: one function per paper table/figure, reading only stored runs, writing files.
 
 Renderers are plain files: every ``*.py`` at the top of the repository's ``analysis/`` folder
-(``$REPRO_ANALYSIS`` if set), so a new figure is a new file there, and the files a manifest names
+(``$REPRO_ANALYSIS`` if set) whose name does not start with ``_`` (:func:`repro.config.renders.shipped`),
+so a new figure is a new file there, and the files a manifest names
 under ``analysis`` (its own renderers, beside it). A file registers its functions with
 :func:`renderer` when it is loaded. A renderer is registered under the name a manifest lists in ``renders``, with the ``reference`` keys
 (and their types) it reads from the manifest, and is called once per scale with a :class:`Context`:

@@ -109,7 +109,7 @@ def test_an_attention_is_a_file_and_its_entry():
 
 
 class Own(torch.nn.Module):
-    """An eighth attention, the smallest: each query sees only itself."""
+    """One more attention, the smallest: each query sees only itself."""
 
     loss = None
 
@@ -126,24 +126,26 @@ class Own(torch.nn.Module):
         return None
 
 
-def test_an_eighth_attention_is_one_entry_and_the_frontier_manifest_runs_it(monkeypatch):
+def test_one_more_attention_is_one_entry_and_the_frontier_manifest_runs_it(monkeypatch):
     """Registered (here for the test's duration: a module of its own), an attention is a variant of the
-    frontier manifest at every scale, which is not touched, and the seven cells keep their run ids."""
-    module = types.ModuleType("eighth_attention")
+    frontier manifest at every scale, which is not touched, and the registered attentions' cells keep their
+    run ids."""
+    module = types.ModuleType("one_more_attention")
     module.Attention = Own
     monkeypatch.setitem(sys.modules, module.__name__, module)
     path = Path(__file__).parents[2] / "experiments" / "suite" / "frontier.yaml"
     before = {s: [r.run_id for r in manifests.load(path).expand(s, seeds=1)] for s in ("tiny", "cpu")}
+    registered = len(ATTENTIONS)
     with ATTENTIONS.added(Plugin("own", module.__name__)):
         manifest = manifests.load(path)
         for scale in ("tiny", "cpu"):
             runs = manifest.expand(scale, seeds=1)
             assert [r.cell["variant"] for r in runs][-1] == "own" and runs[-1].model.attention == "own"
-            assert [r.run_id for r in runs[:-1]] == before[scale] and len(runs) == len(ATTENTIONS) == 8
+            assert [r.run_id for r in runs[:-1]] == before[scale] and len(runs) == len(ATTENTIONS) == registered + 1
         spec = manifest.expand("tiny", seeds=1)[-1]
         model = Model(spec.model, vocab_size=11, block=16)
         assert model.keys_per_query() == 1.0 and model(torch.zeros(1, 16, dtype=torch.long)).logits.shape == (1, 16, 11)
-    assert "own" not in ATTENTIONS and len(manifests.load(path).expand("tiny", seeds=1)) == 7
+    assert "own" not in ATTENTIONS and len(manifests.load(path).expand("tiny", seeds=1)) == registered
 
 
 def test_factorized_positions_make_the_fixed_cell_the_sparse_transformer():

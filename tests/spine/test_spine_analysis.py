@@ -1,6 +1,7 @@
 """Renderers are files: the shipped ones in analysis/, a manifest's own named by its `analysis:` key; and
 the commands that only read manifests and the store never import torch."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -61,8 +62,29 @@ def _user_manifest(folder: Path, renderer_text: str = USER_RENDERER, name: str =
 def test_every_shipped_renderer_comes_from_a_file_of_analysis():
     known = renderers.registry()
     files = {Path(fn.__code__.co_filename).resolve() for fn in known.values()}
-    assert files == {p.resolve() for p in renderers.analysis_root().glob("*.py")}
+    assert files == {p.resolve() for p in renderers.analysis_root().glob("*.py") if not p.name.startswith("_")}
     assert {"curves", "as-fig2", "st-table1"} <= set(known)
+
+
+def test_a_file_of_analysis_named_with_an_underscore_is_no_renderer_file(tmp_path):
+    """A ``_`` file beside the renderer files (a helper they may share) is neither read for the renderers it
+    declares nor run: a fresh process with $REPRO_ANALYSIS on a folder holding one of each."""
+    (tmp_path / "mine.py").write_text(USER_RENDERER)
+    (tmp_path / "_shared.py").write_text(
+        "from repro.report.renderers import renderer\n\n\n@renderer('hidden')\ndef hidden(ctx):\n    return []\n"
+    )
+    code = textwrap.dedent(
+        """
+        from repro.config import renders
+        from repro.report import renderers
+        declared = {name for path in renders.shipped() for name in renders.declared(path)}
+        print([p.name for p in renders.shipped()], sorted(declared), sorted(renderers.registry()))
+        """
+    )
+    env = {**os.environ, "REPRO_ANALYSIS": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['mine.py'] ['squares'] ['squares']"
 
 
 def test_a_manifest_renders_with_its_own_renderer_file(tmp_path, capsys, monkeypatch):

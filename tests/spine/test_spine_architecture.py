@@ -98,3 +98,16 @@ def test_the_folder_map_names_every_package_with_its_floor():
     for module in (ROOT / "repro").glob("*.py"):
         if module.name not in ("__init__.py", "__main__.py"):
             assert f"`{module.name}`" in top, module.name
+
+
+def test_the_folder_map_names_every_module():
+    """Every module of a package of repro/ (and of the packages inside one) is named, as ``name.py``, in its
+    package's paragraph; a package's own ``__init__.py`` is the folder that paragraph is about."""
+    folders = _section("Folder by folder")
+    unnamed = []
+    for module in sorted((ROOT / "repro").glob("*/**/*.py")):
+        package = module.relative_to(ROOT / "repro").parts[0]
+        paragraph = folders.split(f"**`repro/{package}/`", 1)[1].split("\n\n", 1)[0]
+        if module.name != "__init__.py" and f"`{module.name}`" not in paragraph:
+            unnamed.append(str(module.relative_to(ROOT)))
+    assert unnamed == []
