@@ -8,7 +8,7 @@ where its code lives and collected in one explicit list that a reader (and the i
   checked, the parser is built and ``--help`` answers without it;
 * renderers: ``repro.report.renderers.RENDERERS``, the ``@renderer(...)`` declarations of the renderer
   files; which files, is a folder (``analysis/``, a manifest's own), and what they declare is read from
-  their source without running them (``repro.config.renders``) so that reading a manifest runs no
+  their source without running them (``repro.config.renderer_names``) so that reading a manifest runs no
   renderer code (docs/faults.md).
 
 A test adds an entry for its own duration with :meth:`Registry.added`.

@@ -3,8 +3,7 @@ a :class:`repro.registry.Command` (its name, help, arguments and handler), colle
 
 from __future__ import annotations
 
-from repro.cli import bench, manifests, pretrained, report, retrain, run, sample, status, tracking, verify
-from repro.data import cli as data
+from repro.cli import bench, data, manifests, pretrained, report, retrain, run, sample, status, tracking, verify
 from repro.registry import Command, Registry
 
 COMMANDS: Registry[Command] = Registry(

@@ -127,7 +127,7 @@ class ReferenceRun(Section):
 
 class Reference(Section):
     """``reference:``, the paper's numbers: ``runs`` here, the other keys the renderers' (checked with them:
-    :func:`repro.config.renders.check`)."""
+    :func:`repro.config.renderer_names.check`)."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -3,7 +3,7 @@ name ends with it: ``table1`` -> as-table1 and st-table1), among the discovered 
 the ones the run store was told about (manifests outside experiments/, command-line ablations: passed in
 by the command as :class:`Stored`); each with the command line's overrides applied, loaded with the
 folders the user allowed (:class:`repro.config.access.Access`), and its ``renders`` checked against what
-the renderer files declare, read without running them (:func:`repro.config.renders.check_declared`)."""
+the renderer files declare, read without running them (:func:`repro.config.renderer_names.check_declared`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.config import manifest, overrides, renders
+from repro.config import manifest, overrides, renderer_names
 from repro.config.access import NONE, Access
 from repro.config.manifest import (
     LOCAL,
@@ -42,7 +42,7 @@ NOTHING_STORED = Stored()
 
 def load(path: Path, access: Access = NONE) -> Manifest:
     """The manifest file ``path``, fully checked (its renderer files read, not run)."""
-    return renders.check_declared(manifest.load(path, access))
+    return renderer_names.check_declared(manifest.load(path, access))
 
 
 def select(ref: str, args: list[str], stored: Stored = NOTHING_STORED, access: Access = NONE) -> list[Manifest]:
@@ -67,14 +67,16 @@ def select(ref: str, args: list[str], stored: Stored = NOTHING_STORED, access: A
         path = Path(stored.sources[name]["path"])
         if not path.is_file():
             raise ManifestError(f"{name}: its manifest {path} (recorded in {stored.where}) no longer exists")
-        out.append(renders.check_declared(overrides.derive(path, [*stored.sources[name]["args"], *args], access)))
+        out.append(
+            renderer_names.check_declared(overrides.derive(path, [*stored.sources[name]["args"], *args], access))
+        )
     return out
 
 
 def _derive(path: Path, args: list[str], access: Access) -> Manifest:
     doc = read(path, access=access)
     gathering = doc.get("base") is None and doc.get("parts")
-    return renders.check_declared(overrides.derive(path, [] if gathering else args, access))
+    return renderer_names.check_declared(overrides.derive(path, [] if gathering else args, access))
 
 
 def one(ref: str, args: list[str], stored: Stored = NOTHING_STORED, access: Access = NONE) -> Manifest:
@@ -99,13 +101,13 @@ def with_parts(found: list[Manifest], args: list[str]) -> list[Manifest]:
 
 def _with_args(m: Manifest, args: list[str]) -> Manifest:
     """``m`` with the override ``args`` (``m`` itself when there are none: it is not read again)."""
-    return renders.check_declared(overrides.derive(m.path, args, m.access)) if args else m
+    return renderer_names.check_declared(overrides.derive(m.path, args, m.access)) if args else m
 
 
 def part(m: Manifest, name: str) -> Manifest:
     """The part ``name`` of the gathering manifest ``m`` (loaded with the folders ``m`` was allowed)."""
     try:
-        return renders.check_declared(resolve(name, access=m.access))
+        return renderer_names.check_declared(resolve(name, access=m.access))
     except ManifestError as err:
         raise ManifestError(f"{m.path}: parts: {err}") from None
 

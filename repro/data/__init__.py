@@ -30,7 +30,7 @@ from repro.data.api import (
 )
 from repro.data.catalog import DatasetInfo, get, names
 from repro.data.errors import DataError, DatasetMissing
-from repro.data.store import data_root
+from repro.data.on_disk import data_root
 from repro.data.vocab import Vocab
 
 

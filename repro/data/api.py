@@ -18,7 +18,7 @@ from repro.data.audio import SEQ_LEN
 from repro.data.errors import CorruptData, DataError, DatasetMissing
 from repro.data.fetch import digest_file
 from repro.data.job import Job
-from repro.data.store import SPLITS, building, data_root, load_array, lock, read_meta, write_meta
+from repro.data.on_disk import SPLITS, building, data_root, load_array, lock, read_meta, write_meta
 from repro.data.text import FILE_KINDS
 from repro.data.vocab import Vocab
 from repro.files import atomic

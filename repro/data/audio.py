@@ -22,7 +22,7 @@ from repro.data.debian import Package, Release
 from repro.data.errors import DataError
 from repro.data.fetch import Pin
 from repro.data.job import Job
-from repro.data.store import save_array, split_bounds
+from repro.data.on_disk import save_array, split_bounds
 
 RATE = 12_000
 MU = 255

@@ -28,7 +28,7 @@ from repro.data.errors import DataError
 from repro.data.fetch import Pin
 from repro.data.images import holdout, image_meta, planar_to_raster
 from repro.data.job import Job
-from repro.data.store import split_record
+from repro.data.on_disk import split_record
 
 VALID = 10_000
 SIDE = 64

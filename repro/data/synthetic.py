@@ -23,7 +23,7 @@ Generators (``data.synthetic.generator``), each seeded by ``data.synthetic.seed`
   attention by content finds it); the rest is filler (``filler``). Segments and filler use the lower
   and upper halves of the symbols.
 
-The corpus is split 90/5/5 as every text corpus (:func:`repro.data.store.split_bounds`).
+The corpus is split 90/5/5 as every text corpus (:func:`repro.data.on_disk.split_bounds`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repro.data.errors import DataError
-from repro.data.store import SPLITS, split_bounds
+from repro.data.on_disk import SPLITS, split_bounds
 from repro.data.vocab import Vocab
 
 GENERATORS = ("periodic", "mix", "grid", "copy")

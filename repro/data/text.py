@@ -1,6 +1,6 @@
 """Text corpora: text8, enwik8, the Wikipedia-lead stand-ins, the Linux manuals, and any local file.
 
-Every text corpus is one token stream split 90/5/5 (:func:`repro.data.store.split_bounds`). Byte-level
+Every text corpus is one token stream split 90/5/5 (:func:`repro.data.on_disk.split_bounds`). Byte-level
 corpora are stored as raw bytes (id = byte); the adaptive-span code's compact vocabulary is a derived
 view (see :mod:`repro.data.views`).
 """
@@ -22,7 +22,7 @@ from repro.data.debian import Package, Release
 from repro.data.errors import DataError
 from repro.data.fetch import Pin
 from repro.data.job import Job
-from repro.data.store import save_array, split_bounds
+from repro.data.on_disk import save_array, split_bounds
 from repro.data.textfilter import text8_filter
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from repro.data import vocab as vocabs
 from repro.data.errors import DataError
 from repro.data.fetch import digest_file
-from repro.data.store import write_array
+from repro.data.on_disk import write_array
 from repro.files import atomic
 
 BYTE_VOCABS = ("bytes", "as205")

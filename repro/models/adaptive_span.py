@@ -93,7 +93,7 @@ class SpanAttention(nn.Module):
     """Multi-head attention of one layer over its (learned) span, with relative positions.
 
     Analyses read it through forward hooks: its output (:class:`AttentionOutput`) and ``softmax``, whose
-    output is the layer's attention weights over the band (see ``repro.train.probes``)."""
+    output is the layer's attention weights over the band (see ``repro.train.figure_arrays``)."""
 
     def __init__(self, cfg: Config):
         super().__init__()

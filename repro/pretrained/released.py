@@ -18,7 +18,7 @@ from pathlib import Path
 
 from repro.data.errors import DataError
 from repro.data.fetch import Pin, digest_file, download
-from repro.data.store import data_root
+from repro.data.on_disk import data_root
 from repro.files import atomic
 
 URL_ROOT = "https://dl.fbaipublicfiles.com/adaptive-span"

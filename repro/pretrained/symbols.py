@@ -4,7 +4,7 @@ that puts them onto the suite's vocabulary.
 The official ``data.py`` reads ``train.txt``, ``valid.txt`` and ``test.txt`` line by line: a line's
 whitespace-separated tokens, then ``<eos>``. It numbers the symbols by their first appearance in
 ``train.txt``. Its ``get_data.sh`` writes those files from the same 90M / 5M / 5M splits the suite stores
-(:func:`repro.data.store.split_bounds`), so the official streams follow from the suite's splits exactly:
+(:func:`repro.data.on_disk.split_bounds`), so the official streams follow from the suite's splits exactly:
 
 * text8 (Transformer-XL's ``prep_text8.py``): each split ``.strip()``-ped of its leading and trailing
   spaces, its characters joined by spaces, ``_`` for a space, on one line: the characters, then one

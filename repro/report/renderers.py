@@ -1,7 +1,7 @@
 """Renderers: one function per paper table/figure, reading only stored runs, writing files.
 
 Renderers are plain files: every ``*.py`` at the top of the repository's ``analysis/`` folder
-(``$REPRO_ANALYSIS`` if set) whose name does not start with ``_`` (:func:`repro.config.renders.shipped`),
+(``$REPRO_ANALYSIS`` if set) whose name does not start with ``_`` (:func:`repro.config.renderer_names.shipped`),
 so a new figure is a new file there, and the files a manifest names
 under ``analysis`` (its own renderers, beside it). A file registers its functions with
 :func:`renderer` when it is loaded. A renderer is registered under the name a manifest lists in ``renders``, with the ``reference`` keys
@@ -11,7 +11,7 @@ resolved spec flattened into dotted columns such as ``model.span.limit``; the su
 columns), the results root, and the tables of the manifest's ``parts``. It returns the files it wrote
 with their captions. Every figure names its scale and dataset. Renderers never load a model or train
 (Figure 2 of the adaptive span draws the mechanism's own ``repro.models.span.soft_mask``); the arrays of a
-trained model that figures need are computed once after training by ``repro.train.probes``.
+trained model that figures need are computed once after training by ``repro.train.figure_arrays``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import pandas as pd
 from repro.claims import language as claims
 from repro.claims import verdict as verdicts
 from repro.config import capped as capping
-from repro.config import renders
+from repro.config import renderer_names
 from repro.config.keys import matching
 from repro.config.manifest import Manifest, ManifestError, analysis_root
 from repro.files import atomic
@@ -65,7 +65,7 @@ class Registered:
 
 # Every renderer of the renderer files loaded so far. Which files there are is a folder, not a list here:
 # analysis/ (or $REPRO_ANALYSIS) and a manifest's own, so that a figure is a new file and a user's manifest
-# brings its own; what they declare is also read from their source (repro.config.renders) without running
+# brings its own; what they declare is also read from their source (repro.config.renderer_names) without running
 # them, so that only `repro report` and `repro validate --renderers` run renderer code.
 RENDERERS: Registry[Registered] = Registry("renderer")
 SPEC_SECTIONS = ("data.", "model.", "train.", "eval.")  # a claim's selections of spec keys, not metrics
@@ -389,7 +389,7 @@ def _no_exit() -> Iterator[None]:
 
 def registry(files: Iterable[Path] = ()) -> dict[str, Renderer]:
     """The shipped renderers and those of ``files`` (a manifest's own), by name."""
-    wanted = {p.resolve() for p in [*renders.shipped(), *files]}
+    wanted = {p.resolve() for p in [*renderer_names.shipped(), *files]}
     for path in sorted(wanted):
         load(path)
     return {name: r.fn for name, r in RENDERERS.items() if r.file in wanted}
@@ -403,17 +403,17 @@ def describe() -> list[dict[str, Any]]:
             "name": name,
             "draws": " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split()),
             "reads": list(RENDERERS[name].reads),
-            "reference": {k: renders.type_name(tp) for k, tp in RENDERERS[name].reference.items()},
+            "reference": {k: renderer_names.type_name(tp) for k, tp in RENDERERS[name].reference.items()},
         }
         for name, fn in sorted(registry().items())
     ]
 
 
 def check_loaded(manifest: Manifest) -> Manifest:
-    """``manifest`` checked (:func:`repro.config.renders.check`) against the renderers its files register
+    """``manifest`` checked (:func:`repro.config.renderer_names.check`) against the renderers its files register
     when loaded, the shipped ones and its own: ``repro report`` (which runs them to draw) and ``repro
-    validate --renderers``; every other command reads their source only (:func:`repro.config.renders.check_declared`)."""
-    return renders.check(manifest, {name: RENDERERS[name].reference for name in registry(manifest.analysis)})
+    validate --renderers``; every other command reads their source only (:func:`repro.config.renderer_names.check_declared`)."""
+    return renderer_names.check(manifest, {name: RENDERERS[name].reference for name in registry(manifest.analysis)})
 
 
 def claim_metrics(manifest: Manifest, checks: list[claims.Check]) -> list[str]:

@@ -91,8 +91,9 @@ NOT_NUMBERS = (
     "repro/claims",  # the claim language and its judge
     "repro/claims.py",
     "repro/config/claim_checks.py",
-    "repro/config/renders.py",  # which renderers a manifest names
-    "repro/data/cli.py",  # `repro data`
+    "repro/config/renders.py",  # which renderers a manifest names (now repro/config/renderer_names.py)
+    "repro/config/renderer_names.py",
+    "repro/data/cli.py",  # `repro data` (now repro/cli/data.py)
     "repro/train/verify.py",  # re-execution of stored runs
     "repro/train/compare.py",
     "repro/train/retrain.py",

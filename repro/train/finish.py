@@ -2,7 +2,7 @@
 
 The weights the run scores (:mod:`repro.train.selection`) are loaded, every split is evaluated (and the
 test split at every swept context), the family's figure arrays are stored (``analysis.npz``, from
-:mod:`repro.train.probes`), and throughput and MFU are computed (docs/throughput.md).
+:mod:`repro.train.figure_arrays`), and throughput and MFU are computed (docs/throughput.md).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from repro.store.runs import RunDir
 from repro.train import distributed, throughput
 from repro.train.callbacks import TrainingMeter
 from repro.train.evaluation import evaluate, unigram_bits
+from repro.train.figure_arrays import figure_arrays
 from repro.train.module import LMModule
-from repro.train.probes import figure_arrays
 from repro.train.rundata import RunData
 from repro.train.selection import load_selected
 

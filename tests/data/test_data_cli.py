@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from repro.data import cli
+from repro.cli import data as cli
 from repro.errors import UserError
 
 

@@ -19,7 +19,7 @@ import repro.data as data
 from repro.cli import main
 from repro.data import audio, catalog, images
 from repro.data.errors import ChecksumMismatch, DataError
-from repro.data.store import read_meta
+from repro.data.on_disk import read_meta
 from repro.report.renderers import datasets as report_label
 
 DEBIAN = ["linux-doc", "fashion-mnist", "moh-audio"]

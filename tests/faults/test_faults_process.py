@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from repro.cli import GONE, STARTING, main
-from repro.data.cli import INTERRUPTED as PREPARE_INTERRUPTED
+from repro.cli.data import INTERRUPTED as PREPARE_INTERRUPTED
 
 # a fresh interpreter that sends itself SIGINT when the command imports its parser (pandas, pydantic and
 # the store's modules loaded, the commands' still loading)

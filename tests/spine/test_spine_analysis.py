@@ -75,10 +75,10 @@ def test_a_file_of_analysis_named_with_an_underscore_is_no_renderer_file(tmp_pat
     )
     code = textwrap.dedent(
         """
-        from repro.config import renders
+        from repro.config import renderer_names
         from repro.report import renderers
-        declared = {name for path in renders.shipped() for name in renders.declared(path)}
-        print([p.name for p in renders.shipped()], sorted(declared), sorted(renderers.registry()))
+        declared = {name for path in renderer_names.shipped() for name in renderer_names.declared(path)}
+        print([p.name for p in renderer_names.shipped()], sorted(declared), sorted(renderers.registry()))
         """
     )
     env = {**os.environ, "REPRO_ANALYSIS": str(tmp_path)}

@@ -6,12 +6,12 @@ import argparse
 import time
 
 from repro.console import print_table
-from repro.data import api, catalog, store
+from repro.data import api, catalog, on_disk
 from repro.data.errors import CorruptData
 from repro.data.text import FILE_KINDS
 from repro.registry import Command
 
-INTERRUPTED = (  # what Ctrl-C leaves of a preparation (repro.data.store: a dataset appears only complete)
+INTERRUPTED = (  # what Ctrl-C leaves of a preparation (repro.data.on_disk: a dataset appears only complete)
     "a dataset is stored only complete, so none was left half-prepared; the same command prepares it again"
 )
 
@@ -70,7 +70,7 @@ def cmd_list(args) -> int:
             prepared = f"corrupt: {err}"
         rows.append([name, info.kind, info.size, info.vocab, info.source, prepared])
     print_table(rows)
-    print(f"data root: {store.data_root(args.root)}")
+    print(f"data root: {on_disk.data_root(args.root)}")
     return 0
 
 
@@ -78,8 +78,8 @@ def cmd_prepare(args) -> int:
     started = time.time()
     options = {"kind": args.kind} if args.name == "file" else {}
     target = api.prepare(args.name, src=args.src, root=args.root, allow_unverified=args.allow_unverified, **options)
-    meta = store.read_meta(target)
-    sizes = ", ".join(f"{s} {'x'.join(map(str, meta['splits'][s]['shape']))}" for s in store.SPLITS)
+    meta = on_disk.read_meta(target)
+    sizes = ", ".join(f"{s} {'x'.join(map(str, meta['splits'][s]['shape']))}" for s in on_disk.SPLITS)
     origin = f" from Debian {_package(meta)}" if _package(meta) else ""
     print(f"prepared {args.name}{origin} in {time.time() - started:.1f} s -> {target} ({sizes})")
     if meta["unverified"]:
@@ -110,7 +110,7 @@ def cmd_info(args) -> int:
         rows.append(["shape", " x ".join(map(str, info.shape))])
     if args.name != "file" or args.src:
         directory = api.dataset_dir(args.name, args.root, **_file_options(args))
-        meta = store.read_meta(directory)
+        meta = on_disk.read_meta(directory)
         rows.append(
             [
                 "prepared",
@@ -125,7 +125,7 @@ def cmd_info(args) -> int:
             rows.append(["verified", "yes" if meta["verified"] else f"no: {', '.join(meta['unverified'])}"])
             rows += [
                 [s, f"{' x '.join(map(str, meta['splits'][s]['shape']))} {meta['splits'][s]['dtype']}"]
-                for s in store.SPLITS
+                for s in on_disk.SPLITS
             ]
             rows.append(["vocab size", str(meta["vocab"]["size"])])
     print_table(rows)
