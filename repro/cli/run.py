@@ -105,10 +105,10 @@ def _check(args, launched_by: str | None) -> None:
         )
 
 
-def _job(args, root: Path) -> launch.Job:
+def _job(args, root: Path) -> launch.LaunchedRun:
     """The description of the job that trains a run of this command's selection, less the run's id (the
     session gives each job its own)."""
-    return launch.Job(
+    return launch.LaunchedRun(
         ref=str(Path(args.name).resolve()) if Path(args.name).is_file() else args.name,
         overrides=tuple(override_args(args)),
         scale=args.scale,

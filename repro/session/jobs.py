@@ -1,5 +1,5 @@
 """A plan handed to a launcher (:mod:`repro.train.launch`: local processes or a SLURM job array), one job
-per unfinished run, each described by a :class:`~repro.train.launch.Job`; and the job executor, what each
+per unfinished run, each described by a :class:`~repro.train.launch.LaunchedRun`; and the job executor, what each
 job runs: its description made into the plan of its one run (:func:`repro.plan.runs.make`, as the parent
 made its own) and trained here (:mod:`repro.session.local`), as a ``repro`` process of its own
 (:mod:`repro.session.exits`: its exit status and the one line it printed when it failed go back to the
@@ -19,7 +19,7 @@ from repro.train import distributed, launch, quiet, signals
 
 def submit(
     plan: Plan,
-    job: launch.Job,
+    job: launch.LaunchedRun,
     launcher: str,
     parallel: int | None,
     name: str,
@@ -47,7 +47,7 @@ def submit(
     return launch.submit_slurm(name, plan.root, jobs, slurm, parallel, say, run_job)
 
 
-def run_job(job: launch.Job) -> launch.Ended:
+def run_job(job: launch.LaunchedRun) -> launch.Ended:
     """What a launched job runs: :func:`execute` as a ``repro`` process, with its exit status and the one
     line it printed when it failed."""
     told: list[str] = []
@@ -55,7 +55,7 @@ def run_job(job: launch.Job) -> launch.Ended:
     return launch.Ended(code, told[-1].removeprefix("error: ") if told else None)
 
 
-def execute(job: launch.Job) -> int:
+def execute(job: launch.LaunchedRun) -> int:
     """The one run a job's description names, resolved as ``repro run`` resolved it and trained here (each
     task of a SLURM job executes it: the ranks of one run)."""
     signals.install()

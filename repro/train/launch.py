@@ -1,6 +1,6 @@
 """Run a selection as jobs through submitit: on SLURM (one job array) or as K local processes.
 
-Each job is handed a :class:`Job`, the description of one run: the same resolution (name or path,
+Each job is handed a :class:`LaunchedRun`, the description of one run: the same resolution (name or path,
 overrides, scale, seeds, ``--max-steps``, the folders the user allowed) narrowed to one run id, into the
 same results root (under SLURM a shared file system); the job executes it with the work function the
 session hands down (``repro.session.jobs.run_job``: ``repro run``'s training and exit statuses, no
@@ -75,7 +75,7 @@ class Ended:
 
 
 @dataclass(frozen=True)
-class Job:
+class LaunchedRun:
     """One launched run, as the job executes it: the selection ``repro run`` resolved (``ref``: a
     manifest's name, or its file's absolute path; the override arguments), narrowed to ``run_id``."""
 
@@ -95,7 +95,7 @@ class Job:
     verbose: bool = False
 
 
-def slurm_job(work: Callable[[Job], Ended], description: Job) -> Ended:
+def slurm_job(work: Callable[[LaunchedRun], Ended], description: LaunchedRun) -> Ended:
     """What a SLURM task runs: ``work`` (the session hands it down: it imports this module) on its description,
     a failed run raised (the scheduler then records FAILED, which ``repro status`` reads back). A local job
     runs ``work`` itself: its failed run is returned, not raised, so the parent prints its reason in one
@@ -225,11 +225,11 @@ def _alive(pid: int) -> bool:
 def submit_slurm(
     name: str,
     root: Path,
-    runs: list[tuple[str, Job]],
+    runs: list[tuple[str, LaunchedRun]],
     options: Slurm,
     parallel: int | None,
     echo: Callable[[str], None],
-    work: Callable[[Job], Ended],
+    work: Callable[[LaunchedRun], Ended],
 ) -> int:
     """Submit ``runs`` ((manifest, job) pairs) as one SLURM job array named after ``name`` (what the
     command line selected); print and record the job ids."""
@@ -256,10 +256,10 @@ def submit_slurm(
 
 def run_local(
     root: Path,
-    runs: list[tuple[str, Job]],
+    runs: list[tuple[str, LaunchedRun]],
     parallel: int,
     echo: Callable[[str], None],
-    work: Callable[[Job], Ended],
+    work: Callable[[LaunchedRun], Ended],
     left: Callable[[list[str], dict[str, float]], str] = lambda run_ids, elapsed: "",
 ) -> int:
     """Run ``runs`` as at most ``parallel`` local processes at a time (submitit's local executor); wait

@@ -93,7 +93,7 @@ def test_a_failed_jobs_reason_reaches_the_parent_in_one_line_without_a_traceback
 
 
 def _job_of(path, root, run_id):
-    return launch.Job(ref=str(path), overrides=(), scale="tiny", seeds=None, run_id=run_id, results=root)
+    return launch.LaunchedRun(ref=str(path), overrides=(), scale="tiny", seeds=None, run_id=run_id, results=root)
 
 
 def _status(root, capsys):
