@@ -39,6 +39,22 @@ SCRATCH = (".retrain", "replace")
 COPIED = ("metrics.csv", "analysis.npz")  # beside spec.yaml and summary.json, which are rewritten
 
 
+def repository() -> Path:
+    """The git checkout of this code: the repository whose top-level is the code's own folder (the one
+    holding the ``repro`` package). A copy of the code lying inside another repository is none: that
+    repository's commits are not this code's."""
+    root = Path(__file__).resolve().parents[2]
+    top = verify.git(root, "rev-parse", "--show-toplevel")
+    if not top:
+        raise UserError("this code is in no git repository: a retraining needs the commit it trains at")
+    if Path(top).resolve() != root:
+        raise UserError(
+            f"this code's folder {root} lies inside the git repository {top}, which is not its checkout: expected "
+            f"{root} to be the top of the code's own git checkout, whose commit a retraining trains at"
+        )
+    return root
+
+
 def commit_of(at: str | None, repo: Path) -> str:
     """``--at``'s commit as a short hash (default: this code's commit, which must hold no uncommitted change)."""
     if at is not None and not at.strip():

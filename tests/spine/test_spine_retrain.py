@@ -221,3 +221,26 @@ def test_status_dirty_lists_the_runs_from_uncommitted_code_and_counts_them_per_m
     assert lines[3] == "2 stored run(s) trained from uncommitted code: t-a 1, t-b 1"
     assert main(["status", str(tmp_path / "t-a.yaml"), "--dirty", "--results", str(tmp_path / "results")]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "1 stored run(s) trained from uncommitted code: t-a 1"
+
+
+@pytest.mark.faults
+def test_a_copy_of_the_code_inside_another_repository_is_refused_naming_its_folder(store, tmp_path):
+    """Issue 62: a copy without .git lying in an unrelated repository retrained at that repository's commit."""
+    repo, rev, run, _ = store
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "README").write_text("another project\n")
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    subprocess.run([*GIT, "-C", str(outer), "add", "README"], check=True)
+    _commit(outer, "README only")
+    copy = outer / "copy"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    stored = RunDir(copy / "results", "t-retrain", run.run_id)
+    before = _files(stored)
+    proc = _repro(copy, "--results", "results", "retrain", run.run_id, code=copy)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: this code's folder {copy.resolve()} lies inside the git repository {outer.resolve()}, which is not "
+        f"its checkout: expected {copy.resolve()} to be the top of the code's own git checkout, whose commit a "
+        "retraining trains at\n"
+    )
+    assert _files(stored) == before and not (copy / "results" / ".retrain").exists()
