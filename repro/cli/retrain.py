@@ -28,11 +28,13 @@ from repro.plan import filters
 from repro.registry import Command
 from repro.store.digests import Digests
 from repro.store.runs import RunDir, listing
+from repro.train import signals
 
 
 def cmd_retrain(args) -> int:
     from repro.replay import replace, verify  # torch
 
+    signals.install()  # SIGTERM, SIGINT, SIGHUP: passed on to a training child, then one line, exit 143, 130, 129
     root = store_root(args).resolve()  # the retraining runs in the commit's worktree
     repo = replace.repository()
     commit = replace.commit_of(args.at, repo)
