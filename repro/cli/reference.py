@@ -217,7 +217,10 @@ grid cell) is trained at the commit from the spec this checkout resolves, stored
 spec another run id, an older spec schema, stores nothing and says so); a run already at the commit is
 kept. `--dry-run` says which of the three each run gets. Exit status: 0 every run in place; 1 a retraining
 failed (the stored run unchanged, the scratch run kept, the log `retrain.log` beside it); 2 a RUN not in the
-store or not finished, uncommitted code without `--at`, an `--at` that is not a commit.""",
+store or not finished, uncommitted code without `--at`, an `--at` that is not a commit, code that is not its
+own git checkout (a copy lying inside another repository); 143, 130, 129 SIGTERM, SIGINT, SIGHUP, passed on
+to the training child, which checkpoints: the same command resumes it (a `kill -9` kills the child too, and
+the next retrain removes the worktree it left).""",
     "sample": """\
 Generates from a stored run's checkpoint into the run's `samples/` folder, named by everything that
 decides the draw, `seed<S>-n<N>-len<L>[-prompt<sha256 prefix>]-temp<T>`, so another draw never overwrites it

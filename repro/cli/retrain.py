@@ -28,16 +28,16 @@ from repro.plan import filters
 from repro.registry import Command
 from repro.store.digests import Digests
 from repro.store.runs import RunDir, listing
+from repro.train import signals
 
 
 def cmd_retrain(args) -> int:
     from repro.replay import replace, verify  # torch
 
+    signals.install()  # SIGTERM, SIGINT, SIGHUP: passed on to a training child, then one line, exit 143, 130, 129
     root = store_root(args).resolve()  # the retraining runs in the commit's worktree
-    repo = verify.git(Path(replace.__file__).resolve().parent, "rev-parse", "--show-toplevel")
-    if not repo:
-        raise UserError("this code is in no git repository: a retraining needs the commit it trains at")
-    commit = replace.commit_of(args.at, Path(repo))
+    repo = replace.repository()
+    commit = replace.commit_of(args.at, repo)
     if not args.runs and not args.stale:
         raise UserError(
             "retrain what: name runs or manifests (REF), or give --stale (the runs today's code would not repeat)"
@@ -59,7 +59,7 @@ def cmd_retrain(args) -> int:
         return 0
     with verify.scratch_folder() as scratch:
         try:
-            code = verify.worktree(Path(repo), commit, scratch / "code" / commit)
+            code = verify.worktree(repo, commit, scratch / "code" / commit)
         except verify.CannotVerify as why:
             raise RunFailed(str(why)) from None
         for what, target in steps:

@@ -7,8 +7,10 @@ one-run manifest (its name, its scale) and trained by the commit's own ``repro r
 in a git worktree of the commit (as ``repro verify`` re-executes a run), with the threads its spec pins
 and the instruction set it recorded, into the scratch results root ``<results>/.retrain/replace/<run_id>``.
 The scratch run is kept until it is in place, so a retraining that was interrupted resumes from its
-checkpoint. Only a finished run of the same id (the same spec) is put in place: under the stored run's
-lock a new folder is assembled beside it (the retrained files, the stored grid cell and manifest, and
+checkpoint: SIGTERM, SIGINT or SIGHUP is passed on to the child, which checkpoints and exits, and the
+command says where the run is kept (exit 143, 130, 129); a ``kill -9`` kills the child with it
+(:mod:`repro.replay.children`). Only a finished run of the same id (the same spec) is put in place: under
+the stored run's lock a new folder is assembled beside it (the retrained files, the stored grid cell and manifest, and
 ``replaces``: the code version and bits it replaces) and swapped in by two renames, and the old folder
 is removed. A run's copies under other manifests (reused, the same id) are replaced with it. A retraining
 that fails leaves every stored file as it was; a kill between the two renames leaves the run's files in
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,12 +32,28 @@ from repro.config.spec import RunSpec
 from repro.errors import RunFailed, UserError
 from repro.files import atomic
 from repro.identity import SECTIONS
-from repro.replay import verify
+from repro.replay import children, verify
 from repro.store.provenance import DIRTY, code_version
 from repro.store.runs import RunDir, refresh_index
 
 SCRATCH = (".retrain", "replace")
 COPIED = ("metrics.csv", "analysis.npz")  # beside spec.yaml and summary.json, which are rewritten
+
+
+def repository() -> Path:
+    """The git checkout of this code: the repository whose top-level is the code's own folder (the one
+    holding the ``repro`` package). A copy of the code lying inside another repository is none: that
+    repository's commits are not this code's."""
+    root = Path(__file__).resolve().parents[2]
+    top = verify.git(root, "rev-parse", "--show-toplevel")
+    if not top:
+        raise UserError("this code is in no git repository: a retraining needs the commit it trains at")
+    if Path(top).resolve() != root:
+        raise UserError(
+            f"this code's folder {root} lies inside the git repository {top}, which is not its checkout: expected "
+            f"{root} to be the top of the code's own git checkout, whose commit a retraining trains at"
+        )
+    return root
 
 
 def commit_of(at: str | None, repo: Path) -> str:
@@ -155,17 +172,16 @@ def _train(manifest: str, run_id: str, spec: dict, isa: str, code: Path, scratch
     command = [sys.executable, "-m", "repro", "--results", str(scratch), "run", str(path)]
     command += ["--scale", str(spec.get("scale", "tiny")), "--no-wandb", *selection]
     threads = (spec.get("train") or {}).get("threads") or verify.DEFAULT_THREADS
+    kept = f"the retraining of run {run_id} is kept under {scratch}; run the same command again to resume"
     with (scratch / "retrain.log").open("a") as log:
-        done = subprocess.run(
-            command, cwd=code, env=verify.child_environment(code, threads, isa, access), stdout=log, stderr=log
-        )
+        status = children.run(command, code, verify.child_environment(code, threads, isa, access), log, kept)
     trained = RunDir(scratch, manifest, run_id)
-    if done.returncode != 0 or not trained.finished:
+    if status != 0 or not trained.finished:
         said = verify.last_line((scratch / "retrain.log").read_text(errors="replace"))
-        if (done.returncode == 0 and not trained.path.exists()) or f"--run-id {run_id}: no run" in said:
+        if (status == 0 and not trained.path.exists()) or f"--run-id {run_id}: no run" in said:
             said = f"the code of that commit gives this spec another run id: its spec schema differs ({said})"
         raise RunFailed(
-            f"run {run_id}: its retraining exited {done.returncode} without a finished run ({said}); the stored "
+            f"run {run_id}: its retraining exited {status} without a finished run ({said}); the stored "
             f"run is unchanged, the retraining stays under {scratch}"
         )
     return trained

@@ -5,7 +5,9 @@ folder: its package, manifests and renderers, whatever the checkout here holds),
 summary records where that decides bits (the thread count, the CPU instruction set; the precision is in
 the spec), a scratch results root (the store is never written) and W&B off. The run is trained by that
 code's own ``repro run NAME --run-id ID`` in a child process, which is the one interface every commit of
-the suite has kept (code older than ``--run-id`` selects the run's grid cell with ``--only``).
+the suite has kept (code older than ``--run-id`` selects the run's grid cell with ``--only``). A scratch
+folder that a killed process left (its ``owner.lock`` held by nobody) is removed, with its worktrees, by
+the next process that makes a worktree of the repository.
 
 The instruction set comes from the summary's ``environment.cpu_isa``: ``avx2`` re-executes on the AVX2
 kernels, ``none`` on the libraries' own choice (which must be the recorded ``cpu_capability``). A run
@@ -35,6 +37,7 @@ from typing import TextIO
 from repro import cpu_isa
 from repro.bounds import ALLOW_READ, TRUST_CODE
 from repro.config.access import NONE, Access
+from repro.files import locks
 from repro.replay.compare import Comparison, compare
 from repro.store.runs import RunDir, sources
 
@@ -223,8 +226,10 @@ def _kernels(isa: str, summary: dict) -> str:
 
 
 def worktree(repo: Path, commit: str, where: Path) -> Path:
-    """A detached worktree of ``commit`` (made once per commit and scratch folder)."""
+    """A detached worktree of ``commit`` (made once per commit and scratch folder), after the scratch
+    folders that killed processes left in ``repo``'s worktrees are removed."""
     if not where.exists():
+        _remove_abandoned(repo)
         where.parent.mkdir(parents=True, exist_ok=True)
         made = subprocess.run(
             ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(where), commit],
@@ -236,22 +241,45 @@ def worktree(repo: Path, commit: str, where: Path) -> Path:
     return where
 
 
+SCRATCH_PREFIX = "repro-verify-"
+OWNER = "owner.lock"  # held while a process uses its scratch folder: nobody holds one that a killed process left
+
+
 @contextlib.contextmanager
 def scratch_folder(keep: bool = False) -> Iterator[Path]:
-    """A scratch folder for the code and the re-executed runs; removed after, with the worktrees it holds
-    (their repositories forget them), unless ``keep``."""
-    folder = Path(tempfile.mkdtemp(prefix="repro-verify-"))
+    """A scratch folder for the code (``code/<commit>``) and the re-executed runs, its ``owner.lock`` held
+    while in use; removed after, with the worktrees it holds (their repositories forget them), unless
+    ``keep`` (then its lock file goes: a folder kept on purpose is not one a killed process left)."""
+    folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     try:
-        yield folder
+        with locks.FileLock(folder / OWNER, remove=keep):  # taken before any worktree is in the folder
+            yield folder
     finally:
         if not keep:
-            repos = {
-                git(tree, "rev-parse", "--path-format=absolute", "--git-common-dir")
-                for tree in (folder / "code").glob("*")
-            }
-            shutil.rmtree(folder, ignore_errors=True)
-            for common in filter(None, repos):
-                subprocess.run(["git", "--git-dir", common, "worktree", "prune"], capture_output=True)
+            _remove(folder)
+
+
+def _remove(folder: Path) -> None:
+    """Remove a scratch folder and have the repositories of its worktrees forget them."""
+    repos = {
+        git(tree, "rev-parse", "--path-format=absolute", "--git-common-dir") for tree in (folder / "code").glob("*")
+    }
+    shutil.rmtree(folder, ignore_errors=True)
+    for common in filter(None, repos):
+        subprocess.run(["git", "--git-dir", common, "worktree", "prune"], capture_output=True)
+
+
+def _remove_abandoned(repo: Path) -> None:
+    """Remove the scratch folders holding worktrees of ``repo`` whose owner is dead (a ``kill -9``: its
+    ``owner.lock`` is there and nobody holds it), and have ``repo`` forget the worktrees whose folder is gone."""
+    for line in git(repo, "worktree", "list", "--porcelain").splitlines():
+        tree = Path(line.removeprefix("worktree ")) if line.startswith("worktree ") else None
+        if tree is None or tree.parent.name != "code" or not tree.parent.parent.name.startswith(SCRATCH_PREFIX):
+            continue
+        owner = tree.parent.parent / OWNER
+        if owner.is_file() and locks.holder(owner) is None:
+            _remove(tree.parent.parent)
+    subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
 
 
 def _execute(

@@ -1,15 +1,19 @@
 """``repro retrain``: a stored run trained again from committed code (a real git repository, real processes)
 and put in place of the stored one, with its copies under other manifests; the bits before and after in
 one line and in the summary (``replaces``); a retraining that fails leaves every stored file as it was;
-bad input is one line, exit status 2."""
+bad input is one line, exit status 2; a signal stops the training child and the command in one line, a
+kill -9 takes the child with it, and the next retrain resumes, leaving no worktree behind."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -24,10 +28,16 @@ HERE = Path(__file__).resolve().parents[2]  # the checkout under test
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 
 
-def _repro(cwd: Path, *args: str, code: Path) -> subprocess.CompletedProcess:
+def _env(code: Path) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(code), "WANDB_MODE": "disabled"}
     env.pop("REPRO_RESULTS", None)
-    return subprocess.run([sys.executable, "-m", "repro", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    return env
+
+
+def _repro(cwd: Path, *args: str, code: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "repro", *args], cwd=cwd, env=_env(code), capture_output=True, text=True
+    )
 
 
 def _commit(repo: Path, message: str) -> str:
@@ -221,3 +231,143 @@ def test_status_dirty_lists_the_runs_from_uncommitted_code_and_counts_them_per_m
     assert lines[3] == "2 stored run(s) trained from uncommitted code: t-a 1, t-b 1"
     assert main(["status", str(tmp_path / "t-a.yaml"), "--dirty", "--results", str(tmp_path / "results")]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "1 stored run(s) trained from uncommitted code: t-a 1"
+
+
+@pytest.mark.faults
+def test_a_copy_of_the_code_inside_another_repository_is_refused_naming_its_folder(store, tmp_path):
+    """Issue 62: a copy without .git lying in an unrelated repository retrained at that repository's commit."""
+    repo, rev, run, _ = store
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "README").write_text("another project\n")
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    subprocess.run([*GIT, "-C", str(outer), "add", "README"], check=True)
+    _commit(outer, "README only")
+    copy = outer / "copy"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    stored = RunDir(copy / "results", "t-retrain", run.run_id)
+    before = _files(stored)
+    proc = _repro(copy, "--results", "results", "retrain", run.run_id, code=copy)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: this code's folder {copy.resolve()} lies inside the git repository {outer.resolve()}, which is not "
+        f"its checkout: expected {copy.resolve()} to be the top of the code's own git checkout, whose commit a "
+        "retraining trains at\n"
+    )
+    assert _files(stored) == before and not (copy / "results" / ".retrain").exists()
+
+
+def _until(condition, what: str, seconds: float = 180):
+    """``condition()``'s first true value, asked every 10 ms until the deadline (then the test fails)."""
+    deadline = time.monotonic() + seconds
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"no {what} after {seconds} s"
+        time.sleep(0.01)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie no longer does)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _worktrees(repo: Path) -> list[Path]:
+    listed = subprocess.run(["git", "-C", str(repo), "worktree", "list", "--porcelain"], capture_output=True, text=True)
+    return [Path(line.split(" ", 1)[1]) for line in listed.stdout.splitlines() if line.startswith("worktree ")]
+
+
+def _gated_commit(repo: Path, ready: Path) -> str:
+    """A commit whose training, the first time it reaches step 12 (after step 10's checkpoint), writes its
+    pid to ``ready`` and waits there until it is signalled (SIGTERM, or the parent's death kills it)."""
+    module = repo / "repro" / "train" / "module.py"
+    module.write_text(
+        module.read_text()
+        + textwrap.dedent(f"""
+
+        _plain_step = LMModule.training_step
+
+
+        def _gated_step(self, batch, batch_idx):
+            import os, time
+            from repro.train import signals
+            if self.global_step == 12 and not os.path.exists("{ready}"):
+                with open("{ready}.tmp", "w") as f:
+                    f.write(str(os.getpid()))
+                os.rename("{ready}.tmp", "{ready}")
+                deadline = time.monotonic() + 300
+                while signals.requested() is None and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return _plain_step(self, batch, batch_idx)
+
+
+        LMModule.training_step = _gated_step
+        """)
+    )
+    return _commit(repo, "training that waits at step 12 for a signal")
+
+
+def _retraining(repo: Path, run: RunDir, gated: str, ready: Path) -> tuple[subprocess.Popen, int, Path]:
+    """``repro retrain`` of ``run`` at the ``gated`` commit, started; once its child trains (waiting at step
+    12): the process, the child's pid and the commit's worktree."""
+    args = ("--results", "results", "--allow-read", str(repo / "experiments"), "retrain", run.run_id, "--at", gated)
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "repro", *args], cwd=repo, env=_env(repo), stderr=subprocess.PIPE, text=True
+    )
+    child = int(_until(lambda: ready.exists() and ready.read_text(), "training child at step 12"))
+    (tree,) = (tree for tree in _worktrees(repo) if tree != repo)
+    return parent, child, tree
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_training_child_and_removes_the_worktree_and_the_same_command_resumes(
+    store, tmp_path, signum
+):
+    """Issue 62: a SIGTERM said nothing and exited 143 while the child trained on, an orphan, and the scratch
+    worktree stayed registered for good."""
+    repo, rev, run, honest = store
+    ready = tmp_path / "ready"
+    gated = _gated_commit(repo, ready)
+    before = _files(run)
+    parent, child, tree = _retraining(repo, run, gated, ready)
+    parent.send_signal(signum)
+    _, err = parent.communicate(timeout=300)
+    scratch = repo / "results" / ".retrain" / "replace" / run.run_id
+    assert parent.returncode == 128 + signum and "Traceback" not in err, err
+    assert err.splitlines()[-1] == (
+        f"interrupted by {signum.name}: the retraining of run {run.run_id} is kept under {scratch}; run the same "
+        "command again to resume"
+    )
+    assert not _alive(child) and _files(run) == before
+    assert _worktrees(repo) == [repo] and not tree.exists() and not tree.parent.parent.exists()
+    kept = RunDir(scratch, "t-retrain", run.run_id)  # checkpointed at its step boundary, to resume from
+    assert kept.summary()["status"] == "interrupted" and kept.last_checkpoint is not None
+    allow = ("--allow-read", str(repo / "experiments"))
+    again = _repro(repo, "--results", "results", *allow, "retrain", run.run_id, "--at", gated, code=repo)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"retrained at {gated}: valid 9.000000 -> " in again.stdout and _worktrees(repo) == [repo]
+    assert abs(run.summary()["valid_bits"] - honest["valid_bits"]) < 1e-4 and run.spec()["code_version"] == gated
+
+
+@pytest.mark.faults
+def test_a_kill_9_takes_the_training_child_with_it_and_the_next_retrain_resumes_and_removes_the_stale_worktree(
+    store, tmp_path
+):
+    """Issue 62: after a kill -9 the child trained on, and the rerun failed (`exited 3 without a finished
+    run`: the orphan held the scratch run); the killed one's worktree stayed registered."""
+    repo, rev, run, honest = store
+    ready = tmp_path / "ready"
+    gated = _gated_commit(repo, ready)
+    parent, child, tree = _retraining(repo, run, gated, ready)
+    parent.kill()
+    parent.communicate(timeout=60)
+    _until(lambda: not _alive(child), "end of the training child after its parent's kill -9", seconds=60)
+    assert _worktrees(repo) == [repo, tree] and tree.exists()  # the killed one's, stale
+    allow = ("--allow-read", str(repo / "experiments"))
+    again = _repro(repo, "--results", "results", *allow, "retrain", run.run_id, "--at", gated, code=repo)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"retrained at {gated}: valid 9.000000 -> " in again.stdout
+    assert _worktrees(repo) == [repo] and not tree.parent.parent.exists()
+    assert abs(run.summary()["valid_bits"] - honest["valid_bits"]) < 1e-4 and run.spec()["code_version"] == gated
