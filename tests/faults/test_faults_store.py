@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from faultkit import SignalAt
+from faultkit import SignalAt, reported_copy
 
 from repro import data
 from repro.cli import main
@@ -193,6 +193,31 @@ def test_a_fifo_in_place_of_a_run_file_is_named_and_never_read(tmp_path, write_m
         assert status.returncode == 0 and "finished" in status.stdout, status
         assert report.returncode == 2 and report.stderr.splitlines() == [f"error: {said}"], report
     assert stat.S_ISFIFO(os.stat(run.path / name).st_mode)  # left as it was: only run replaces it
+
+
+def test_a_linked_run_folder_is_named_with_its_target_and_never_followed(tmp_path, straight):
+    """A symbolic link in place of a stored run's folder (or a manifest's) was followed by status and
+    report without a word: its run reported as if stored here. Now each says in one line what the link is
+    and where it points and leaves it out; the link's target is neither read nor written."""
+    summary, _ = straight()
+    manifest = reported_copy(straight, tmp_path)
+    run = RunDir(tmp_path / "results", "f-run", summary["run_id"])
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(run.path, elsewhere / "f-run" / run.run_id)  # a whole run: followed, it would read
+    shutil.rmtree(run.path)
+    run.path.symlink_to(elsewhere / "f-run" / run.run_id)
+    other = tmp_path / "results" / "runs" / "other"
+    other.symlink_to(elsewhere / "f-run")
+    before = sorted((p.relative_to(elsewhere), p.stat().st_mtime_ns) for p in elsewhere.rglob("*"))
+    status = repro_process(["status"])
+    linked = f"linked: {run.path} is a link to {elsewhere / 'f-run' / run.run_id}: not read; a stored run is a folder of its own"
+    manifest_linked = f"linked: {other} is a link to {elsewhere / 'f-run'}: not read; a manifest's runs are stored in a folder of its own"
+    assert status.returncode == 0 and status.stdout.splitlines() == [linked, manifest_linked], status
+    report = repro_process(["report", "--allow-read", str(straight.base), str(manifest)])
+    assert report.returncode == 0 and report.stderr == "", report
+    assert f"- {linked.replace('linked: ', 'linked run, left out: ', 1)}" in report.stdout.splitlines()
+    assert "No stored runs yet: `repro run" in report.stdout and "| finished |" not in report.stdout
+    assert sorted((p.relative_to(elsewhere), p.stat().st_mtime_ns) for p in elsewhere.rglob("*")) == before
 
 
 def test_a_full_disk_fails_in_one_line_leaving_nothing_half_written(tmp_path, write_manifest, kid, capsys):
