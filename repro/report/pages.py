@@ -71,7 +71,7 @@ def render_all(
     """Every manifest's report plus ``REPORT.md``: the papers' artefacts in their order, each row's headline
     claim with its effect, the verdict counts, then each artefact's claims a line each (``access``: the
     folders the user allowed the manifests beyond their own). Each stored run a report leaves out (corrupt,
-    unreadable, a link) is a line to ``echo``, as ``repro status`` says it."""
+    unreadable, a link, a FIFO in place of its metrics) is a line to ``echo``, as ``repro status`` says it."""
     with writing(root):
         manifests = sorted(
             (renderers.check_loaded(lookup.load(p, access)) for p in discover().values()), key=paper_order

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,8 @@ class CorruptFile(UserError):
 class LeftOut:
     """A run folder a scan of the store leaves out, and why: ``corrupt`` (a file that does not parse or
     names another run: ``repro run`` redoes it), ``unreadable`` (this user may not read it: a folder at
-    mode 000) or ``linked`` (a symbolic link in place of a run's or a manifest's folder: never followed).
+    mode 000), ``linked`` (a symbolic link in place of a run's or a manifest's folder: never followed) or
+    ``damaged`` (a FIFO, a folder or a link in place of its metrics.csv or analysis.npz: never opened).
     The runs beside it are served."""
 
     kind: str
@@ -414,7 +416,7 @@ def listing(
         known = index.load(root, folder.name) if named else {}
         kept, changed = {}, False
         for path in paths:
-            out = _linked(path, "a stored run is a folder of its own") or _unreadable(path)
+            out = _linked(path, "a stored run is a folder of its own") or _unreadable(path) or _damaged(path)
             if out:  # not kept in the index: looked at again by the next scan
                 left.append(out)
                 continue
@@ -476,6 +478,25 @@ def _unreadable(path: Path) -> LeftOut | None:
     for name in ("spec.yaml", "summary.json"):
         if name in names and not os.access(path / name, os.R_OK):
             return LeftOut("unreadable", f"{path / name}: Permission denied")
+    return None
+
+
+DATA_FILES = ("metrics.csv", "analysis.npz")  # what a report reads of a run beside its spec and summary
+
+
+def _damaged(path: Path) -> LeftOut | None:
+    """A FIFO, a device, a folder or a link in place of the run ``path``'s metrics.csv or analysis.npz (a
+    report's curves and figures would block on a FIFO or fail), or None. Looked at by every scan, never kept
+    in the index: the index goes by the spec's and the summary's stamps. A FIFO in place of the spec or the
+    summary makes the run corrupt instead (:func:`_stored`): ``repro run`` redoes it."""
+    for name in DATA_FILES:
+        try:
+            mode = os.lstat(path / name).st_mode
+        except OSError:  # absent (a run without figure arrays), or a folder this check may not search
+            continue
+        if not stat.S_ISREG(mode):
+            what = safeyaml.not_regular(mode)
+            return LeftOut("damaged", f"{path / name} is {what}, not a regular file: run left out")
     return None
 
 
