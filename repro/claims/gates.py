@@ -80,7 +80,7 @@ def _judged(check, runs, cell_keys, requires, confidence, controls, sesoi, curve
     if failed:  # its numbers with it: a premise that fails says by how much (issue 60)
         numbers = "; ".join(f"`{p}`: {judged_first[p].detail}" for p in failed)
         return Verdict(NOT_EVALUABLE, f"{failed_text([f'`{p}`' for p in failed])} ({numbers})", failed=failed)
-    frames, means = paired(runs, cell_keys, [check])
+    frames, means, dropped = paired(runs, cell_keys, [check])
     look = ""
     if looks is not None and looks.sequential:  # judged at the look its seeds reach (repro.claims.sequential)
         if len(frames) > looks.counts[-1]:
@@ -90,6 +90,7 @@ def _judged(check, runs, cell_keys, requires, confidence, controls, sesoi, curve
         look = f"look {k + 1} of {len(looks.counts)} ({looks.text()}): one-sided level {nominal:.3g}"
         spend, confidence = (1 - confidence) / nominal, 1 - nominal
     verdict = judge(check, means, frames, cell_keys, confidence)
+    verdict.dropped = dropped
     verdict.held += [_premise(p, runs, cell_keys, confidence) for p in requires if p.text in judged_first]
     band = verdict.decided.band if verdict.decided is not None else None
     # none declared: a band's is its half-width (what it calls equivalent), else its metric's default
@@ -110,35 +111,38 @@ def _judged(check, runs, cell_keys, requires, confidence, controls, sesoi, curve
 
 def paired(
     runs: pd.DataFrame, cell_keys: list[str], checks: list[str | language.Check]
-) -> tuple[list[pd.DataFrame], pd.DataFrame]:
-    """(each complete seed's runs, the seed means of those runs) for ``checks``."""
+) -> tuple[list[pd.DataFrame], pd.DataFrame, list[str]]:
+    """(each complete seed's runs, the seed means of those runs, a line per seed left out because a value
+    it stores is no number) for ``checks``."""
     runs = runs.reset_index(drop=True)  # rows are told apart by position
-    seeds = complete_seeds(runs, cell_keys, [sel for c in checks for sel in language.compiled(c).selections])
+    seeds, notes = complete_seeds(runs, cell_keys, [sel for c in checks for sel in language.compiled(c).selections])
     frames = [runs[seeds_of(runs) == seed] for seed in seeds]
-    return frames, seed_means(pd.concat(frames), cell_keys) if len(frames) > 1 else frames[0]
+    return frames, seed_means(pd.concat(frames), cell_keys) if len(frames) > 1 else frames[0], notes
 
 
 def precondition(check: str | language.Check, runs: pd.DataFrame, cell_keys: list[str]) -> Verdict:
     """A precondition judged alone: it holds (*reproduced*) only when it holds on every seed of the seeds
-    that complete it, never on a seed mean; the detail gives its values' spread and the seeds it fails on."""
+    that complete it, never on a seed mean; the detail gives its values' spread, the seeds it fails on and
+    those it dropped (a value no number), as the preconditions' table shows it."""
     check = language.compiled(check)
-    frames, means = paired(runs, cell_keys, [check])
+    frames, means, dropped = paired(runs, cell_keys, [check])
     verdict = judge(check, means, [means], cell_keys, CONFIDENCE, gate=True)
-    if verdict.status == NOT_EVALUABLE or len(frames) < 2:
-        return verdict
-    verdict.detail = judge(check, means, frames, cell_keys, CONFIDENCE, gate=True).detail
-    verdict.seeds = len(frames)
-    each = [judge(check, frame, [frame], cell_keys, CONFIDENCE, gate=True).status for frame in frames]
-    failing = [str(seeds_of(frame).iloc[0]) for frame, status in zip(frames, each) if status != REPRODUCED]
-    verdict.status = NOT_REPRODUCED if failing else REPRODUCED
-    if failing:
-        verdict.detail += f"; fails on seed{'s' * (len(failing) > 1)} {', '.join(failing)} of {len(frames)}"
+    if verdict.status != NOT_EVALUABLE and len(frames) > 1:
+        verdict.detail = judge(check, means, frames, cell_keys, CONFIDENCE, gate=True).detail
+        verdict.seeds = len(frames)
+        each = [judge(check, frame, [frame], cell_keys, CONFIDENCE, gate=True).status for frame in frames]
+        failing = [str(seeds_of(frame).iloc[0]) for frame, status in zip(frames, each) if status != REPRODUCED]
+        verdict.status = NOT_REPRODUCED if failing else REPRODUCED
+        if failing:
+            verdict.detail += f"; fails on seed{'s' * (len(failing) > 1)} {', '.join(failing)} of {len(frames)}"
+    verdict.dropped = dropped
+    verdict.detail += "".join(f"; {note}" for note in dropped)
     return verdict
 
 
 def _premise(premise: language.Check, runs: pd.DataFrame, cell_keys: list[str], confidence: float) -> str:
     """A premise that held, as a verdict's ``held`` says it: its paired margin (the cell that decided)."""
-    frames, means = paired(runs, cell_keys, [premise])
+    frames, means, _ = paired(runs, cell_keys, [premise])  # a seed it drops: said by its precondition
     judged = judge(premise, means, frames, cell_keys, confidence)
     return f"premise `{premise.text}`: holds on every seed ({judged.effect or judged.detail})"
 
@@ -148,8 +152,9 @@ def _controls(verdict: Verdict, controls, runs, cell_keys, confidence, reading: 
     if reading == 0:
         return verdict
     for control in map(language.compiled, controls):
-        frames, means = paired(runs, cell_keys, [control])
+        frames, means, dropped = paired(runs, cell_keys, [control])
         judged = judge(control, means, frames, cell_keys, confidence)
+        verdict.dropped += [note for note in dropped if note not in verdict.dropped]
         one_seed = verdict.status == INDICATIVE and judged.status == INDICATIVE and judged.holds
         if judged.status != REPRODUCED and not one_seed:  # a one-seed claim takes its control's sign alike
             said = judged.effect or judged.detail
@@ -241,5 +246,5 @@ def _provenance(judged: Callable[[pd.DataFrame], Verdict], runs: pd.DataFrame, c
         if runs.empty:
             return replace(stopped(verdict, "provenance", f"no seed is left: {'; '.join(notes)}"), lost=frozenset(lost))
         verdict = judged(runs)
-    verdict.dropped, verdict.lost = notes, frozenset(lost)
+    verdict.dropped, verdict.lost = [*verdict.dropped, *notes], frozenset(lost)
     return verdict

@@ -16,7 +16,7 @@ import pandas as pd
 from repro.claims.language import TIMED, Selection, shown
 from repro.config.cells import cell_text, value_text
 from repro.config.keys import matching
-from repro.store.usable import MISSING, fault
+from repro.store.usable import MISSING, NOT_A_NUMBER, fault
 
 SEED = "train.seed"  # the column that tells a cell's replicates apart
 
@@ -69,9 +69,12 @@ def seeds_of(runs: pd.DataFrame) -> pd.Series:
     return runs[SEED] if SEED in runs else pd.Series(0, index=runs.index)
 
 
-def complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[Selection]) -> list:
-    """The seeds whose runs complete every selection (finished, the metric stored, every cell there, and
-    for a timing metric every run alone); when none does, the first seed (its selections then say what is
+def complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[Selection]) -> tuple[list, list[str]]:
+    """(the seeds whose runs complete every selection: finished, the metric stored and a number
+    (:func:`repro.store.usable.fault`), every cell there, and for a timing metric every run alone; the
+    seeds left out because a value they store is no number (text such as ``"NaN"``, a boolean), a line
+    each: ``seed 2 dropped: <why>``). A seed not yet run or finished, or without the metric, is left out
+    without a word. When no seed completes: the first seed, no line (its selections then say what is
     missing)."""
     seed_of = seeds_of(runs)
     keys = [k for k in cell_keys if k in runs]
@@ -81,29 +84,36 @@ def complete_seeds(runs: pd.DataFrame, cell_keys: list[str], selections: list[Se
         try:
             every = matching_rows(runs, cell_keys, filters).index
         except NotEvaluable:
-            return list(dict.fromkeys(seed_of))[:1]
+            return list(dict.fromkeys(seed_of))[:1], []
         wanted.append((metric, filters, every, label[every].nunique()))
 
-    def complete(frame: pd.DataFrame) -> bool:
+    def incomplete(frame: pd.DataFrame) -> str | None:
+        """None when the seed's runs ``frame`` complete every selection, else why not ("": not stored yet)."""
         for metric, filters, every, cells in wanted:
             rows = frame.loc[frame.index.intersection(every)]
             if (
                 rows.empty
                 or (rows["status"] != "finished").any()
                 or metric not in rows
-                or rows[metric].isna().any()
+                or MISSING in map(fault, rows[metric])
                 or label[rows.index].nunique() != cells
             ):
-                return False
+                return ""
+            why = not_a_number(rows, metric, filters)
+            if why:
+                return why
             if metric in TIMED:
                 try:
                     check_alone(rows, metric, filters)
                 except NotEvaluable:
-                    return False
-        return True
+                    return ""
+        return None
 
-    seeds = [seed for seed, frame in runs.groupby(seed_of, sort=False) if complete(frame)]
-    return seeds or list(dict.fromkeys(seed_of))[:1]
+    why = {seed: incomplete(frame) for seed, frame in runs.groupby(seed_of, sort=False)}
+    seeds = [seed for seed, said in why.items() if said is None]
+    if not seeds:
+        return list(dict.fromkeys(seed_of))[:1], []
+    return seeds, [f"seed {seed} dropped: {said}" for seed, said in why.items() if said]
 
 
 def matching_rows(runs: pd.DataFrame, cell_keys: list[str], filters: dict[str, str]) -> pd.DataFrame:
@@ -130,9 +140,9 @@ def select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[
         raise NotEvaluable(f"metric {metric!r} is missing from the runs of {shown(metric, filters)}")
     if metric in TIMED:
         check_alone(rows, metric, filters)
-    if any(faults):
-        bad = rows[metric].iloc[next(i for i, why in enumerate(faults) if why)]
-        raise NotEvaluable(f"metric {metric!r} of a run of {shown(metric, filters)} is {str(bad)[:40]!r}, not a number")
+    why = not_a_number(rows, metric, filters)
+    if why:
+        raise NotEvaluable(why)
     numbers = rows[metric].map(float)
     free = [c for c in cell_keys if c not in used]
     if len(rows) == 1:
@@ -148,6 +158,15 @@ def select(runs: pd.DataFrame, cell_keys: list[str], metric: str, filters: dict[
             f"several runs share a cell of {shown(metric, filters)}: {sorted(index[index.duplicated()])}"
         )
     return pd.Series(numbers.astype(float).values, index=index)
+
+
+def not_a_number(rows: pd.DataFrame, metric: str, filters: dict[str, str]) -> str | None:
+    """Why the runs ``rows`` of a selection hold no number for ``metric``: the first value stored that is
+    none (:data:`repro.store.usable.NOT_A_NUMBER`: text such as ``"NaN"``, a boolean, a list), or None."""
+    bad = [value for value in rows[metric] if fault(value) == NOT_A_NUMBER]
+    return (
+        f"metric {metric!r} of a run of {shown(metric, filters)} is {str(bad[0])[:40]!r}, not a number" if bad else None
+    )
 
 
 def check_alone(rows: pd.DataFrame, metric: str, filters: dict[str, str]) -> None:

@@ -104,7 +104,7 @@ class Verdict:
     p_fails: float = math.nan
     sesoi: float = math.nan  # the smallest effect of interest the claim declares (or its metric's default)
     held: list[str] = field(default_factory=list)  # the gates and controls it passed, each with its numbers
-    dropped: list[str] = field(default_factory=list)  # the seeds its provenance left out, each with why
+    dropped: list[str] = field(default_factory=list)  # the seeds left out (a value no number, provenance), with why
     read_at: float = math.nan  # the one-sided level of the verdict shown (Holm's, set by REPORT.md's adjustment)
     shown: str = ""  # the verdict the line leads with (Holm's), where it differs from ``status``
     look: str = ""  # a sequential design's look it was judged at, and that look's level (repro.claims.sequential)

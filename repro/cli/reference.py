@@ -160,7 +160,10 @@ manifest, `learned[...]`: each run's valid bits below 0.8 times the unigram bits
 (`learned_test[...]` where only the test split is scored), and a claim made only of it reads *trained*.
 
 `--all` writes every manifest's report and `results/REPORT.md` over them, then removes the files under
-`reports/figures/` and `reports/tables/` that no report links (figures of runs that are gone).""",
+`reports/figures/` and `reports/tables/` that no report links (figures of runs that are gone). A stored run
+a report leaves out is a line on its page, and `--all` prints each as `repro status` does: `corrupt:`,
+`unreadable:`, `linked:` (a link in place of its folder, never followed), `damaged:` (a FIFO or a link in
+place of its metrics.csv or analysis.npz, never opened).""",
     "verify": """\
 Each RUN is trained again as it was made: the code of its `code_version` (a `git worktree` of that
 commit, from the repository that holds the results root, else this code's), the thread count and CPU

@@ -17,7 +17,7 @@ def cmd_report(args) -> int:
     if args.all and args.max_steps is not None:
         raise UserError(f"--max-steps {args.max_steps}: a capped report is one manifest's (name it), not --all's")
     if args.all:
-        print(f"wrote {report.render_all(root, args.confidence, args.access)}")
+        print(f"wrote {report.render_all(root, args.confidence, args.access, echo=print)}")
         removed = prune.remove_unreferenced(root)
         if removed:
             print(f"removed {len(removed)} file(s) of reports/figures and reports/tables that no report references")

@@ -81,6 +81,16 @@ def read_bounded(path: Path, limit: int | None, error: type[Exception]) -> bytes
     return raw
 
 
+def not_regular(mode: int) -> str:
+    """What a file of ``mode`` (``os.lstat``'s) is when it is no regular file: ``a FIFO``, ``a device``,
+    ``a socket``, ``a folder``, ``a symbolic link``."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode) else "a socket"
+
+
 def loads(text: str, where: str) -> Any:
     loader = LOADER(text)
     try:

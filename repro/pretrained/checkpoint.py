@@ -38,6 +38,7 @@ import torch
 
 from repro.data.fetch import digest_file
 from repro.errors import UserError
+from repro.files import safeyaml
 from repro.store.checkpoints import unsafe_content
 
 PREFIX = "module."  # DataParallel's and DistributedDataParallel's
@@ -143,10 +144,7 @@ def _regular(path: Path) -> None:
     if stat.S_ISDIR(mode):
         raise ImportRefused(f"{path}: is a directory; {EXPECTED}")
     if not stat.S_ISREG(mode):
-        kind = (
-            "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
-        )
-        raise ImportRefused(f"{path}: is not a regular file ({kind}); {EXPECTED}")
+        raise ImportRefused(f"{path}: is not a regular file ({safeyaml.not_regular(mode)}); {EXPECTED}")
 
 
 def _model_state(path: Path, raw) -> tuple[dict, int | None]:

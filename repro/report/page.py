@@ -31,7 +31,8 @@ SCALE_NOTE = {
     "probe": "**Scale: probe** (synthetic mechanism checks on generated corpora whose right answer is known, 2 CPU "
     "cores, minutes per run: docs/probes.md). NOT the papers' numbers and not their data.",
 }
-HOW = {"corrupt": " (`repro run` redoes it)", "unreadable": " (this user may not read it)"}  # a run left out
+# a run left out (repro.store.runs.LeftOut): a linked or damaged one's line says it all
+HOW = {"corrupt": " (`repro run` redoes it)", "unreadable": " (this user may not read it)", "linked": "", "damaged": ""}
 IMAGES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
 _BASE_NOTES = (
     "Written for that file's own settings, not for the overrides above: where they name a value the "

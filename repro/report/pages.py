@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from repro.claims.stats import CONFIDENCE
@@ -65,10 +65,13 @@ def write(report: Report, root: Path) -> Path:
     return path
 
 
-def render_all(root: Path, confidence: float = CONFIDENCE, access: Access = NONE) -> Path:
+def render_all(
+    root: Path, confidence: float = CONFIDENCE, access: Access = NONE, echo: Callable[[str], None] = lambda line: None
+) -> Path:
     """Every manifest's report plus ``REPORT.md``: the papers' artefacts in their order, each row's headline
     claim with its effect, the verdict counts, then each artefact's claims a line each (``access``: the
-    folders the user allowed the manifests beyond their own)."""
+    folders the user allowed the manifests beyond their own). Each stored run a report leaves out (corrupt,
+    unreadable, a link, a FIFO in place of its metrics) is a line to ``echo``, as ``repro status`` says it."""
     with writing(root):
         manifests = sorted(
             (renderers.check_loaded(lookup.load(p, access)) for p in discover().values()), key=paper_order
@@ -78,6 +81,8 @@ def render_all(root: Path, confidence: float = CONFIDENCE, access: Access = NONE
         for manifest in manifests:  # each page written before the next is assembled, as `repro report` does
             reports.append(assemble(manifest, root, confidence))
             write(reports[-1], root)
+            for kind, why in reports[-1].left:
+                echo(f"{kind}: {why}")
         everything = [r for report in reports for r in report.results]
         family = multiplicity(everything, 1 - confidence, {m.name: m.family for m in manifests})
         out_dir = root / "reports"

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +42,10 @@ class CorruptFile(UserError):
 @dataclass(frozen=True)
 class LeftOut:
     """A run folder a scan of the store leaves out, and why: ``corrupt`` (a file that does not parse or
-    names another run: ``repro run`` redoes it) or ``unreadable`` (this user may not read it: a folder at
-    mode 000; the runs beside it are served)."""
+    names another run: ``repro run`` redoes it), ``unreadable`` (this user may not read it: a folder at
+    mode 000), ``linked`` (a symbolic link in place of a run's or a manifest's folder: never followed) or
+    ``damaged`` (a FIFO, a folder or a link in place of its metrics.csv or analysis.npz: never opened).
+    The runs beside it are served."""
 
     kind: str
     why: str  # the path and the reason
@@ -404,18 +407,18 @@ def listing(
     folders = [base / manifest] if manifest else _folders(base)
     found, left = [], []
     for folder in folders:
-        unreadable = _unreadable(folder)
-        if unreadable:  # a manifest's folder this user may not read: the others are served
-            left.append(LeftOut("unreadable", unreadable))
+        out = _linked(folder, "a manifest's runs are stored in a folder of its own") or _unreadable(folder)
+        if out:  # a manifest's folder that is a link or this user may not read: the others are served
+            left.append(out)
             continue
         paths = _folders(folder)
         named = is_plain(folder.name)  # else: no index
         known = index.load(root, folder.name) if named else {}
         kept, changed = {}, False
         for path in paths:
-            unreadable = _unreadable(path)
-            if unreadable:  # not kept in the index: read again once it may be
-                left.append(LeftOut("unreadable", unreadable))
+            out = _linked(path, "a stored run is a folder of its own") or _unreadable(path) or _damaged(path)
+            if out:  # not kept in the index: looked at again by the next scan
+                left.append(out)
                 continue
             stamps = [index.stamp(path / "spec.yaml"), index.stamp(path / "summary.json")]
             entry = known.get(path.name)
@@ -452,17 +455,48 @@ def _folders(folder: Path) -> list[Path]:
         raise CorruptFile(f"{folder}: unreadable ({_reason(err)})") from None
 
 
-def _unreadable(path: Path) -> str | None:
+def _linked(path: Path, what: str) -> LeftOut | None:
+    """A symbolic link at the store's folder ``path``, named with where it points (never followed: what is
+    stored there is ``what``), or None."""
+    if not path.is_symlink():
+        return None
+    try:
+        target = os.readlink(path)
+    except OSError as err:
+        target = f"? ({_reason(err)})"
+    return LeftOut("linked", f"{path} is a link to {target}: not read; {what}")
+
+
+def _unreadable(path: Path) -> LeftOut | None:
     """Why this user may not read the folder ``path`` (its listing, a run's spec or summary), or None."""
     try:
         names = set(os.listdir(path))
     except PermissionError as err:
-        return f"{path}: {err.strerror}"
+        return LeftOut("unreadable", f"{path}: {err.strerror}")
     except OSError:  # absent, or not a folder: not this check's to tell
         return None
     for name in ("spec.yaml", "summary.json"):
         if name in names and not os.access(path / name, os.R_OK):
-            return f"{path / name}: Permission denied"
+            return LeftOut("unreadable", f"{path / name}: Permission denied")
+    return None
+
+
+DATA_FILES = ("metrics.csv", "analysis.npz")  # what a report reads of a run beside its spec and summary
+
+
+def _damaged(path: Path) -> LeftOut | None:
+    """A FIFO, a device, a folder or a link in place of the run ``path``'s metrics.csv or analysis.npz (a
+    report's curves and figures would block on a FIFO or fail), or None. Looked at by every scan, never kept
+    in the index: the index goes by the spec's and the summary's stamps. A FIFO in place of the spec or the
+    summary makes the run corrupt instead (:func:`_stored`): ``repro run`` redoes it."""
+    for name in DATA_FILES:
+        try:
+            mode = os.lstat(path / name).st_mode
+        except OSError:  # absent (a run without figure arrays), or a folder this check may not search
+            continue
+        if not stat.S_ISREG(mode):
+            what = safeyaml.not_regular(mode)
+            return LeftOut("damaged", f"{path / name} is {what}, not a regular file: run left out")
     return None
 
 

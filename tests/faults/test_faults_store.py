@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from faultkit import SignalAt
+from faultkit import SignalAt, reported_copy
+from storekit import stored_run
 
 from repro import data
 from repro.cli import main
+from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.files import atomic
 from repro.store.runs import RunDir
@@ -168,31 +170,89 @@ def repro_process(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "repro", *argv], capture_output=True, text=True, env=env, timeout=120)
 
 
-@pytest.mark.parametrize("name", ["summary.json", "metrics.csv"])
+@pytest.mark.parametrize("name", ["summary.json", "metrics.csv", "analysis.npz"])
 def test_a_fifo_in_place_of_a_run_file_is_named_and_never_read(tmp_path, write_manifest, name):
     """A FIFO as a run's summary.json hung status, report, run and sample (a blocking read that no writer
-    ends); as its metrics.csv, report. Now it is opened without blocking and never read."""
+    ends); as its metrics.csv, report. Then the metrics' FIFO made the whole report exit 2 (its curves did
+    not read); now the run is left out in one line, by status and report alike, and the rest served."""
     path = write_manifest(top="renders: [curves]\n")
     (spec,) = manifests.load(path).expand("tiny")
-    run = RunDir(tmp_path / "results", spec.manifest, spec.run_id)
-    run.write_spec(spec.record(None))
-    run.write_summary({"status": "finished", "scale": "tiny", "dataset": "file", "valid_bits": 2.5, "test_bits": 2.25})
-    run.append_metrics([{"step": step, "train/bits": 3.0 - step / 100} for step in range(1, 20, 2)])
-    (run.path / name).unlink()
+    run = stored_run(tmp_path / "results", spec, valid_bits=2.5, test_bits=2.25)
+    (run.path / name).unlink(missing_ok=True)  # a run of this family stores no analysis.npz
     os.mkfifo(run.path / name)
-    said = f"{run.path / name}: not a regular file; allowed: a regular file"
     status, report = repro_process(["status"]), repro_process(["report", str(path)])
+    assert status.returncode == 0 and report.returncode == 0, (status, report)
+    page = (tmp_path / "results" / "reports" / "f-run.md").read_text().splitlines()
     if name == "summary.json":  # a corrupt run: listed, left out, redone by run
-        assert status.returncode == 0 and f"corrupt: {said}" in status.stdout.splitlines(), status
-        assert report.returncode == 0, report
-        page = (tmp_path / "results" / "reports" / "f-run.md").read_text().splitlines()
+        said = f"{run.path / name}: not a regular file; allowed: a regular file"
+        assert f"corrupt: {said}" in status.stdout.splitlines(), status
         assert f"- corrupt run, left out (`repro run` redoes it): {said}" in page
         planned = repro_process(["run", str(path), "--dry-run"])
         assert planned.returncode == 0 and f"{run.run_id}  f-run  -  [corrupt summary: redone by run]" in planned.stdout
-    else:  # the curves it draws do not read: one line, exit 2
-        assert status.returncode == 0 and "finished" in status.stdout, status
-        assert report.returncode == 2 and report.stderr.splitlines() == [f"error: {said}"], report
+    else:  # its curves or figures would block: the run is left out, named (run does not redo a finished run)
+        said = f"{run.path / name} is a FIFO, not a regular file: run left out"
+        assert status.stdout.splitlines() == [f"damaged: {said}"], status
+        assert f"- damaged run, left out: {said}" in page and "No stored runs yet" in "\n".join(page)
     assert stat.S_ISFIFO(os.stat(run.path / name).st_mode)  # left as it was: only run replaces it
+
+
+def test_a_linked_run_folder_is_named_with_its_target_and_never_followed(tmp_path, straight):
+    """A symbolic link in place of a stored run's folder (or a manifest's) was followed by status and
+    report without a word: its run reported as if stored here. Now each says in one line what the link is
+    and where it points and leaves it out; the link's target is neither read nor written."""
+    summary, _ = straight()
+    manifest = reported_copy(straight, tmp_path)
+    run = RunDir(tmp_path / "results", "f-run", summary["run_id"])
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(run.path, elsewhere / "f-run" / run.run_id)  # a whole run: followed, it would read
+    shutil.rmtree(run.path)
+    run.path.symlink_to(elsewhere / "f-run" / run.run_id)
+    other = tmp_path / "results" / "runs" / "other"
+    other.symlink_to(elsewhere / "f-run")
+    before = sorted((p.relative_to(elsewhere), p.stat().st_mtime_ns) for p in elsewhere.rglob("*"))
+    status = repro_process(["status"])
+    linked = f"linked: {run.path} is a link to {elsewhere / 'f-run' / run.run_id}: not read; a stored run is a folder of its own"
+    manifest_linked = f"linked: {other} is a link to {elsewhere / 'f-run'}: not read; a manifest's runs are stored in a folder of its own"
+    assert status.returncode == 0 and status.stdout.splitlines() == [linked, manifest_linked], status
+    report = repro_process(["report", "--allow-read", str(straight.base), str(manifest)])
+    assert report.returncode == 0 and report.stderr == "", report
+    assert f"- {linked.replace('linked: ', 'linked run, left out: ', 1)}" in report.stdout.splitlines()
+    assert "No stored runs yet: `repro run" in report.stdout and "| finished |" not in report.stdout
+    assert sorted((p.relative_to(elsewhere), p.stat().st_mtime_ns) for p in elsewhere.rglob("*")) == before
+
+
+def test_report_all_names_a_linked_run_and_a_fifo_and_reports_every_other_manifest(tmp_path):
+    """`repro report --all` over a store with a run folder that is a link and a run whose metrics.csv is a
+    FIFO: it followed the link in silence and exited 2 on the FIFO, writing no REPORT.md. Now it names both
+    in one line each, leaves them out and reports the rest, exit 0."""
+    root, found = tmp_path / "results", manifests.discover()
+    runs = {
+        name: stored_run(root, lookup.load(found[name]).expand("tiny")[0], valid_bits=2.0, test_bits=2.0)
+        for name in ("smoke", "as-table1", "st-precision")
+    }
+    linked, fifo = runs["as-table1"], runs["st-precision"]
+    target = tmp_path / "elsewhere" / linked.run_id
+    target.parent.mkdir()
+    shutil.move(linked.path, target)
+    linked.path.symlink_to(target)
+    fifo.metrics_path.unlink()
+    os.mkfifo(fifo.metrics_path)
+    lines = [
+        f"linked: {linked.path} is a link to {target}: not read; a stored run is a folder of its own",
+        f"damaged: {fifo.metrics_path} is a FIFO, not a regular file: run left out",
+    ]
+    done = repro_process(["report", "--all"])
+    assert done.returncode == 0 and done.stderr == "", done
+    assert done.stdout.splitlines() == [*lines, f"wrote {root / 'REPORT.md'}"]
+    pages = {name: (root / "reports" / f"{name}.md").read_text() for name in runs}
+    assert "| finished | file | 2 | 2 |" in pages["smoke"]  # its run's row
+    assert f"- linked run, left out: {lines[0].split(': ', 1)[1]}" in pages["as-table1"]
+    assert f"- damaged run, left out: {lines[1].split(': ', 1)[1]}" in pages["st-precision"]
+    assert "No stored runs yet" in pages["as-table1"] and "No stored runs yet" in pages["st-precision"]
+    assert "No stored runs yet" not in pages["smoke"]
+    status = repro_process(["status"])
+    assert status.returncode == 0 and status.stdout.splitlines()[-2:] == lines, status
+    assert runs["smoke"].run_id in status.stdout and stat.S_ISFIFO(os.stat(fifo.metrics_path).st_mode)
 
 
 def test_a_full_disk_fails_in_one_line_leaving_nothing_half_written(tmp_path, write_manifest, kid, capsys):

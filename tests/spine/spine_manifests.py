@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from storekit import stored_run  # noqa: F401 (the spine tests import it from here)
+
 from repro.config import manifest as manifests
 
 
@@ -41,17 +43,3 @@ def shipped(root: Path = manifests.SHIPPED) -> dict[str, Path]:
     """The shipped manifests under ``root`` by name: what the tests that hold every shipped manifest to
     reviewed values enumerate (a user's own under experiments/local/ left out)."""
     return manifests.discover(root, local=False)
-
-
-def stored_run(root: Path, spec, curve: bool = True, **summary):
-    """A finished run of ``spec`` in the store at ``root`` with the ``summary`` keys given (no training):
-    its spec.yaml as the runner writes it, its summary on the file dataset, and (``curve``) a training curve
-    that falls steadily to its test bits, as the trajectory gate reads."""
-    from repro.store.runs import RunDir
-
-    run = RunDir(root, spec.manifest, spec.run_id)
-    run.write_spec(spec.record(None))
-    run.write_summary({"status": "finished", "dataset": "file", "scale": spec.scale, **summary})
-    if curve and "test_bits" in summary:
-        run.append_metrics([{"step": 10 * i + 9, "train/bits": summary["test_bits"] + 1 / (i + 1)} for i in range(10)])
-    return run

@@ -192,6 +192,27 @@ def test_only_seeds_that_complete_the_claim_are_paired():
     assert verdict.seeds == 2 and "2 seeds, paired" in verdict.detail
 
 
+@pytest.mark.parametrize("stored", ["NaN", True, "2.4 bits"])
+def test_a_seed_whose_stored_value_is_no_number_is_dropped_and_named(stored):
+    """complete_seeds counted a seed complete whose value was stored but is no number (text "NaN", a
+    boolean), so the whole claim was not evaluable although two seeds complete it. Now that seed is left
+    out, by the same check as a selection's (repro.store.usable.fault), and named with why: in the claim's
+    `dropped` and in its precondition's detail."""
+    runs = _replicated({"adaptive": [2.28, 2.38, 2.18], "fixed": [2.30, 2.40, 2.20]}).astype({"valid_bits": object})
+    runs.loc[(runs["train.seed"] == 2) & (runs["model.span.kind"] == "fixed"), "valid_bits"] = stored
+    keys = ["model.span.kind"]
+    said = f"seed 2 dropped: metric 'valid_bits' of a run of valid_bits[kind=fixed] is {str(stored)!r}, not a number"
+    verdict = gates.evaluate(WINS, runs, keys)
+    assert verdict.status == "reproduced" and verdict.seeds == 2 and verdict.dropped == [said], verdict.detail
+    gate = gates.precondition("valid_bits[] < 3", runs, keys)
+    assert gate.status == "reproduced" and gate.seeds == 2 and gate.detail.endswith(said.replace("[kind=fixed]", "[]"))
+    assert gates.evaluate(WINS, runs, keys, ["valid_bits[] < 3"]).dropped == [said]  # its own seeds' line only
+    alone = runs[runs["train.seed"] == 2]  # no other seed: the selection's own line, not evaluable
+    assert gates.evaluate(WINS, alone, keys).detail == said.split(": ", 1)[1]
+    unknown = gates.evaluate("valid_bits[size=3] < 3", runs, keys)  # no seed completes a key the grid lacks
+    assert unknown.status == "not evaluable" and "filter key 'size' matches 0 grid keys" in unknown.detail
+
+
 def test_a_gate_on_a_cell_with_fewer_seeds_does_not_cut_the_claims_pairs():
     # dynamic, which the claim does not compare, has one seed; a manifest-wide gate names it too
     runs = _replicated({"adaptive": [2.28, 2.38, 2.18], "fixed": [2.30, 2.40, 2.20], "dynamic": [2.5]})
