@@ -130,7 +130,13 @@ def decision(rows: list[dict]) -> str:
         )
     return (
         "**No candidate qualifies: far context does not help the fixed span at this budget on any corpus or "
-        "lever tried.** The claims whose meaning needs the premise read not evaluable for that reason."
+        "lever tried.** On every screen S = 512 is worse than S = 64, not better, on the one seed trained, and the "
+        "criterion asks for S = 512 to be better by the margin on *every* seed: no further seed can meet it, "
+        "so the second half of step 1 (the full ladder with 3 seeds, dense against fixed) had no candidate, and "
+        "the cpu scale keeps linux-doc. The claims whose meaning needs the premise (their `requires` in the "
+        "manifests: as-table1 and as-table2 `adaptive-beats-fixed`, as-fig3 `adaptive-bits`, the dense-baseline "
+        "premise of st-table2-enwik8 `fixed-matches-dense-text`) read not evaluable for that reason, never "
+        "reproduced or refuted; docs/reproducibility.md's table of what the cpu scale decides says which."
     )
 
 
