@@ -104,8 +104,9 @@ NOT_NUMBERS = (
     "repro/train/trained.py",
     "repro/replay/verify.py",  # the same, since they left repro/train (repro/replay/samebits.py stays counted,
     "repro/replay/compare.py",  # as repro/train/samebits.py was)
-    "repro/replay/retrain.py",
+    "repro/replay/retrain.py",  # `repro retrain` (was repro/replay/replace.py; `--retrain-checkpoint` was here)
     "repro/replay/replace.py",
+    "repro/replay/checkpoint.py",  # `repro run --retrain-checkpoint` (was repro/replay/retrain.py)
     "repro/sample",
     "repro/files",  # atomic writes, locks, bounded reads: where finished numbers are written, not what they are
     "repro/store/runs.py",  # a run's folder: its files written, read back, listed and locked
