@@ -89,6 +89,7 @@ NOT_NUMBERS = (
     "repro/bench",  # benchmarks
     "repro/config/claims.py",  # the claim language, before it became repro/claims/
     "repro/claims",  # the claim language and its judge
+    "repro/grammar",  # the claim language's grammar and operators (was repro/claims/language.py, operators.py)
     "repro/claims.py",
     "repro/config/claim_checks.py",
     "repro/config/renders.py",  # which renderers a manifest names (now repro/config/renderer_names.py)
