@@ -1,11 +1,10 @@
 """Claims: the papers' findings as checks over a manifest's runs, and their verdicts.
 
-One package (import its modules: this file imports nothing, so that the config stage stays free of
-pandas), imported by the config stage (parsing and validating a manifest's claims), the report stage
-(judging them) and ``repro run`` (the power note) alike:
+One package (import its modules: this file imports nothing), imported by the report stage (judging a
+manifest's claims) and ``repro run`` (the power note) alike. The checks' grammar, which the config stage
+parses manifests with, stands below the config stage in :mod:`repro.grammar` (the language, the
+comparison operators and their verdict rules); here:
 
-- :mod:`~repro.claims.language`: the grammar, parsed once; a check's kind (finding, sanity, cost);
-- :mod:`~repro.claims.operators`: the comparison operators, one row each, with their verdict rules;
 - :mod:`~repro.claims.select`: which runs a selection picks, the seeds that complete a claim, seed means;
 - :mod:`~repro.claims.values`: the values of a check's expressions (arithmetic, functions, comparisons);
 - :mod:`~repro.claims.judge`: one check judged, its parts combined (Bonferroni inside a claim);

@@ -12,7 +12,8 @@ import hashlib
 import json
 from typing import Any
 
-from repro.claims import language, sequential
+from repro.claims import sequential
+from repro.grammar import language
 
 PARTS = ("check", "requires", "controls", "sesoi", "split", "looks", "family")
 

@@ -15,10 +15,9 @@ verdict's ``held`` when it holds:
   with every learned span at its initial value (z = 0) says nothing about the penalty;
 - **the trajectory** (:mod:`repro.claims.trajectory`): a bits verdict must keep its sign along the paired
   training curves and their fits;
-- **provenance** (:mod:`repro.claims.pairs`): a seed whose arms ran different code (their computation
-  digests, ``computes``), or one with an arm trained from uncommitted code (``+dirty``), is dropped and the
-  claim judged on the seeds left (the verdict's ``dropped`` says which and why); not evaluable only when
-  no seed is left.
+- **provenance** (:mod:`repro.claims.pairs`): a seed whose arms ran different code (their computation digests,
+  ``computes``), or one with an arm trained from uncommitted code (``+dirty``), is dropped and the claim judged
+  on the seeds left (the verdict's ``dropped`` says which and why); not evaluable only when no seed is left.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from repro.claims import language, pairs, power, sequential, trajectory
+from repro.claims import pairs, power, sequential, trajectory
 from repro.claims.judge import judge
 from repro.claims.select import NotEvaluable, complete_seeds, matching_rows, run_ids, seed_means, seeds_of
 from repro.claims.stats import CONFIDENCE
@@ -45,6 +44,7 @@ from repro.claims.verdict import (
     stopped,
 )
 from repro.config.looks import Looks
+from repro.grammar import language
 
 
 def evaluate(
@@ -62,7 +62,7 @@ def evaluate(
     """Judge ``check`` over ``runs`` (one row per run in grid order: ``status``, the cell keys, the summary
     metrics, ``train.seed`` for replicates, ``code_version`` and ``digest`` where known) after its
     requirements, on the seeds whose arms ran the same code (``computes``: a run's digest at a commit).
-    Each check is parsed here once (none that comes parsed, :class:`repro.claims.language.Check`, again)."""
+    Each check is parsed here once (none that comes parsed, :class:`repro.grammar.language.Check`, again)."""
     check, level = language.compiled(check), power.of_claim(check, sesoi)  # what a premise's `sesoi` names
     requires = [language.compiled(power.bound(p, level)) for p in requires]
     controls = [language.compiled(power.bound(c, level)) for c in controls]

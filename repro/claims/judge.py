@@ -1,5 +1,5 @@
 """Judging one check over a manifest's runs: its selections paired seed by seed, each comparison's margin
-judged by its operator's rule (:mod:`repro.claims.operators`), the parts combined.
+judged by its operator's rule (:mod:`repro.grammar.operators`), the parts combined.
 
 Replicates (runs of one cell that differ only in ``train.seed``) are judged together, on the seeds whose
 runs complete every selection of the check; each comparison has one margin per seed (each seed's runs
@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.claims import language, stats
-from repro.claims.operators import EXACT, OPERATORS, band
+from repro.claims import stats
 from repro.claims.select import NotEvaluable, as_series, matching_rows, select
 from repro.claims.values import aligned, chosen, evaluate, spread
 from repro.claims.verdict import INDICATIVE, NOT_EVALUABLE, STATUS, Margin, Verdict
+from repro.grammar import language
+from repro.grammar.operators import EXACT, OPERATORS, band
 
 
 @dataclass

@@ -13,9 +13,9 @@ import ast
 import math
 import re
 
-from repro.claims import language
-from repro.claims.operators import band
 from repro.claims.stats import CONFIDENCE, POWER, detectable, t_quantile
+from repro.grammar import language
+from repro.grammar.operators import band
 
 SPANS = ("avg_span", "span_max", "span_lower_half", "span_upper_half", "span_growth", "dynamic_span_mean")
 DEFAULTS = {"bits": 0.02, "span": 4.0}

@@ -1,7 +1,7 @@
 """Selections: which stored runs a claim's ``metric[key=value]`` picks, the replicates (seeds) that complete
 a claim, and the seed means every table, figure and claim shares (:func:`seed_means`).
 
-A timing metric (:data:`repro.claims.language.TIMED`) counts only from runs whose summary says they ran
+A timing metric (:data:`repro.grammar.language.TIMED`) counts only from runs whose summary says they ran
 alone (``ran_alone``: no sampled interval of training had other processes keeping more than half a core
 busy; runs stored before 2026-12-02 judged it from the 1-minute load average); a seed whose timed runs
 shared the machine is left out, and a claim with no such seed is not evaluable, saying which and how much.
@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from repro.claims.language import TIMED, Selection, shown
 from repro.config.cells import cell_text, value_text
 from repro.config.keys import matching
+from repro.grammar.language import TIMED, Selection, shown
 from repro.store.usable import MISSING, NOT_A_NUMBER, fault
 
 SEED = "train.seed"  # the column that tells a cell's replicates apart

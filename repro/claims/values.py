@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.claims.operators import OPERATORS
 from repro.claims.select import NotEvaluable, as_series
+from repro.grammar.operators import OPERATORS
 
 _FUNCTIONS = {
     "mean": lambda s: as_series(s).mean(),
@@ -30,7 +30,7 @@ _FUNCTIONS = {
 
 def _steps(value: Any, later: bool) -> pd.Series:
     """The cells of ``value`` after the first (``later``) or before the last, each labelled by its step
-    (``128 after 64``): nonincreasing(x) compares the two (repro.claims.language)."""
+    (``128 after 64``): nonincreasing(x) compares the two (repro.grammar.language)."""
     s = as_series(value)
     if len(s) < 2:
         raise NotEvaluable(f"nonincreasing() needs two cells or more, got {len(s)}")

@@ -8,8 +8,8 @@ from repro.cli.common import override_args, select, store_root
 from repro.config import lookup
 from repro.errors import UserError
 from repro.registry import Command
-from repro.report import pages as report
 from repro.report import prune, renderers
+from repro.report import stage as report
 
 
 def cmd_report(args) -> int:

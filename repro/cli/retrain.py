@@ -2,7 +2,7 @@
 code, one line per run. ``--stale``: the runs ``repro status --stale`` lists (repro.cli.stale).
 
 A REF that names stored runs (a run id, a unique prefix of one, a run directory) is trained again and put in
-place of the stored run (repro.replay.replace), its bits before and after said. A REF that names a manifest
+place of the stored run (repro.replay.retrain), its bits before and after said. A REF that names a manifest
 (or a group) brings its runs at ``--scale`` (``--seeds``, ``--only``) to the commit: a run whose code could
 give other bits than the commit's (its computation digest, :mod:`repro.store.digest`, differs from the one its
 spec has at the commit) is trained again, a run the
@@ -32,12 +32,12 @@ from repro.train import signals
 
 
 def cmd_retrain(args) -> int:
-    from repro.replay import replace, verify  # torch
+    from repro.replay import retrain, verify  # torch
 
     signals.install()  # SIGTERM, SIGINT, SIGHUP: passed on to a training child, then one line, exit 143, 130, 129
     root = store_root(args).resolve()  # the retraining runs in the commit's worktree
-    repo = replace.repository()
-    commit = replace.commit_of(args.at, repo)
+    repo = retrain.repository()
+    commit = retrain.commit_of(args.at, repo)
     if not args.runs and not args.stale:
         raise UserError(
             "retrain what: name runs or manifests (REF), or give --stale (the runs today's code would not repeat)"
@@ -46,7 +46,7 @@ def cmd_retrain(args) -> int:
     if not args.stale:
         args.scale = args.scale or options.DEFAULT_SCALE
     if args.stale:
-        steps = [("retrain", replace.folders(root, row["run_id"])) for row in _stale(root, args)]
+        steps = [("retrain", retrain.folders(root, row["run_id"])) for row in _stale(root, args)]
         if not steps:
             at = f" at scale {args.scale}" if args.scale else ""
             print(f"no stale run{at}: every finished run executed what today's code executes", flush=True)
@@ -64,9 +64,9 @@ def cmd_retrain(args) -> int:
             raise RunFailed(str(why)) from None
         for what, target in steps:
             if what == "retrain":
-                print(replace.retrain(target, commit, code, args.access, echo=_stderr), flush=True)
+                print(retrain.retrain(target, commit, code, args.access, echo=_stderr), flush=True)
             elif what == "train":
-                print(replace.train_missing(root, target, commit, code, args.access, echo=_stderr), flush=True)
+                print(retrain.train_missing(root, target, commit, code, args.access, echo=_stderr), flush=True)
             else:
                 print(_planned(what, target, commit), flush=True)
     return 0
@@ -87,10 +87,10 @@ def _steps(root: Path, ref: str, commit: str, args, digests: Digests) -> list[tu
     """What ``ref`` asks of the store: ``("retrain", folders)`` for a stored run (named, or a manifest's run
     whose code could differ from ``commit``'s), ``("train", spec)`` for a manifest's run the store lacks,
     ``("keep", folder)`` for one already at ``commit``."""
-    from repro.replay import replace  # torch
+    from repro.replay import retrain  # torch
 
     if _names_runs(root, ref):
-        return [("retrain", replace.folders(root, ref))]
+        return [("retrain", retrain.folders(root, ref))]
     found = at_scale(lookup.with_parts(lookup.select(ref, [], stored(root), args.access), []), args.scale)
     steps = []
     for m in [m for m in found if m.base is not None]:
@@ -106,7 +106,7 @@ def _steps(root: Path, ref: str, commit: str, args, digests: Digests) -> list[tu
             spec_record = run.spec()
             own = digests.own(spec_record, run.summary()).digest
             differ = own is None or own != digests.at(spec_record, commit).digest
-            steps.append(("retrain", replace.folders(root, spec.run_id)) if differ else ("keep", run))
+            steps.append(("retrain", retrain.folders(root, spec.run_id)) if differ else ("keep", run))
     return steps
 
 

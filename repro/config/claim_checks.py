@@ -1,13 +1,13 @@
 """The checks a manifest's claims get at load time that need the config stage (the grammar itself,
-:mod:`repro.claims.language`, imports nothing of it): every filter names one grid key, every metric is one
+:mod:`repro.grammar.language`, imports nothing of it): every filter names one grid key, every metric is one
 a run of the family stores, and comparisons that can hold by construction are warned of."""
 
 from __future__ import annotations
 
 import ast
 
-from repro.claims.language import parse
 from repro.config import keys, metrics
+from repro.grammar.language import parse
 
 
 def filter_keys(check: str, cell_keys: list[str]) -> list[tuple[str, str, str | None]]:

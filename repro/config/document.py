@@ -12,12 +12,12 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
-from repro.claims import language as claims
 from repro.config import claim_checks, keys, metrics
 from repro.config.families import ATTENTIONS, FAMILIES
 from repro.config.fields import Section, expect, refuse
 from repro.config.keys import show
 from repro.config.spec import SECTIONS, DataSpec, EvalSpec, TrainSpec
+from repro.grammar import language as claims
 
 VARIANT = "variant"  # the grid key whose values are named override mappings
 SCALES = ("tiny", "cpu", "small", "paper")  # in order of size; a manifest may add its own
@@ -80,7 +80,7 @@ Scale = Annotated[dict, expect(lambda v: isinstance(v, dict), "expected a mappin
 
 
 class ClaimDocument(Section):
-    """One of ``claims:``: a finding written as a check (:mod:`repro.claims.language`)."""
+    """One of ``claims:``: a finding written as a check (:mod:`repro.grammar.language`)."""
 
     shape: ClassVar[str] = "expected a mapping with id, text, check (and scales, requires, controls, sesoi)"
 

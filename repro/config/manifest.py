@@ -2,7 +2,7 @@
 
 ``base`` is the paper's configuration, ``grid`` maps dotted keys to value lists (cartesian product),
 ``scales`` deep-merge overrides into ``base`` (a scale may also replace grid lists with its own ``grid``),
-``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (:mod:`repro.claims.language`).
+``reference`` holds the paper's numbers, ``claims`` the paper's findings as checks (:mod:`repro.grammar.language`).
 The scale ``paper`` is ``base`` itself unless the manifest overrides it. A manifest without ``base``
 trains nothing: its renderers draw from the manifest alone (e.g. a mask function, a pattern picture).
 ``renders`` names renderers: the shipped ones (the files of the repository's ``analysis/``) and those
@@ -104,7 +104,7 @@ class Manifest:
     sweep: dict[str, list[Any]] = field(default_factory=dict)  # dotted key -> an axis of every scale's grid
     args: list[str] = field(default_factory=list)  # the command-line overrides it was derived with
     seeds: int | dict = 1  # replicates of every grid cell, or its looks (a scale's `seeds` replaces it there)
-    split: str = "test"  # the one split its claims are judged on (repro.claims.language.SPLITS)
+    split: str = "test"  # the one split its claims are judged on (repro.grammar.language.SPLITS)
     folders: list[Path] = field(default_factory=list)  # of the files merged into it: where it may read
     headline: str | None = None  # the claim id REPORT.md's first table shows (default: the first finding)
     declared_family: str | None = None  # the family its findings are adjusted in, as declared (`family:`)

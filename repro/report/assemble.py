@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.claims import design, gates, language, power, registration
+from repro.claims import design, gates, power, registration
 from repro.claims import verdict as verdicts
 from repro.claims.select import SEED, seed_means
 from repro.config import capped as capping
@@ -29,6 +29,7 @@ from repro.config import manifest as manifests
 from repro.config.cells import value_text
 from repro.config.manifest import DEFAULT_SCALE, Manifest
 from repro.errors import UserError
+from repro.grammar import language
 from repro.report import cost, derived, frames, relatives, renderers
 from repro.report.content import Note, Precondition, Report, Section, Shown
 from repro.report.renderers import Context, table_csv

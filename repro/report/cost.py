@@ -11,10 +11,10 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from repro.claims import language
 from repro.claims import verdict as verdicts
 from repro.claims.select import NotEvaluable, matching_rows, seeds_of
 from repro.config.manifest import Manifest
+from repro.grammar import language
 from repro.progress import duration
 
 SEQUENCES = ("dim", "sample")  # units of whole examples (image pixels, audio samples): shuffled per seed

@@ -34,13 +34,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from repro.claims import language as claims
 from repro.claims import verdict as verdicts
 from repro.config import capped as capping
 from repro.config import renderer_names
 from repro.config.keys import matching
 from repro.config.manifest import Manifest, ManifestError, analysis_root
 from repro.files import atomic
+from repro.grammar import language as claims
 from repro.registry import Registry
 from repro.store.runs import RunDir, results_root
 

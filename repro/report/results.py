@@ -6,9 +6,9 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from repro.claims import language
 from repro.claims import verdict as verdicts
 from repro.config import capped as capping
+from repro.grammar import language
 
 COST = "cost check"
 # apart from the findings: sanity checks (the model learned) that held, and cost checks (FLOPs, memory)
@@ -26,7 +26,7 @@ class ClaimResult:
     verdict: verdicts.Verdict
     data: str = ""  # the corpus and its unit, e.g. "linux-doc 6.1.192-3 (bits per byte)"
     adjusted: tuple[str, str] | None = None  # (Holm's verdict, Benjamini-Hochberg's), in REPORT.md
-    kind: str = ""  # the check's kind (repro.claims.language.kind); found from ``check`` where not given
+    kind: str = ""  # the check's kind (repro.grammar.language.kind); found from ``check`` where not given
     remedy: str = ""  # not evaluable: the command that would make it evaluable and its cost (repro.report.cost)
     capped: int | None = None  # judged on the runs capped at this many steps (``--max-steps``)
 

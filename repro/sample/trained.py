@@ -10,7 +10,7 @@ from repro import data as datasets
 from repro.config.spec import RunSpec, from_record
 from repro.errors import UserError
 from repro.models.base import LanguageModel
-from repro.replay import retrain, samebits
+from repro.replay import checkpoint, samebits
 from repro.store import checkpoints
 from repro.store.runs import RunDir
 from repro.train.module import LMModule
@@ -53,11 +53,11 @@ def _checkpoint(run: RunDir, spec: RunSpec) -> Path:
 
 def no_checkpoint(run: RunDir) -> str:
     """What ``repro sample`` says of a stored run without a checkpoint (a clone's): its retrained copy, where
-    one was kept apart (``repro run --retrain-checkpoint``, :mod:`repro.replay.retrain`), else the command
+    one was kept apart (``repro run --retrain-checkpoint``, :mod:`repro.replay.checkpoint`), else the command
     that retrains it, and, where it cannot give the stored bits here, why and where its copy will be."""
     said = f"{run.path}: no checkpoint (checkpoints are not committed)"
     stored, summary = run.spec(), run.summary()
-    copy = retrain.copy_of(run)
+    copy = checkpoint.copy_of(run)
     if copy.finished and copy.last_checkpoint is not None:
         off = samebits.differences(summary, copy.summary())
         bits = f": {samebits.shown(off)}, not the stored bits" if off else ""

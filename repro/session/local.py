@@ -17,7 +17,7 @@ from repro.errors import StoreError, UserError
 from repro.files import atomic
 from repro.plan.runs import Plan, Planned
 from repro.progress import say
-from repro.replay import retrain, samebits
+from repro.replay import checkpoint, samebits
 from repro.store import digests
 from repro.store import runs as store
 from repro.store.runs import RunDir
@@ -99,7 +99,7 @@ def train(
             if spec.train.weights is not None:  # the authors' weights: scored, not trained (repro.pretrained)
                 outcome = _score(p, root, echo, devices * num_nodes)
             elif retrain_checkpoint:
-                outcome = retrain.checkpoint(spec, m, root, echo=echo)
+                outcome = checkpoint.checkpoint(spec, m, root, echo=echo)
             else:
                 outcome = runner.run_spec(
                     spec,

@@ -89,6 +89,7 @@ NOT_NUMBERS = (
     "repro/bench",  # benchmarks
     "repro/config/claims.py",  # the claim language, before it became repro/claims/
     "repro/claims",  # the claim language and its judge
+    "repro/grammar",  # the claim language's grammar and operators (was repro/claims/language.py, operators.py)
     "repro/claims.py",
     "repro/config/claim_checks.py",
     "repro/config/renders.py",  # which renderers a manifest names (now repro/config/renderer_names.py)
@@ -104,8 +105,9 @@ NOT_NUMBERS = (
     "repro/train/trained.py",
     "repro/replay/verify.py",  # the same, since they left repro/train (repro/replay/samebits.py stays counted,
     "repro/replay/compare.py",  # as repro/train/samebits.py was)
-    "repro/replay/retrain.py",
+    "repro/replay/retrain.py",  # `repro retrain` (was repro/replay/replace.py; `--retrain-checkpoint` was here)
     "repro/replay/replace.py",
+    "repro/replay/checkpoint.py",  # `repro run --retrain-checkpoint` (was repro/replay/retrain.py)
     "repro/sample",
     "repro/files",  # atomic writes, locks, bounded reads: where finished numbers are written, not what they are
     "repro/store/runs.py",  # a run's folder: its files written, read back, listed and locked

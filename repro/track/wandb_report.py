@@ -2,7 +2,7 @@
 job type ``report``: every figure as an image, the paper-vs-ours table, each renderer's table and the
 claims with their verdicts as W&B tables.
 
-Reads what ``repro.report.pages.render`` wrote (the report's markdown names its figures and tables) and
+Reads what ``repro.report.stage.render`` wrote (the report's markdown names its figures and tables) and
 the claims it judged; logs nothing that the report does not show.
 """
 

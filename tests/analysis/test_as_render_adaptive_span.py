@@ -17,7 +17,7 @@ from storekit import steady_curve
 from repro import cli
 from repro.config import manifest as manifests
 from repro.models.flops import flops_per_token, paper_table_flops
-from repro.report import pages as report
+from repro.report import stage as report
 from repro.report.renderers import format_value, load, registry
 from repro.store.runs import RunDir
 

@@ -13,8 +13,8 @@ from storekit import steady_curve
 from repro.config.manifest import resolve
 from repro.report import renderers
 from repro.report.assemble import context
-from repro.report.pages import render
 from repro.report.renderers import pyplot
+from repro.report.stage import render
 from repro.store.runs import RunDir
 
 ST = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "experiments" / "sparse_transformer").glob("*.yaml"))

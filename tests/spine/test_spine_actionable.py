@@ -10,7 +10,7 @@ from spine_manifests import stored_run
 
 from repro.claims.verdict import Margin, Verdict
 from repro.config import manifest as manifests
-from repro.report import cost, pages
+from repro.report import cost, stage
 from repro.report.results import ClaimResult, verdict_table
 
 HOURS = {"train_seconds": 3600.0, "eval_seconds": 1800.0}
@@ -33,7 +33,7 @@ def _page(tmp_path, write_manifest):
         if spec.cell["model.stride"] != 4:
             bits = 3.0 if spec.cell["model.stride"] == 16 else 2.5 + 0.01 * spec.train.seed
             stored_run(root, spec, test_bits=bits, **HOURS)
-    page, results = pages.render(m, root)
+    page, results = stage.render(m, root)
     lines = {
         line.split("**")[1]: line for line in page.read_text().splitlines() if line.startswith("- **") and " — " in line
     }

@@ -2,7 +2,7 @@
 an entry's floor is 1 + the highest floor of the entries it imports (every import statement of the suite,
 those inside functions too), 1 for one that imports nothing of the suite. An entry is a package folder
 (``cli/``), a module at the top of ``repro/`` (``errors.py``), ``analysis/`` or ``scripts/``, or a file the
-table lists apart from its folder (``claims/language.py``), which the rest of its folder then leaves out."""
+table lists apart from its folder (as ``claims/language.py`` was), which the rest of its folder then leaves out."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from repro.claims import design, registration
 from repro.cli import main
 from repro.config import lookup
 from repro.config import manifest as manifests
-from repro.report import pages
+from repro.report import stage
 
 CLAIM = "claims:\n  - {id: c, text: stride 8 wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
 GRID = "grid:\n  model.stride: [16, 8]\n"
@@ -37,7 +37,7 @@ def _stored(tmp_path, write_manifest, claims=CLAIM):
 
 
 def _line(path, root):
-    _, results = pages.render(manifests.load(path), root)
+    _, results = stage.render(manifests.load(path), root)
     return {r.id: r for r in results}
 
 

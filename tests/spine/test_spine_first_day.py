@@ -78,7 +78,7 @@ def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_m
     """Only `--max-steps` runs of a `-m` derived manifest are stored: its report says it is derived, that
     none of its runs is stored and which command trains them; claims name the command, not a dict."""
     from repro.config.capped import with_max_steps
-    from repro.report import pages
+    from repro.report import stage
 
     claims_text = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
     notes = "notes: |\n  Trained 30 steps.\n  Stride 16 is sqrt(256).\n"
@@ -87,7 +87,7 @@ def test_a_derived_report_says_what_is_there_and_what_fills_it(tmp_path, write_m
     (m,) = lookup.select(str(path), ["-m", "model.stride=8,16", "train.steps=20"])
     for spec in m.expand("tiny"):
         stored_run(root, with_max_steps(spec, 5), test_bits=3.0)
-    page, results = pages.render(m, root)
+    page, results = stage.render(m, root)
     text = page.read_text()
     assert "**Derived** from `m.yaml` with `train.steps=20 model.stride=8,16`" in text
     assert "dataset: ?" not in text and "no run of the current resolution stored" in text

@@ -75,14 +75,14 @@ def test_an_auto_run_recorded_in_bf16_is_refused_in_one_line_where_bf16_is_slow(
 
 
 def test_a_reexecuted_auto_run_keeps_the_precision_it_recorded(tmp_path, write_manifest, monkeypatch):
-    from repro.replay import retrain
+    from repro.replay import checkpoint
 
     m = manifests.load(write_manifest(extra_train=", precision: auto"))
     (spec,) = m.expand("tiny")
     seen = []
-    monkeypatch.setattr(retrain, "run_spec", lambda *a, precision=None, **kw: seen.append(precision))
+    monkeypatch.setattr(checkpoint, "run_spec", lambda *a, precision=None, **kw: seen.append(precision))
     for recorded in ({"precision": "bf16-mixed"}, {"precision": "32-true"}, None):
-        retrain.reexecute(spec, m, {"environment": recorded}, tmp_path / "scratch")
+        checkpoint.reexecute(spec, m, {"environment": recorded}, tmp_path / "scratch")
         assert seen.pop() == (recorded or {}).get("precision")
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from repro.claims import gates, language, power
+from repro.claims import gates, power
 from repro.config import lookup
 from repro.config import manifest as manifests
+from repro.grammar import language
 
 KEYS = ["model.span.kind", "model.span.limit"]
 CLAIM = "test_bits[kind=adaptive] < min(test_bits[kind=fixed])"

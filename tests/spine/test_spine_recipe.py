@@ -17,7 +17,7 @@ import torch
 from repro.config import manifest as manifests
 from repro.data import open_split
 from repro.data.batching import StreamBatches
-from repro.report import pages as report
+from repro.report import stage as report
 from repro.sample.trained import load_trained
 from repro.store.runs import RunDir
 from repro.train import runner

@@ -36,7 +36,7 @@ def test_max_steps_runs_stay_out_of_tables_and_claims(tmp_path, write_manifest):
     its claims use the manifest's current resolution only (in grid order) and list the other apart."""
     from repro.config import manifest as manifests
     from repro.config.capped import with_max_steps
-    from repro.report import pages as report
+    from repro.report import stage as report
 
     grid = "grid:\n  model.stride: [16, 8]\n"
     claims = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
@@ -83,7 +83,7 @@ def test_seeds_are_replicates_judged_within_noise_and_reports_regenerate_byte_fo
     mean ± sd (n), the csv each seed, the claim is within noise, the report opens with the verdict counts,
     and a second report over the same store writes the same bytes (figures included)."""
     from repro.config import manifest as manifests
-    from repro.report import pages as report
+    from repro.report import stage as report
 
     grid = "seeds: 3\ngrid:\n  model.stride: [16, 8]\n"
     claims = "claims:\n  - {id: c, text: short stride wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
@@ -153,7 +153,7 @@ def test_a_bits_verdict_is_not_evaluable_where_its_paired_curves_flip_or_are_mis
     at the end of the training curve (heading past it by 1.5 x the steps) is the budget's; one with no curve
     cannot show otherwise (the old last-fifth gate passed a missing curve silently)."""
     from repro.config import manifest as manifests
-    from repro.report import pages as report
+    from repro.report import stage as report
 
     grid = "grid:\n  model.stride: [16, 8]\n"
     claims = "claims:\n  - {id: c, text: stride 8 wins, check: 'test_bits[stride=8] < test_bits[stride=16]'}\n"
@@ -241,7 +241,7 @@ def test_report_all_adjusts_distinct_run_sets_once_and_lists_the_verdicts_that_m
     assert moved_verdicts({("a", "tiny", "c"): "reproduced"}, results[:1]) == []
     # the verdicts are kept as data, not parsed back out of REPORT.md's prose
     from repro.report.overview import verdicts_json
-    from repro.report.pages import stored_verdicts
+    from repro.report.stage import stored_verdicts
 
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "verdicts.json").write_text(verdicts_json(results))

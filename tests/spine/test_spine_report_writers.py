@@ -132,7 +132,7 @@ def test_report_md_and_claims_md_are_written_from_the_reports_alone():
 
 
 def test_the_previous_verdicts_are_read_from_verdicts_json_alone(tmp_path):
-    from repro.report.pages import stored_verdicts
+    from repro.report.stage import stored_verdicts
 
     (tmp_path / "reports" / "tables").mkdir(parents=True)
     (tmp_path / "reports" / "tables" / "m-claims.csv").write_text("scale,claim,verdict\ntiny,c,reproduced\n")
@@ -147,7 +147,7 @@ def test_a_verdicts_json_of_odd_shape_or_no_regular_file_is_no_previous_regenera
     (this test would hang), so `report --all` goes on (it raised ValueError on every regeneration)."""
     import os
 
-    from repro.report.pages import stored_verdicts
+    from repro.report.stage import stored_verdicts
 
     (tmp_path / "reports").mkdir()
     path = tmp_path / "reports" / "verdicts.json"

@@ -144,14 +144,14 @@ def test_bf16_on_cpu_kernels_without_fast_bf16_is_refused_in_one_line(tmp_path, 
 
 
 def test_a_stored_run_is_reexecuted_with_the_instruction_set_it_recorded(tmp_path, write_manifest, monkeypatch):
-    from repro.replay import retrain
+    from repro.replay import checkpoint
 
     m = manifests.load(write_manifest())
     (spec,) = m.expand("tiny")
     seen = []
-    monkeypatch.setattr(retrain, "run_spec", lambda *a, isa=None, **kw: seen.append(isa))
+    monkeypatch.setattr(checkpoint, "run_spec", lambda *a, isa=None, **kw: seen.append(isa))
     for environment_, isa in (({"cpu_isa": "avx2"}, "avx2"), ({"cpu_isa": "none"}, "native"), (None, None)):
-        retrain.reexecute(spec, m, {"environment": environment_}, tmp_path / "scratch")
+        checkpoint.reexecute(spec, m, {"environment": environment_}, tmp_path / "scratch")
         assert seen.pop() == isa
 
 

@@ -7,7 +7,7 @@ from wandb_files import FakeApi, read_run
 
 from repro.cli import main
 from repro.config import manifest as manifests
-from repro.report import pages as report
+from repro.report import stage as report
 from repro.store.runs import RunDir
 from repro.track.pull import pull
 

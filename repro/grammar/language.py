@@ -19,7 +19,7 @@ after the first is ``<=`` the cell before it, a cell-wise comparison (the premis
 fixed span's bits do not rise along S). ``abs(x) < k`` is a *band* (judged by two one-sided tests). A premise
 or control may name ``sesoi``: the claim's smallest effect of interest (the dense-baseline premise: dense
 not worse than the sparse arm it bounds by more than it, ``test_bits[pattern=dense] <= test_bits[pattern=fixed] + sesoi``).
-The comparison operators and how each is judged are one table, :data:`repro.claims.operators.OPERATORS`.
+The comparison operators and how each is judged are one table, :data:`repro.grammar.operators.OPERATORS`.
 
 Words that expand into checks:
 
@@ -47,8 +47,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from repro.claims.operators import OPERATORS
 from repro.errors import UserError
+from repro.grammar.operators import OPERATORS
 
 LEARNED_FRACTION = 0.8
 LEARNED = {"learned": "valid_bits", "learned_test": "test_bits"}

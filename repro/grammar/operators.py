@@ -1,6 +1,6 @@
 """The comparison operators of the claim language, one row each: how a comparison's *margin* is computed
 from its two sides (positive favours the claim) and which rule judges it. Adding an operator is adding a
-row here (and a test); :mod:`repro.claims.language` admits exactly these.
+row here (and a test); :mod:`repro.grammar.language` admits exactly these.
 
 Rules, on the mean margin m over n seeds with standard error SE (m is the mean of the per-seed margins,
 so a claim on ``max``/``min`` is centred where its spread is measured):

@@ -1,6 +1,7 @@
-"""Reports: a manifest's stored runs beside the paper's numbers, its figures, and its claims judged.
+"""The report stage (``repro report``): a manifest's stored runs beside the paper's numbers, its figures,
+and its claims judged, in ``results/reports/<manifest>.md`` (+ ``.csv``) per manifest, and
+``results/REPORT.md`` over all of them.
 
-``results/reports/<manifest>.md`` (+ ``.csv``) per manifest and ``results/REPORT.md`` over all of them.
 Reads only the run store (and the manifest for the paper's reference values and claims). Each report is
 assembled first, as data (:mod:`repro.report.assemble`), then written (:mod:`repro.report.page`,
 :mod:`repro.report.overview`); the verdicts of the previous regeneration are read back from
