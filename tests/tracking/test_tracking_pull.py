@@ -40,7 +40,9 @@ def test_pull_writes_runs_trained_elsewhere_into_the_store(store, tmp_path):
         assert summary.pop("pulled_from").startswith("me/elsewhere/")
         # the digest of the code it ran and the designs it was trained for are the store's records, not
         # W&B's: a pulled run's digest is computed from its commit when a verdict needs it (repro.store.digests)
-        assert summary == {k: v for k, v in original.summary().items() if k not in ("digest", "digest_format", "designs")}
+        assert summary == {
+            k: v for k, v in original.summary().items() if k not in ("digest", "digest_format", "designs")
+        }
         ours, theirs = pulled.metrics(), original.metrics()
         assert list(ours["step"]) == list(theirs["step"])
         assert np.allclose(ours["train/bits"], theirs["train/bits"])
