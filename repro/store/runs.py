@@ -49,6 +49,7 @@ class LeftOut:
 
     kind: str
     why: str  # the path and the reason
+    folder: Path | None = None  # the run's folder, for a damaged one (whose spec and summary read)
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.why}"
@@ -509,18 +510,24 @@ DATA_FILES = ("metrics.csv", "analysis.npz")  # what a report reads of a run bes
 
 
 def _damaged(path: Path) -> LeftOut | None:
-    """A FIFO, a device, a folder or a link in place of the run ``path``'s metrics.csv or analysis.npz (a
-    report's curves and figures would block on a FIFO or fail), or None. Looked at by every scan, never kept
-    in the index: the index goes by the spec's and the summary's stamps. A FIFO in place of the spec or the
+    """The run ``path`` left out for a :func:`data_fault`, or None. Looked at by every scan, never kept in
+    the index: the index goes by the spec's and the summary's stamps. A FIFO in place of the spec or the
     summary makes the run corrupt instead (:func:`_stored`): ``repro run`` redoes it."""
+    fault = data_fault(path)
+    return LeftOut("damaged", f"{fault}: run left out", path) if fault else None
+
+
+def data_fault(path: Path) -> str | None:
+    """What stands in place of the run ``path``'s metrics.csv or analysis.npz where it is no regular file
+    (a FIFO, a device, a folder or a link: a report's curves and figures would block on a FIFO or fail, a
+    reuse copying it would hang), naming the file; None when each is a regular file or absent. Never opens them."""
     for name in DATA_FILES:
         try:
             mode = os.lstat(path / name).st_mode
         except OSError:  # absent (a run without figure arrays), or a folder this check may not search
             continue
         if not stat.S_ISREG(mode):
-            what = safeyaml.not_regular(mode)
-            return LeftOut("damaged", f"{path / name} is {what}, not a regular file: run left out")
+            return f"{path / name} is {safeyaml.not_regular(mode)}, not a regular file"
     return None
 
 
