@@ -180,8 +180,10 @@ memory, load, MFU) and where the run was made (its `environment`) are left out. 
 A run whose summary records no instruction set (every committed run, 2026-12-03) is tried on the AVX2
 kernels and, where they differ, on this CPU's own (AVX-512 where it has them). A `file` corpus outside
 the manifest's folder needs `--allow-read`, as for `repro run`. Exit status: 0 every run gave its stored
-bits; 1 one differs or cannot be verified; 2 a RUN that is not in the store. A verify killed by a signal
-leaves its scratch folder (`repro-verify-*` in the temporary directory): delete it, then `git worktree prune`.
+bits; 1 one differs or cannot be verified; 2 a RUN that is not in the store (or a link in place of its
+folder); 143, 130, 129 SIGTERM, SIGINT, SIGHUP, passed on to the training child, which stops: one line, the
+scratch folder (`repro-verify-*` in the temporary directory) and its worktree removed. A `kill -9` kills the
+child with it, and the next verify or retrain removes the scratch folder it left.
 What verify found across the stored runs: [reproducibility.md](reproducibility.md).""",
     "import": """\
 Reads the checkpoint with torch's weights-only unpickler (a pickle that needs code is refused), checks

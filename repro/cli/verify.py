@@ -2,7 +2,8 @@
 
 Exit status: 0 every run gave its stored bits (or, under ``--tolerance X``, numbers within a relative X
 of them); 1 a run differs or cannot be verified; 2 bad input (a run that is not in the store, a
-``--tolerance`` that is not a relative difference)."""
+``--tolerance`` that is not a relative difference); 143, 130, 129 a SIGTERM, SIGINT, SIGHUP (passed on to
+the training child: :mod:`repro.replay.children`), the scratch folder removed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 from repro.cli.common import store_root
 from repro.registry import Command
 from repro.store.runs import find_run
+from repro.train import signals
 
 
 def tolerance(text: str) -> float:
@@ -32,6 +34,7 @@ def tolerance(text: str) -> float:
 def cmd_verify(args) -> int:
     from repro.replay import verify  # torch
 
+    signals.install()  # SIGTERM, SIGINT, SIGHUP: passed on to a training child, then one line, exit 143, 130, 129
     root = store_root(args)
     runs = [find_run(root, ref) for ref in args.runs]  # every name checked before anything trains (as `repro sample`)
     same = True

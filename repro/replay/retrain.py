@@ -33,7 +33,7 @@ from repro.errors import RunFailed, UserError
 from repro.files import atomic
 from repro.identity import SECTIONS
 from repro.replay import children, verify
-from repro.store.provenance import DIRTY, code_version
+from repro.store.provenance import DIRTY, checkout, code_version
 from repro.store.runs import RunDir, refresh_index
 
 SCRATCH = (".retrain", "replace")
@@ -43,17 +43,17 @@ COPIED = ("metrics.csv", "analysis.npz")  # beside spec.yaml and summary.json, w
 def repository() -> Path:
     """The git checkout of this code: the repository whose top-level is the code's own folder (the one
     holding the ``repro`` package). A copy of the code lying inside another repository is none: that
-    repository's commits are not this code's."""
-    root = Path(__file__).resolve().parents[2]
-    top = verify.git(root, "rev-parse", "--show-toplevel")
-    if not top:
+    repository's commits are not this code's (:func:`repro.store.provenance.checkout`, whose rule
+    ``code_version`` follows too)."""
+    here = checkout()
+    if here.top is None:
         raise UserError("this code is in no git repository: a retraining needs the commit it trains at")
-    if Path(top).resolve() != root:
+    if not here.own:
         raise UserError(
-            f"this code's folder {root} lies inside the git repository {top}, which is not its checkout: expected "
-            f"{root} to be the top of the code's own git checkout, whose commit a retraining trains at"
+            f"this code's folder {here.root} lies inside the git repository {here.top}, which is not its checkout: "
+            f"expected {here.root} to be the top of the code's own git checkout, whose commit a retraining trains at"
         )
-    return root
+    return here.root
 
 
 def commit_of(at: str | None, repo: Path) -> str:

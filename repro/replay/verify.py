@@ -5,9 +5,11 @@ folder: its package, manifests and renderers, whatever the checkout here holds),
 summary records where that decides bits (the thread count, the CPU instruction set; the precision is in
 the spec), a scratch results root (the store is never written) and W&B off. The run is trained by that
 code's own ``repro run NAME --run-id ID`` in a child process, which is the one interface every commit of
-the suite has kept (code older than ``--run-id`` selects the run's grid cell with ``--only``). A scratch
-folder that a killed process left (its ``owner.lock`` held by nobody) is removed, with its worktrees, by
-the next process that makes a worktree of the repository.
+the suite has kept (code older than ``--run-id`` selects the run's grid cell with ``--only``), as
+``repro retrain``'s child is (:mod:`repro.replay.children`): SIGTERM, SIGINT and SIGHUP are passed on to
+it, and the command stops in one line once it has (exit 143, 130, 129), its scratch folder removed; the
+child dies with its parent. A scratch folder that a killed process left (its ``owner.lock`` held by
+nobody) is removed, with its worktrees, by the next process that makes a worktree of the repository.
 
 The instruction set comes from the summary's ``environment.cpu_isa``: ``avx2`` re-executes on the AVX2
 kernels, ``none`` on the libraries' own choice (which must be the recorded ``cpu_capability``). A run
@@ -32,12 +34,12 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 from repro import cpu_isa
 from repro.bounds import ALLOW_READ, TRUST_CODE
 from repro.config.access import NONE, Access
 from repro.files import locks
+from repro.replay import children
 from repro.replay.compare import Comparison, compare
 from repro.store.runs import RunDir, sources
 
@@ -309,8 +311,10 @@ def _execute(
     command = [sys.executable, "-m", "repro", "--results", str(results), "run", ref, *overrides]
     command += ["--scale", str(spec.get("scale", "tiny")), "--no-wandb", *selection]
     results.mkdir(parents=True, exist_ok=True)
+    env = child_environment(code, threads, isa, access)
+    stopped = f"the re-execution of run {run.run_id} stopped; the store is unchanged"  # a signal: passed on
     with (results / "verify.log").open("w", encoding="utf-8") as log:
-        status = followed(command, code, child_environment(code, threads, isa, access), log, echo)
+        status = children.run(command, code, env, log, stopped, follow=_progress(echo))
     here = RunDir(results, manifest, run.run_id)
     if status != 0 or not (here.path / "summary.json").exists():
         said = last_line((results / "verify.log").read_text(encoding="utf-8", errors="replace"))
@@ -322,19 +326,15 @@ def _execute(
 PROGRESS = re.compile(r"^\s+(step \d|evaluating )")
 
 
-def followed(command: list[str], cwd: Path, env: dict[str, str], log: TextIO, echo: Callable[[str], None]) -> int:
-    """Run ``command``, its output (stdout and stderr together) written to ``log`` line by line as it
-    comes, each progress line also said through ``echo`` (a verify of minutes is not silent); its exit status."""
-    with subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
-    ) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            log.write(line)
-            log.flush()
-            if PROGRESS.match(line):
-                echo(line.rstrip("\n"))
-    return child.returncode
+def _progress(echo: Callable[[str], None]) -> Callable[[str], None]:
+    """What follows the child's output: each progress line said through ``echo`` (a verify of minutes is
+    not silent)."""
+
+    def follow(line: str) -> None:
+        if PROGRESS.match(line):
+            echo(line.rstrip("\n"))
+
+    return follow
 
 
 def child_environment(code: Path, threads: int, isa: str, access: Access = NONE) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from repro.errors import StoreError
 from repro.files import atomic
 from repro.store import digest as code
-from repro.store.provenance import DIRTY, code_version
+from repro.store.provenance import DIRTY, UNKNOWN, code_version
 from repro.store.runs import RunDir
 
 FILE = ("index", "digests.json")
@@ -34,7 +34,7 @@ class Known(NamedTuple):
 
 def of_version(version: str | None) -> str:
     """Why a run trained at ``version`` can have no digest ("" when it can)."""
-    if not version or version == "unknown":
+    if not version or version == UNKNOWN:
         return "it records no code version"
     if version.endswith(DIRTY):
         return f"it was trained from uncommitted code ({version}): what it ran is not recorded"

@@ -49,6 +49,7 @@ class LeftOut:
 
     kind: str
     why: str  # the path and the reason
+    folder: Path | None = None  # the run's folder, for a damaged one (whose spec and summary read)
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.why}"
@@ -116,14 +117,38 @@ def sources(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def find_run(root: Path, ref: str) -> RunDir:
-    """A stored run by (a unique prefix of) its id, or by its directory."""
+    """A stored run by (a unique prefix of) its id, or by its directory. A symbolic link in place of a run's
+    folder (or of its manifest's) is no stored run: never followed, and the one a lookup finds is refused
+    naming it and its target (UserError, as ``repro status`` names it)."""
     path = Path(ref)
     if (path / "spec.yaml").exists():
+        _refuse_linked(path)
         return RunDir(path.parent.parent.parent, path.parent.name, path.name)
-    matches = sorted(root.glob(f"runs/*/{ref}*/spec.yaml"))
-    if len(matches) != 1:
-        raise UserError(f"run {ref!r} matches {len(matches)} stored runs under {root}/runs; give a longer id or a path")
-    return RunDir(root, matches[0].parent.parent.name, matches[0].parent.name)
+    matches = [spec.parent for spec in sorted(root.glob(f"runs/*/{ref}*/spec.yaml"))]
+    stored = [folder for folder in matches if not link_of(folder)]
+    if not stored and matches:  # only links match: named, not counted as no run
+        _refuse_linked(matches[0])
+    if len(stored) != 1:
+        raise UserError(f"run {ref!r} matches {len(stored)} stored runs under {root}/runs; give a longer id or a path")
+    return RunDir(root, stored[0].parent.name, stored[0].name)
+
+
+RUN_FOLDER, MANIFEST_FOLDER = (
+    "a stored run is a folder of its own",
+    "a manifest's runs are stored in a folder of its own",
+)
+
+
+def link_of(run: Path) -> LeftOut | None:
+    """The ``linked`` line of the run folder ``run`` where it, or its manifest's folder, is a symbolic link
+    (None: neither is); what every lookup of stored runs leaves out."""
+    return _linked(run.parent, MANIFEST_FOLDER) or _linked(run, RUN_FOLDER)
+
+
+def _refuse_linked(run: Path) -> None:
+    out = link_of(run)
+    if out:
+        raise UserError(out.why)
 
 
 class RunDir:
@@ -407,7 +432,7 @@ def listing(
     folders = [base / manifest] if manifest else _folders(base)
     found, left = [], []
     for folder in folders:
-        out = _linked(folder, "a manifest's runs are stored in a folder of its own") or _unreadable(folder)
+        out = _linked(folder, MANIFEST_FOLDER) or _unreadable(folder)
         if out:  # a manifest's folder that is a link or this user may not read: the others are served
             left.append(out)
             continue
@@ -416,7 +441,7 @@ def listing(
         known = index.load(root, folder.name) if named else {}
         kept, changed = {}, False
         for path in paths:
-            out = _linked(path, "a stored run is a folder of its own") or _unreadable(path) or _damaged(path)
+            out = _linked(path, RUN_FOLDER) or _unreadable(path) or _damaged(path)
             if out:  # not kept in the index: looked at again by the next scan
                 left.append(out)
                 continue
@@ -485,18 +510,24 @@ DATA_FILES = ("metrics.csv", "analysis.npz")  # what a report reads of a run bes
 
 
 def _damaged(path: Path) -> LeftOut | None:
-    """A FIFO, a device, a folder or a link in place of the run ``path``'s metrics.csv or analysis.npz (a
-    report's curves and figures would block on a FIFO or fail), or None. Looked at by every scan, never kept
-    in the index: the index goes by the spec's and the summary's stamps. A FIFO in place of the spec or the
+    """The run ``path`` left out for a :func:`data_fault`, or None. Looked at by every scan, never kept in
+    the index: the index goes by the spec's and the summary's stamps. A FIFO in place of the spec or the
     summary makes the run corrupt instead (:func:`_stored`): ``repro run`` redoes it."""
+    fault = data_fault(path)
+    return LeftOut("damaged", f"{fault}: run left out", path) if fault else None
+
+
+def data_fault(path: Path) -> str | None:
+    """What stands in place of the run ``path``'s metrics.csv or analysis.npz where it is no regular file
+    (a FIFO, a device, a folder or a link: a report's curves and figures would block on a FIFO or fail, a
+    reuse copying it would hang), naming the file; None when each is a regular file or absent. Never opens them."""
     for name in DATA_FILES:
         try:
             mode = os.lstat(path / name).st_mode
         except OSError:  # absent (a run without figure arrays), or a folder this check may not search
             continue
         if not stat.S_ISREG(mode):
-            what = safeyaml.not_regular(mode)
-            return LeftOut("damaged", f"{path / name} is {what}, not a regular file: run left out")
+            return f"{path / name} is {safeyaml.not_regular(mode)}, not a regular file"
     return None
 
 

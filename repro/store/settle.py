@@ -8,8 +8,9 @@ checks its data there: bad input fails before anything is written); the run's lo
 process trains is *busy*, saying who); links where the run's files belong are refused; what killed writers
 left is removed; a summary or spec that does not read is set aside (the summary starts afresh, the spec is
 rewritten); a run finished by another process meanwhile is skipped; a twin is adopted (a damaged one,
-its bits missing or not numbers or its metrics.csv gone, is passed over, named); otherwise the
-run starts, or resumes from its newest good checkpoint, its metrics cut to that checkpoint's step.
+its bits missing or not numbers, its metrics.csv gone, or a FIFO in place of it or of its analysis.npz,
+is passed over, named); otherwise the run starts, or resumes from its newest good checkpoint, its metrics
+cut to that checkpoint's step.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Generic, TypeVar
 from repro.identity import identity
 from repro.store import checkpoints
 from repro.store.computation import computation, provides
-from repro.store.runs import FINISHED, CorruptFile, RunDir, State, listing
+from repro.store.runs import FINISHED, CorruptFile, LeftOut, RunDir, State, data_fault, listing
 from repro.store.usable import damage
 
 T = TypeVar("T")
@@ -117,9 +118,10 @@ def finished_twin(root: Path, record: dict[str, Any], echo: Callable[[str], None
     """A finished run stored under another manifest or id that gives what a run of ``record`` would: first
     one of the same id (its stored spec hashing to its folder's id and equal to ``record`` section by
     section, not only by id), then one of the same computation that :func:`provides` it (found through
-    the store's index). Copies (runs that were themselves reused) are passed over for their originals, and
-    damaged runs (:func:`repro.store.usable.damage`: bits missing or not numbers, no metrics.csv) with a
-    line to ``echo`` naming the file and why."""
+    the store's index, or among the runs its scan left out for a FIFO in place of a data file). Copies
+    (runs that were themselves reused) are passed over for their originals, and damaged runs (no regular
+    metrics.csv or analysis.npz; :func:`repro.store.usable.damage`: bits missing or not numbers, no
+    metrics.csv) with a line to ``echo`` naming the file and why."""
     run_id, manifest = record["run_id"], record["manifest"]
     for summary in sorted((root / "runs").glob(f"*/{run_id}/summary.json")):
         other = RunDir(root, summary.parent.parent.name, run_id)
@@ -128,21 +130,38 @@ def finished_twin(root: Path, record: dict[str, Any], echo: Callable[[str], None
         if identity(other.spec()) == identity(record) and _usable(other, echo):
             return other
     key = computation(record)
-    found, _ = listing(root)
-    for row, _ in found:
-        if row.get("computation") != key or row.get("status") != "finished" or isinstance(row.get("reused_from"), str):
-            continue
-        if row["run_id"] == run_id:
+    found, left = listing(root)
+    twins = [
+        RunDir(root, row["manifest"], row["run_id"])
+        for row, _ in found
+        if row.get("computation") == key
+        and row.get("status") == "finished"
+        and not isinstance(row.get("reused_from"), str)
+    ]
+    twins += _left_out(root, left, key)
+    for other in twins:
+        if other.run_id == run_id:
             continue  # the same id: only as a twin of the same spec, above
-        other = RunDir(root, row["manifest"], row["run_id"])
         if other.finished and provides(other.spec(), record) and _usable(other, echo):
             return other
     return None
 
 
+def _left_out(root: Path, left: list[LeftOut], key: str) -> list[RunDir]:
+    """The finished originals of the computation ``key`` among the runs the store's scan left out for what
+    stands in place of their metrics.csv or analysis.npz (a FIFO: :func:`repro.store.runs.data_fault`;
+    their spec and summary read): twins that :func:`_usable` names, never adopts."""
+    runs = [RunDir(root, out.folder.parent.name, out.folder.name) for out in left if out.folder is not None]
+    return [
+        run for run in runs if run.finished and computation(run.spec()) == key and "reused_from" not in run.summary()
+    ]
+
+
 def _usable(twin: RunDir, echo: Callable[[str], None]) -> bool:
-    """Whether a finished twin's numbers can be adopted; a damaged one is named to ``echo``."""
-    why = damage(twin, twin.spec(), twin.summary())
+    """Whether a finished twin's numbers can be adopted; a damaged one is named to ``echo``: no regular file
+    as its metrics.csv or analysis.npz (never opened: a FIFO would hang the copy), or numbers that cannot be
+    used (:func:`repro.store.usable.damage`)."""
+    why = data_fault(twin.path) or damage(twin, twin.spec(), twin.summary())
     if why:
         echo(f"  not reused: {why}")
     return why is None

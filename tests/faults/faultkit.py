@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib
 import os
 import resource
+import shutil
 import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -260,3 +262,11 @@ def reported_copy(straight, tmp_path: Path) -> Path:
         (straight.base / "dense.yaml").read_text().replace("name: f-run", "name: f-run\nrenders: [curves]")
     )
     return manifest
+
+
+def repro_process(argv: list[str]) -> subprocess.CompletedProcess:
+    """``python -m repro ARGV`` in a fresh process, each time without the store's index (so that it reads
+    the run's files); one that hangs fails the test by its timeout."""
+    shutil.rmtree(Path(os.environ["REPRO_RESULTS"]) / "index", ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, "-m", "repro", *argv], capture_output=True, text=True, env=env, timeout=120)

@@ -9,9 +9,11 @@ import os
 import shutil
 
 import pytest
+from faultkit import reported_copy, repro_process
 
 from repro.cli import main
 from repro.config import manifest as manifests
+from repro.config.access import Access
 from repro.store.runs import RunDir
 
 
@@ -66,6 +68,35 @@ def test_a_finished_twin_whose_bits_are_text_is_named_and_trained_again(tmp_path
     mine = RunDir(tmp_path / "results", "f-other", a.run_id)
     assert "reused_from" not in mine.summary() and mine.summary()["steps"] == 20
     assert isinstance(mine.summary()["valid_bits"], float) and not mine.metrics().empty
+
+
+@pytest.mark.parametrize(
+    ("twin", "name"), [("same computation", "metrics.csv"), ("same spec", "analysis.npz")], ids=["scan", "same-id"]
+)
+def test_a_finished_twin_with_a_fifo_as_a_data_file_is_named_and_trained_again(tmp_path, straight, twin, name):
+    """Issue 62: a twin of the same computation whose metrics.csv is a FIFO was left out by the store's scan,
+    so passed over without a word; one of the same spec whose analysis.npz is a FIFO was adopted, and the
+    copy of the FIFO hung `repro run`."""
+    summary, _ = straight()
+    reported_copy(straight, tmp_path)
+    source = RunDir(tmp_path / "results", "f-run", summary["run_id"])
+    (source.path / name).unlink(missing_ok=True)
+    os.mkfifo(source.path / name)
+    text = (straight.base / "dense.yaml").read_text().replace("name: f-run", "name: f-other")
+    if twin == "same computation":  # another run id, provided by the stored run's numbers
+        text = text.replace("min_context: 16}", "min_context: 16, splits: [test]}")
+    other = tmp_path / "other.yaml"
+    other.write_text(text)
+    (spec,) = manifests.load(other, Access(read=(straight.base,))).expand("tiny")
+    assert (spec.run_id == source.run_id) == (twin == "same spec")
+    done = repro_process(["run", "--allow-read", str(straight.base), str(other)])
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done
+    assert lines_with(done.stdout, "not reused") == [
+        f"  not reused: {source.path / name} is a FIFO, not a regular file"
+    ]
+    mine = RunDir(tmp_path / "results", "f-other", spec.run_id)
+    assert "reused_from" not in mine.summary() and mine.summary()["steps"] == 20 and not mine.metrics().empty
+    assert os.path.exists(source.path / name) and not (source.path / name).is_file()  # the FIFO left as it was
 
 
 def test_a_spec_edited_after_training_is_corrupt_everywhere(tmp_path, trained, capsys):

@@ -1,6 +1,7 @@
 """Hostile stores and manifests (issue 22): a symbolic link planted where the store writes is refused,
-never followed; a manifest reads a `file` corpus only under its own folders or a root the user names,
-and a copy of a private file stays private."""
+never followed; a linked run folder is no stored run to look up by id or to count on a report page; a
+manifest reads a `file` corpus only under its own folders or a root the user names, and a copy of a
+private file stays private."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import stat
 
 import faultkit
 import pytest
-from faultkit import one_error, reported_copy
+from faultkit import one_error, reported_copy, repro_process
 
 from repro import data
 from repro.cli import main
@@ -46,6 +47,68 @@ def test_a_linked_run_folder_is_refused_before_its_lock_is_written(tmp_path, wri
     run.path.symlink_to(elsewhere)
     assert one_error(capsys, ["run", str(path)], code=1).startswith(f"error: {run.path}: a symbolic link")
     assert not any(elsewhere.iterdir())
+
+
+def _tree(folder):
+    return sorted((p.relative_to(folder), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def test_a_linked_run_folder_is_refused_by_sample_and_verify_naming_its_target(tmp_path, straight):
+    """Issue 62: `repro sample` and `repro verify` looked a run up through a symbolic link in place of its
+    folder (or its manifest's) and read the target as a run stored here; status and report named it."""
+    summary, _ = straight()
+    reported_copy(straight, tmp_path)
+    run = RunDir(tmp_path / "results", "f-run", summary["run_id"])
+    target = tmp_path / "elsewhere" / "f-run" / run.run_id
+    shutil.copytree(run.path, target)  # a whole run with its checkpoint: followed, it would sample
+    shutil.rmtree(run.path)
+    run.path.symlink_to(target)
+    before = _tree(target.parent)
+    linked = f"error: {run.path} is a link to {target}: not read; a stored run is a folder of its own"
+    manifest_link = tmp_path / "results" / "runs" / "f-stored-elsewhere"  # sorted after f-run: matched second
+    manifest_link.symlink_to(target.parent)
+    in_link = (
+        f"error: {manifest_link} is a link to {target.parent}: not read; a manifest's runs are stored in a folder "
+        "of its own"
+    )
+    for argv, said in (
+        (["sample", run.run_id], linked),
+        (["sample", run.run_id[:6], "--n", "1"], linked),
+        (["sample", str(run.path)], linked),
+        (["verify", run.run_id], linked),
+        (["sample", str(manifest_link / run.run_id)], in_link),
+    ):
+        proc = repro_process(argv)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", said + "\n"), argv
+    assert _tree(target.parent) == before  # nothing read into the store, nothing written there
+    # a link beside a stored run of the same id prefix is no second match: the stored one is found
+    shutil.copytree(target, tmp_path / "results" / "runs" / "f-copy" / run.run_id)
+    proc = repro_process(["sample", run.run_id, "--n", "1", "--length", "4"])
+    assert proc.returncode == 0 and str(tmp_path / "results" / "runs" / "f-copy" / run.run_id) in proc.stdout, proc
+
+
+def test_a_report_counts_no_linked_run_as_another_manifests(tmp_path, straight):
+    """Issue 62: the page of a manifest with no stored runs counted the runs of its relatives (the same
+    manifest with other overrides) through a symbolic link in place of a manifest's or a run's folder."""
+    summary, _ = straight()
+    manifest = reported_copy(straight, tmp_path)
+    runs = tmp_path / "results" / "runs"
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(runs / "f-run", elsewhere / "f-run")
+    (runs / "f-run.train.steps_5").symlink_to(elsewhere / "f-run")  # a manifest's folder
+    (runs / "f-run.train.steps_6").mkdir()
+    (runs / "f-run.train.steps_6" / summary["run_id"]).symlink_to(elsewhere / "f-run" / summary["run_id"])
+    before = _tree(elsewhere)
+    report = repro_process(["report", "--allow-read", str(straight.base), str(manifest)])
+    assert report.returncode == 0 and report.stderr == "", report
+    assert "No stored runs yet: `repro run" in report.stdout
+    assert "other overrides" not in report.stdout and "steps_" not in report.stdout, report.stdout
+    assert _tree(elsewhere) == before
+    # a real folder of a relative is counted as before
+    shutil.copytree(elsewhere / "f-run", runs / "f-run.train.steps_7")
+    report = repro_process(["report", "--allow-read", str(straight.base), str(manifest)])
+    assert "- `f-run.train.steps_7`: 1 finished run(s); `repro report f-run.train.steps_7`" in report.stdout
+    assert "steps_5" not in report.stdout and "steps_6" not in report.stdout, report.stdout
 
 
 def test_a_link_at_a_figure_or_a_dataset_lock_is_refused(tmp_path, straight, corpus, capsys):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from faultkit import SignalAt, reported_copy
+from faultkit import SignalAt, reported_copy, repro_process
 from storekit import stored_run
 
 from repro import data
@@ -160,14 +160,6 @@ def test_corrupt_summary_and_spec_are_listed_and_redone(tmp_path, write_manifest
     assert out.count(": the run is redone") == 2 and out.count("resuming") == 2
     assert a.summary()["status"] == b.summary()["status"] == "finished" and b.spec()["run_id"] == b.run_id
     assert abs(a.summary()["test_bits"] - bits) < 1e-9
-
-
-def repro_process(argv: list[str]) -> subprocess.CompletedProcess:
-    """``python -m repro ARGV`` in a fresh process, each time without the store's index (so that it reads
-    the run's files); one that hangs fails the test by its timeout."""
-    shutil.rmtree(Path(os.environ["REPRO_RESULTS"]) / "index", ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run([sys.executable, "-m", "repro", *argv], capture_output=True, text=True, env=env, timeout=120)
 
 
 @pytest.mark.parametrize("name", ["summary.json", "metrics.csv", "analysis.npz"])

@@ -2,13 +2,16 @@
 
 A real git repository in a temporary folder holds a copy of ``repro/store/provenance.py`` at its own
 path, beside a manifest, an analysis file, a stored result, a report and a doc; the copy is imported from
-there, so ``git`` sees that repository."""
+there, so ``git`` sees that repository. A copy of the whole package inside an unrelated repository is
+imported by a fresh process from there."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +75,31 @@ def test_outside_a_repository_it_says_unknown(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.code_version() == "unknown"
+
+
+@pytest.mark.faults
+def test_a_copy_of_the_code_inside_another_repository_records_no_commit_of_it(tmp_path):
+    """Issue 62: a copy of the code without its .git lying inside an unrelated repository recorded that
+    repository's commit (a README-only one) as the code_version of every run it trained."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "README").write_text("another project\n")
+    git(outer, "init", "-q")
+    git(outer, "add", "README")
+    git(outer, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "README only")
+    readme_only = git(outer, "rev-parse", "--short", "HEAD")
+    copy = outer / "copy"
+    shutil.copytree(Path(provenance.__file__).parents[1], copy / "repro", ignore=shutil.ignore_patterns("__pycache__"))
+    asked = subprocess.run(
+        [sys.executable, "-c", "from repro.store import provenance as p; print(p.__file__); print(p.code_version())"],
+        cwd=copy,
+        env={**os.environ, "PYTHONPATH": str(copy)},
+        capture_output=True,
+        text=True,
+    )
+    assert asked.returncode == 0, asked.stderr
+    where, version = asked.stdout.splitlines()
+    assert Path(where) == copy / "repro" / "store" / "provenance.py"  # the copy's code, not this checkout's
+    assert version == provenance.UNKNOWN != readme_only

@@ -7,17 +7,15 @@ kill -9 takes the child with it, and the next retrain resumes, leaving no worktr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
-import textwrap
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from replaykit import GIT, alive, commit, env, gated_commit, until, worktrees
 from spine_manifests import tiny_manifest
 from textcorpus import write_corpus
 
@@ -25,26 +23,12 @@ from repro.config import manifest as manifests
 from repro.store.runs import RunDir
 
 HERE = Path(__file__).resolve().parents[2]  # the checkout under test
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-
-
-def _env(code: Path) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(code), "WANDB_MODE": "disabled"}
-    env.pop("REPRO_RESULTS", None)
-    return env
 
 
 def _repro(cwd: Path, *args: str, code: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "repro", *args], cwd=cwd, env=_env(code), capture_output=True, text=True
+        [sys.executable, "-m", "repro", *args], cwd=cwd, env=env(code), capture_output=True, text=True
     )
-
-
-def _commit(repo: Path, message: str) -> str:
-    subprocess.run([*GIT, "-C", str(repo), "commit", "-qam", message], check=True)
-    return subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 def _files(run: RunDir) -> dict[str, bytes]:
@@ -64,7 +48,7 @@ def store(tmp_path) -> tuple[Path, str, RunDir, dict]:
     (repo / "experiments" / "t-retrain.yaml").write_text(tiny_manifest(corpus, name="t-retrain"))
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*GIT, "-C", str(repo), "add", "repro", "analysis", "experiments"], check=True)
-    rev = _commit(repo, "tiny")
+    rev = commit(repo, "tiny")
     trained = _repro(repo, "--results", "results", "run", "t-retrain", "--no-wandb", code=repo)
     assert trained.returncode == 0, trained.stderr[-2000:]
     (spec,) = manifests.load(repo / "experiments" / "t-retrain.yaml").expand("tiny")
@@ -121,7 +105,7 @@ def test_a_retraining_that_fails_leaves_the_stored_run_as_it_was(store):
     repo, rev, run, _ = store
     model = repo / "repro" / "models" / "sparse_transformer.py"
     model.write_text(model.read_text() + "\nraise RuntimeError('a broken model')\n")
-    broken = _commit(repo, "broken")
+    broken = commit(repo, "broken")
     before = _files(run)
     allow = ("--allow-read", str(repo / "experiments"))
     failed = _repro(repo, "--results", "results", *allow, "retrain", run.run_id, "--at", broken, code=repo)
@@ -195,9 +179,9 @@ def test_a_commit_whose_code_names_the_run_otherwise_stores_nothing(store):
     repo, rev, run, _ = store
     identity = repo / "repro" / "identity.py"
     identity.write_text(identity.read_text().replace("hexdigest()[:12]", "hexdigest()[-12:]"))
-    other = _commit(repo, "another id")  # this commit's code hashes specs to other run ids
+    other = commit(repo, "another id")  # this commit's code hashes specs to other run ids
     identity.write_text(identity.read_text().replace("hexdigest()[-12:]", "hexdigest()[:12]"))
-    _commit(repo, "the ids back")
+    commit(repo, "the ids back")
     before = _files(run)
     allow = ("--allow-read", str(repo / "experiments"))
     seed1 = manifests.load(repo / "experiments" / "t-retrain.yaml").expand("tiny", seeds=2)[1]
@@ -242,7 +226,7 @@ def test_a_copy_of_the_code_inside_another_repository_is_refused_naming_its_fold
     (outer / "README").write_text("another project\n")
     subprocess.run(["git", "init", "-q", str(outer)], check=True)
     subprocess.run([*GIT, "-C", str(outer), "add", "README"], check=True)
-    _commit(outer, "README only")
+    commit(outer, "README only")
     copy = outer / "copy"
     shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
     stored = RunDir(copy / "results", "t-retrain", run.run_id)
@@ -256,67 +240,15 @@ def test_a_copy_of_the_code_inside_another_repository_is_refused_naming_its_fold
     assert _files(stored) == before and not (copy / "results" / ".retrain").exists()
 
 
-def _until(condition, what: str, seconds: float = 180):
-    """``condition()``'s first true value, asked every 10 ms until the deadline (then the test fails)."""
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"no {what} after {seconds} s"
-        time.sleep(0.01)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie no longer does)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
-def _worktrees(repo: Path) -> list[Path]:
-    listed = subprocess.run(["git", "-C", str(repo), "worktree", "list", "--porcelain"], capture_output=True, text=True)
-    return [Path(line.split(" ", 1)[1]) for line in listed.stdout.splitlines() if line.startswith("worktree ")]
-
-
-def _gated_commit(repo: Path, ready: Path) -> str:
-    """A commit whose training, the first time it reaches step 12 (after step 10's checkpoint), writes its
-    pid to ``ready`` and waits there until it is signalled (SIGTERM, or the parent's death kills it)."""
-    module = repo / "repro" / "train" / "module.py"
-    module.write_text(
-        module.read_text()
-        + textwrap.dedent(f"""
-
-        _plain_step = LMModule.training_step
-
-
-        def _gated_step(self, batch, batch_idx):
-            import os, time
-            from repro.train import signals
-            if self.global_step == 12 and not os.path.exists("{ready}"):
-                with open("{ready}.tmp", "w") as f:
-                    f.write(str(os.getpid()))
-                os.rename("{ready}.tmp", "{ready}")
-                deadline = time.monotonic() + 300
-                while signals.requested() is None and time.monotonic() < deadline:
-                    time.sleep(0.01)
-            return _plain_step(self, batch, batch_idx)
-
-
-        LMModule.training_step = _gated_step
-        """)
-    )
-    return _commit(repo, "training that waits at step 12 for a signal")
-
-
 def _retraining(repo: Path, run: RunDir, gated: str, ready: Path) -> tuple[subprocess.Popen, int, Path]:
     """``repro retrain`` of ``run`` at the ``gated`` commit, started; once its child trains (waiting at step
     12): the process, the child's pid and the commit's worktree."""
     args = ("--results", "results", "--allow-read", str(repo / "experiments"), "retrain", run.run_id, "--at", gated)
     parent = subprocess.Popen(
-        [sys.executable, "-m", "repro", *args], cwd=repo, env=_env(repo), stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "repro", *args], cwd=repo, env=env(repo), stderr=subprocess.PIPE, text=True
     )
-    child = int(_until(lambda: ready.exists() and ready.read_text(), "training child at step 12"))
-    (tree,) = (tree for tree in _worktrees(repo) if tree != repo)
+    child = int(until(lambda: ready.exists() and ready.read_text(), "training child at step 12"))
+    (tree,) = (tree for tree in worktrees(repo) if tree != repo)
     return parent, child, tree
 
 
@@ -329,7 +261,7 @@ def test_a_signal_stops_the_training_child_and_removes_the_worktree_and_the_same
     worktree stayed registered for good."""
     repo, rev, run, honest = store
     ready = tmp_path / "ready"
-    gated = _gated_commit(repo, ready)
+    gated = gated_commit(repo, ready)
     before = _files(run)
     parent, child, tree = _retraining(repo, run, gated, ready)
     parent.send_signal(signum)
@@ -340,14 +272,14 @@ def test_a_signal_stops_the_training_child_and_removes_the_worktree_and_the_same
         f"interrupted by {signum.name}: the retraining of run {run.run_id} is kept under {scratch}; run the same "
         "command again to resume"
     )
-    assert not _alive(child) and _files(run) == before
-    assert _worktrees(repo) == [repo] and not tree.exists() and not tree.parent.parent.exists()
+    assert not alive(child) and _files(run) == before
+    assert worktrees(repo) == [repo] and not tree.exists() and not tree.parent.parent.exists()
     kept = RunDir(scratch, "t-retrain", run.run_id)  # checkpointed at its step boundary, to resume from
     assert kept.summary()["status"] == "interrupted" and kept.last_checkpoint is not None
     allow = ("--allow-read", str(repo / "experiments"))
     again = _repro(repo, "--results", "results", *allow, "retrain", run.run_id, "--at", gated, code=repo)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert f"retrained at {gated}: valid 9.000000 -> " in again.stdout and _worktrees(repo) == [repo]
+    assert f"retrained at {gated}: valid 9.000000 -> " in again.stdout and worktrees(repo) == [repo]
     assert abs(run.summary()["valid_bits"] - honest["valid_bits"]) < 1e-4 and run.spec()["code_version"] == gated
 
 
@@ -359,15 +291,15 @@ def test_a_kill_9_takes_the_training_child_with_it_and_the_next_retrain_resumes_
     run`: the orphan held the scratch run); the killed one's worktree stayed registered."""
     repo, rev, run, honest = store
     ready = tmp_path / "ready"
-    gated = _gated_commit(repo, ready)
+    gated = gated_commit(repo, ready)
     parent, child, tree = _retraining(repo, run, gated, ready)
     parent.kill()
     parent.communicate(timeout=60)
-    _until(lambda: not _alive(child), "end of the training child after its parent's kill -9", seconds=60)
-    assert _worktrees(repo) == [repo, tree] and tree.exists()  # the killed one's, stale
+    until(lambda: not alive(child), "end of the training child after its parent's kill -9", seconds=60)
+    assert worktrees(repo) == [repo, tree] and tree.exists()  # the killed one's, stale
     allow = ("--allow-read", str(repo / "experiments"))
     again = _repro(repo, "--results", "results", *allow, "retrain", run.run_id, "--at", gated, code=repo)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"retrained at {gated}: valid 9.000000 -> " in again.stdout
-    assert _worktrees(repo) == [repo] and not tree.parent.parent.exists()
+    assert worktrees(repo) == [repo] and not tree.parent.parent.exists()
     assert abs(run.summary()["valid_bits"] - honest["valid_bits"]) < 1e-4 and run.spec()["code_version"] == gated

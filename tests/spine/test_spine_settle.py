@@ -90,8 +90,16 @@ DAMAGES = {  # how a finished twin is damaged, and the end of the line that name
     "no bits": (lambda run: _drop(run, "valid_bits", "test_bits"), "summary.json: no valid_bits"),
     "status only": (lambda run: run.write_summary({"status": "finished"}), "summary.json: no valid_bits"),
     "metrics deleted": (lambda run: run.metrics_path.unlink(), "metrics.csv: missing"),
+    # never opened: a FIFO would hang the reuse's copy; the store's scan leaves such a run out
+    "metrics a FIFO": (lambda run: _fifo(run.metrics_path), "metrics.csv is a FIFO, not a regular file"),
+    "arrays a FIFO": (lambda run: _fifo(run.path / "analysis.npz"), "analysis.npz is a FIFO, not a regular file"),
     "healthy": (lambda run: None, None),
 }
+
+
+def _fifo(path):
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
 
 
 def _drop(run, *keys):

@@ -3,13 +3,15 @@ its stored bits; a number changed in the store is found at its step with both va
 difference, and passes under a ``--tolerance`` it is within; a differing line names the recorded property
 of the environment that differs from this machine (the CPU vendor, recorded or inferred from an old run's
 model name); a run that cannot be re-executed as it was made says why; bad input is one line, exit
-status 2."""
+status 2; a signal stops the training child and the command in one line, removing the scratch folder, and
+a kill -9 takes the child with it, the next verify removing what it left."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from replaykit import GIT, alive, env, gated_commit, until, worktrees
 from spine_manifests import stored_run, tiny_manifest
 from textcorpus import write_corpus
 
@@ -29,13 +32,12 @@ from repro.store.runs import RunDir
 from repro.train import environment
 
 HERE = Path(__file__).resolve().parents[2]  # the checkout under test
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 
 
 def _repro(cwd: Path, *args: str, code: Path = HERE) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(code), "WANDB_MODE": "disabled"}
-    env.pop("REPRO_RESULTS", None)
-    return subprocess.run([sys.executable, "-m", "repro", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "repro", *args], cwd=cwd, env=env(code), capture_output=True, text=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,8 @@ def test_a_stored_run_re_executed_at_its_commit_gives_its_bits_and_a_changed_num
     steps = [line for line in said[1:] if line.startswith("  step ")]
     assert steps and steps[-1].startswith("  step 30/30  train bits ") and "s/step" in steps[-1]
 
-    lines = run.metrics_path.read_text().splitlines()
+    original = run.metrics_path.read_text()
+    lines = original.splitlines()
     header, row = lines[0].split(","), lines[2].split(",")
     column = header.index("train/bits")
     stored, row[column] = row[column], repr(float(row[column]) + 1e-6)
@@ -98,6 +101,7 @@ def test_a_stored_run_re_executed_at_its_commit_gives_its_bits_and_a_changed_num
     assert within.returncode == 0, within.stderr[-2000:]
     (line,) = within.stdout.splitlines()
     assert f"same within {relative * 10:g}: largest difference train/bits at step {row[0]}, stored " in line
+    run.metrics_path.write_text(original)  # the module's run as trained again, for the tests after this one
 
 
 def test_a_new_run_records_the_cpu_vendor_and_the_blas_it_ran(trained):
@@ -314,3 +318,75 @@ def test_one_walk_gives_the_first_and_the_largest_difference(tmp_path, write_man
     again.update_summary(name="y")  # not a number: no tolerance passes it
     compared = compare(stored, again)
     assert compared.unnumbered.what == "summary name" and not compared.within(0.5)
+
+
+def _gated_copy(repo: Path, run: RunDir, ready: Path) -> RunDir:
+    """A copy of the stored ``run`` under another results root of ``repo``, its spec naming a commit (on a
+    branch of its own: the checkout stays as it was) whose training waits at step 12 for a signal."""
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", f"gated-{ready.parent.name}"], check=True)
+    gated = gated_commit(repo, ready)
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-"], check=True)
+    root = repo / f"gated-{ready.parent.name}"
+    shutil.copytree(repo / "results", root, ignore=shutil.ignore_patterns("index", "checkpoints"))
+    copy = RunDir(root, "t-verify", run.run_id)
+    copy.write_spec({**copy.spec(), "code_version": gated})
+    return copy
+
+
+def _verifying(repo: Path, copy: RunDir, ready: Path) -> tuple[subprocess.Popen, int, Path]:
+    """``repro verify`` of ``copy``, started; once its child trains (waiting at step 12): the process, the
+    child's pid and the scratch folder holding the commit's worktree."""
+    root = copy.path.parent.parent.parent
+    args = ("--results", str(root), "--allow-read", str(repo / "experiments"), "verify", copy.run_id)
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "repro", *args],
+        cwd=repo,
+        env=env(HERE),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    child = int(until(lambda: ready.exists() and ready.read_text(), "training child at step 12"))
+    (tree,) = (tree for tree in worktrees(repo) if tree != repo)
+    return parent, child, tree.parent.parent
+
+
+def _files(run: RunDir) -> dict[str, bytes]:
+    return {str(p.relative_to(run.path)): p.read_bytes() for p in sorted(run.path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.faults
+def test_a_sigterm_stops_the_training_child_in_one_line_and_removes_the_scratch_folder(trained, tmp_path):
+    """Issue 62: verify's training child got no SIGTERM (SIGINT, SIGHUP) and did not die with its parent: the
+    parent died at once, without a line, and left the child training on, an orphan, and its scratch folder
+    with a registered worktree."""
+    repo, run = trained
+    ready = tmp_path / "ready"
+    copy = _gated_copy(repo, run, ready)
+    before = _files(copy)
+    parent, child, scratch = _verifying(repo, copy, ready)
+    parent.send_signal(signal.SIGTERM)
+    out, err = parent.communicate(timeout=300)
+    assert parent.returncode == 143 and "Traceback" not in err and out == "", err
+    assert err.splitlines()[-1] == (
+        f"interrupted by SIGTERM: the re-execution of run {run.run_id} stopped; the store is unchanged"
+    )
+    assert not alive(child)  # it stopped at its step boundary before the parent exited
+    assert worktrees(repo) == [repo] and not scratch.exists()
+    assert _files(copy) == before
+
+
+@pytest.mark.faults
+def test_a_kill_9_takes_the_training_child_with_it_and_the_next_verify_removes_its_scratch_folder(trained, tmp_path):
+    repo, run = trained
+    ready = tmp_path / "ready"
+    copy = _gated_copy(repo, run, ready)
+    parent, child, scratch = _verifying(repo, copy, ready)
+    parent.kill()
+    parent.communicate(timeout=60)
+    until(lambda: not alive(child), "end of the training child after its parent's kill -9", seconds=60)
+    assert scratch.exists() and len(worktrees(repo)) == 2  # the killed one's, stale
+    # the next verify of a run of the repository (the stored one, at its own commit) removes what it left
+    again = _repro(repo, "--results", "results", "--allow-read", str(repo / "experiments"), "verify", run.run_id)
+    assert again.returncode == 0 and again.stdout.startswith(f"{run.run_id}  t-verify  same bits ("), again
+    assert worktrees(repo) == [repo] and not scratch.exists()
