@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.cli import options as opts
-from repro.cli.common import at_scale, override_args, save, select, store_root
+from repro.cli.common import override_args, select, store_root
 from repro.config import lookup
 from repro.errors import UserError
 from repro.plan import runs as plans
+from repro.plan.selection import at_scale, save
 from repro.registry import Command
 from repro.session.exits import RUN_INTERRUPTED
 from repro.train import launch, quiet, signals
@@ -30,7 +31,7 @@ def cmd_run(args) -> int:
     job, slurm = (_job(args, root), _slurm(args)) if args.launcher else (None, None)  # each job's, less its run id
 
     def prepare() -> None:  # rank 0's alone: the other ranks wait for it (and raise what it raised)
-        save(args, found)
+        save(found, args.save)
         if not args.dry_run:
             local.ensure_data(plan)
 

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from repro import data
-from repro.config import lookup
 from repro.config.capped import with_max_steps
 from repro.config.keys import names
 from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
 from repro.plan import eta, filters
 from repro.progress import say
-from repro.store.runs import RunDir, State, results_root, sources
+from repro.store.runs import RunDir, State, results_root
 
 
 @dataclass(frozen=True)
@@ -102,11 +101,6 @@ class Plan:
             f"score each split's first {shown} targets (train.val_tokens, the quick validation's prefix); "
             "--full-eval scores every target"
         )
-
-
-def stored(root: Path) -> lookup.Stored:
-    """What the results root knows of manifests outside experiments/ (by the names they were run with)."""
-    return lookup.Stored(sources(root), f"{root}/sources")
 
 
 def make(
