@@ -1,5 +1,5 @@
 """What the commands share: the results root, the folders the user allowed, the overrides, manifest
-selection, value formatting."""
+selection (:mod:`repro.plan.selection`), value formatting."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import os
 from pathlib import Path
 
 from repro.bounds import ALLOW_READ, TRUST_CODE
-from repro.config import lookup, overrides
 from repro.config import manifest as manifests
+from repro.config import overrides
 from repro.config.access import Access
 from repro.errors import UserError
-from repro.plan.runs import stored
-from repro.progress import say
+from repro.plan import selection
 from repro.store.runs import results_root
 
 
@@ -26,33 +25,7 @@ def override_args(args) -> list[str]:
 
 
 def select(args) -> list[manifests.Manifest]:
-    found = lookup.select(args.name, override_args(args), stored(store_root(args)), args.access)
-    if len(found) > 1:
-        print(f"{args.name}: {len(found)} manifests: {', '.join(m.name for m in found)}", flush=True)
-    return found
-
-
-def at_scale(plan: list[manifests.Manifest], scale: str) -> list[manifests.Manifest]:
-    """The manifests of a group (or a gathering manifest's parts) that have ``scale``, saying which were
-    left out; an error only when none has it. One manifest is kept as it is (its own error names it)."""
-    if len(plan) < 2:
-        return plan
-    kept = [m for m in plan if scale in m.scale_names()]
-    if not kept:
-        scales = "; ".join(f"{m.name}: {', '.join(m.scale_names())}" for m in plan)
-        raise UserError(f"--scale {scale}: none of the {len(plan)} manifests has this scale (their scales: {scales})")
-    left = [m.name for m in plan if m not in kept]
-    if left:
-        say(f"left out, no scale {scale!r}: {', '.join(left)}")
-    return kept
-
-
-def save(args, found: list[manifests.Manifest]) -> None:
-    if not args.save:
-        return
-    if len(found) != 1 or not found[0].args:
-        raise UserError("--save: needs one manifest and at least one KEY=VALUE override")
-    print(f"wrote {overrides.save(found[0], Path(args.save))}")
+    return selection.select(args.name, override_args(args), store_root(args), args.access)
 
 
 def json_value(value):

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from repro.cli import options
-from repro.cli.common import at_scale, override_args, save, select, store_root
+from repro.cli.common import override_args, select, store_root
 from repro.config import lookup
 from repro.config import manifest as manifests
 from repro.config.cells import value_text
@@ -15,6 +15,7 @@ from repro.config.document import SCALES
 from repro.config.manifest import DEFAULT_SCALE
 from repro.console import print_table
 from repro.errors import UserError
+from repro.plan import selection
 from repro.registry import Command
 from repro.report import renderers
 from repro.store.runs import RunDir, short_names
@@ -106,7 +107,7 @@ def cmd_show(args) -> int:
     found = select(args)
     root = store_root(args)
     out = []
-    for m in at_scale(lookup.with_parts(found, override_args(args)), args.scale):
+    for m in selection.at_scale(lookup.with_parts(found, override_args(args)), args.scale):
         specs = m.expand(args.scale, seeds=args.seeds)
         keys = list(m.grid_for(args.scale))
         fixed = {key for _, key, _ in FIXED}
@@ -144,7 +145,7 @@ def cmd_show(args) -> int:
         print_table([("run_id", *shown, *(names[k] for k in apart), *(h for h, _, _ in FIXED), "state"), *rows])
     if args.json:
         print(json.dumps(out, indent=2, default=str))
-    save(args, found)
+    selection.save(found, args.save)
     return 0
 
 

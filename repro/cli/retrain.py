@@ -20,11 +20,12 @@ import sys
 from pathlib import Path
 
 from repro.cli import options, stale
-from repro.cli.common import at_scale, store_root, stored
+from repro.cli.common import store_root
 from repro.config import lookup
 from repro.config.cells import cell_text
 from repro.errors import RunFailed, UserError
 from repro.plan import filters
+from repro.plan.selection import at_scale, stored
 from repro.registry import Command
 from repro.store.digests import Digests
 from repro.store.runs import RunDir, listing

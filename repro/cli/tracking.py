@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.cli.common import at_scale, store_root
+from repro.cli.common import store_root
 from repro.config import lookup
 from repro.config.manifest import DEFAULT_SCALE
 from repro.errors import UserError
 from repro.files import atomic
-from repro.plan.runs import stored
+from repro.plan.selection import at_scale, stored
 from repro.registry import Command
 from repro.store.runs import table
 

@@ -1,8 +1,10 @@
 """A plan: the runs a selection trains, as data, made once from one look at the store.
 
 Each run is its manifest, its spec and its :class:`~repro.store.runs.State` (the summary read once, when
-the plan is made); the plan adds what a capped run scores, the timings its ETA comes from and what its
-seeds can decide (the power note). ``repro run`` prints a plan and hands it to :mod:`repro.session`; a
+the plan is made) and, when the plan trains into another root than the shipped store, the finished run of
+its id stored there (:class:`Shipped`, read then too: what the run is held beside when it ends); the plan
+adds what a capped run scores, the timings its ETA comes from and what its seeds can decide (the power
+note). ``repro run`` prints a plan and hands it to :mod:`repro.session`; a
 launched job makes the plan of its one run with the same :func:`resolve`, so that it finds the very run
 its parent submitted. No torch here.
 """
@@ -13,25 +15,38 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from repro import data
-from repro.config import lookup
 from repro.config.capped import with_max_steps
 from repro.config.keys import names
 from repro.config.manifest import Manifest
 from repro.config.spec import RunSpec
 from repro.plan import eta, filters
 from repro.progress import say
-from repro.store.runs import RunDir, State, sources
+from repro.store.runs import RunDir, State, results_root
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """The finished run of a planned run's id in the shipped store (``results_root(None)``) when the plan
+    trains into another root: where it lies, its spec and its summary, as read when the plan was made."""
+
+    path: Path
+    spec: dict[str, Any]
+    summary: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Planned:
-    """One run of a plan: its manifest, its spec, and its state in the store when the plan was made."""
+    """One run of a plan: its manifest, its spec, its state in the store when the plan was made and, when it
+    was unfinished then, the run of its id that the shipped store holds finished (None: none, or the plan
+    trains into the shipped store)."""
 
     manifest: Manifest
     spec: RunSpec
     state: State
+    shipped: Shipped | None = None
 
 
 @dataclass
@@ -88,11 +103,6 @@ class Plan:
         )
 
 
-def stored(root: Path) -> lookup.Stored:
-    """What the results root knows of manifests outside experiments/ (by the names they were run with)."""
-    return lookup.Stored(sources(root), f"{root}/sources")
-
-
 def make(
     manifests: list[Manifest],
     root: Path,
@@ -106,8 +116,8 @@ def make(
     echo: Callable[[str], None] = say,
 ) -> Plan:
     """The plan of ``manifests`` at ``scale`` into ``root`` (:func:`resolve` picks the runs), each run's
-    state read now; ``echo`` gets, as they are found, the manifests that train nothing and the cells
-    their overrides leave out."""
+    state read now (and, unfinished, the shipped store's run of its id); ``echo`` gets, as they are found,
+    the manifests that train nothing and the cells their overrides leave out."""
     for m in manifests:
         if m.base is None:
             echo(f"{m.name} trains nothing; `repro report {m.command}` draws it")
@@ -117,8 +127,26 @@ def make(
             if _picked(cell, only):
                 echo(f"left out, its overrides make this cell invalid: {why}")
     specs, caps = resolve(trains, scale, seeds, only, max_steps, run_id, full_eval)
-    runs = [Planned(m, s, RunDir(root, m.name, s.run_id).state()) for m, s in specs]
+    runs = []
+    for m, s in specs:
+        state = RunDir(root, m.name, s.run_id).state()
+        runs.append(Planned(m, s, state, None if state.finished else _shipped(root, m.name, s.run_id)))
     return Plan(root, scale, seeds, trains, runs, caps, eta.Timings(eta.default_roots(root)))
+
+
+def _shipped(root: Path, manifest: str, run_id: str) -> Shipped | None:
+    """The finished run of ``run_id`` in the shipped store, when that is not ``root``'s (None: none, it does
+    not read, or it is this very run)."""
+    twin = RunDir(results_root(None), manifest, run_id)
+    if twin.path.resolve() == RunDir(root, manifest, run_id).path.resolve():
+        return None
+    try:
+        state = twin.state()
+    except OSError:
+        return None
+    if not state.finished or state.spec is None or state.summary is None:  # finished: both were read
+        return None
+    return Shipped(twin.path, state.spec, state.summary)
 
 
 def resolve(

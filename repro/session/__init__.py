@@ -1,1 +1,2 @@
-"""A plan executed: its runs trained here one after another, or handed to a launcher as jobs."""
+"""A plan executed: ``repro run``'s session from its request (:mod:`repro.session.run`), its runs trained here
+one after another, or handed to a launcher as jobs."""

@@ -11,7 +11,8 @@ from dataclasses import replace
 
 from repro.config import lookup
 from repro.errors import UserError
-from repro.plan.runs import Plan, make, stored
+from repro.plan.runs import Plan, make
+from repro.plan.selection import stored
 from repro.progress import say
 from repro.session import exits, local
 from repro.train import distributed, launch, quiet, signals

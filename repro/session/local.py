@@ -20,7 +20,7 @@ from repro.progress import say
 from repro.replay import checkpoint, samebits
 from repro.store import digests
 from repro.store import runs as store
-from repro.store.runs import RunDir
+from repro.store.runs import CorruptFile, RunDir
 from repro.track.loggers import resolve_mode, wandb_dir
 from repro.train import distributed, runner, throughput
 
@@ -146,11 +146,36 @@ def _ended(p: Planned, outcome: runner.Outcome, root: Path, retrain_checkpoint: 
         lines.append(f"  note: {gap}")
     if (s.get("mfu") or 0) > 1:
         lines.append(f"  mfu {s['mfu']:.3f}: {throughput.ABOVE_PEAK}")
-    if outcome.status == "finished" and not retrain_checkpoint:  # trained now: beside the shipped run's bits
-        shipped = RunDir(store.results_root(None), p.manifest.name, spec.run_id)
-        if line := samebits.against_stored(shipped, RunDir(root, p.manifest.name, spec.run_id)):
-            lines.append(line)
+    if outcome.status == "finished" and not retrain_checkpoint and (line := _beside(p, s, root)):  # trained now
+        lines.append(line)
     return lines
+
+
+def _beside(p: Planned, mine: dict, root: Path) -> str | None:
+    """The line of a run just trained into ``root`` (``mine``: its summary as its finish wrote it) beside the
+    run of its id that the shipped store holds (:attr:`Planned.shipped`, read when the plan was made): the
+    same bits, or how they differ and why (:mod:`repro.replay.samebits`). None when there is none, or this
+    run's spec does not read back."""
+    shipped = p.shipped
+    if shipped is None:
+        return None
+    off = samebits.differences(shipped.summary, mine)
+    if not off:
+        same = ", ".join(f"{k} {v:.6f}" for k, v in samebits.scores(shipped.summary).items())
+        return f"  the same bits as the run of this id stored under {shipped.path} ({same})"
+    why = samebits.reasons(shipped.spec, shipped.summary, mine.get("environment"))
+    if why:
+        text = "; ".join(why)
+    else:
+        try:  # the code this run was trained at, as its spec records it
+            version = str(RunDir(root, p.manifest.name, p.spec.run_id).spec().get("code_version"))
+        except (CorruptFile, OSError):
+            return None
+        text = samebits.unexplained(shipped.spec, shipped.summary, version)
+    return (
+        f"  not the bits of the run of this id stored under {shipped.path}: {samebits.shown(off)}; {text} "
+        "(docs/reproducibility.md)"
+    )
 
 
 def _score(p: Planned, root: Path, echo: Callable[[str], None], processes: int) -> runner.Outcome:

@@ -58,11 +58,13 @@ class LeftOut:
 @dataclass(frozen=True)
 class State:
     """What the store holds of a run at one look: its summary (``{}``: none yet; None: one that does not
-    read) and whether the run is finished (its summary says so and its spec reads: a corrupt file makes it
-    unfinished). Taken once (:meth:`RunDir.state`) and handed on, so that one command reads a run once."""
+    read), whether the run is finished (its summary says so and its spec reads: a corrupt file makes it
+    unfinished) and, finished, its spec as read. Taken once (:meth:`RunDir.state`) and handed on, so that
+    one command reads a run once."""
 
     summary: dict[str, Any] | None
     finished: bool
+    spec: dict[str, Any] | None = None  # read only when the summary says finished
 
     @property
     def status(self) -> str:
@@ -271,15 +273,16 @@ class RunDir:
         return summary
 
     def state(self) -> State:
-        """The run's :class:`State`: its summary and spec read now."""
+        """The run's :class:`State`: its summary and (when it says finished) its spec read now."""
         try:
             summary = self.summary()
         except CorruptFile:
             return State(None, False)
         try:
-            return State(summary, summary.get("status") == FINISHED and bool(self.spec()))
+            spec = self.spec() if summary.get("status") == FINISHED else None
         except CorruptFile:
             return State(summary, False)
+        return State(summary, spec is not None, spec)
 
     @property
     def finished(self) -> bool:

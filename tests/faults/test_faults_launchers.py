@@ -128,14 +128,16 @@ def test_bad_launcher_options_are_one_line_errors_writing_nothing(tmp_path, writ
 def test_a_slurm_job_has_a_task_per_device_on_each_node_each_running_the_whole_ddp_command(tmp_path, write_manifest):
     from repro.cli.common import access
     from repro.cli.parser import build_parser
-    from repro.cli.run import _job
+    from repro.cli.run import request
+    from repro.session import run
 
     path = two_run_manifest(write_manifest)
     args = build_parser().parse_args(["run", str(path), "--launcher", "slurm", "--nodes", "2", "--devices", "4"])
     args.access = access(args)
-    options = launch.Slurm(nodes=args.num_nodes, tasks_per_node=args.devices).parameters()
+    asked = request(args)
+    options = run.check(asked, None).parameters()
     assert (options["nodes"], options["ntasks_per_node"]) == (2, 4)
-    job = _job(args, tmp_path / "results")
+    job = run.job(asked, tmp_path / "results")
     assert (job.devices, job.num_nodes) == (4, 2)
 
 

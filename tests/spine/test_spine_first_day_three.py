@@ -103,6 +103,11 @@ def test_a_run_trained_into_another_root_says_whether_it_gave_the_shipped_runs_b
     assert main(["--results", str(tmp_path / "fresh2"), "run", str(path)]) == 0
     out = capsys.readouterr().out
     assert "not the bits of the run of this id stored under" in out and "trained from uncommitted code" in out
+    _edit(twin, code_version="0123abc")  # committed code elsewhere: nothing foreseen, this run's commit named
+    assert main(["--results", str(tmp_path / "fresh3"), "run", str(path)]) == 0
+    out = capsys.readouterr().out
+    here = RunDir(tmp_path / "fresh3", run.path.parent.name, run.run_id).spec()["code_version"]
+    assert f"it was trained at code 0123abc, this is {here}" in out and f"`repro verify {run.run_id}`" in out
     assert main(["run", str(path)]) == 0  # into the default root itself: the run is skipped, no comparison
     assert "stored under" not in capsys.readouterr().out
 
