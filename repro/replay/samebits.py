@@ -15,7 +15,6 @@ from collections.abc import Mapping
 
 from repro import cpu_isa
 from repro.replay import verify
-from repro.store.runs import CorruptFile, RunDir
 
 SCORES = ("valid_bits", "test_bits")
 
@@ -89,26 +88,3 @@ def shown(off: Mapping[str, tuple[float, float | None]]) -> str:
     return ", ".join(
         f"{key} {'none' if new is None else f'{new:.6f}'} (stored {old:.6f})" for key, (old, new) in off.items()
     )
-
-
-def against_stored(twin: RunDir, here: RunDir) -> str | None:
-    """The line for a run just trained (``here``) when another results root holds a finished run of the
-    same id (``twin``: the shipped store's): the same bits, or how they differ and why. None when there is
-    no such run, or it is this very run."""
-    if twin.path.resolve() == here.path.resolve():
-        return None
-    try:
-        if not twin.finished:
-            return None
-        stored, spec = twin.summary(), twin.spec()
-        mine, my_spec = here.summary(), here.spec()
-    except (CorruptFile, OSError):
-        return None
-    where = twin.path
-    off = differences(stored, mine)
-    if not off:
-        same = ", ".join(f"{k} {v:.6f}" for k, v in scores(stored).items())
-        return f"  the same bits as the run of this id stored under {where} ({same})"
-    why = reasons(spec, stored, mine.get("environment"))
-    text = "; ".join(why) if why else unexplained(spec, stored, str(my_spec.get("code_version")))
-    return f"  not the bits of the run of this id stored under {where}: {shown(off)}; {text} (docs/reproducibility.md)"
