@@ -38,9 +38,9 @@ import datetime
 import statistics
 
 from repro.bench import common
+from repro.families.adaptive_span import learns
 
 MANIFEST = "frontier"
-LEARNED = ("adaptive", "dynamic")
 # the columns `repro bench frontier` prints (every key is in the stored JSON)
 COLUMNS = (
     "attention",
@@ -97,7 +97,7 @@ def _pin(model, attention: str, spans: list[list[float]] | None):
     None: back to their initial values."""
     import torch
 
-    if attention not in LEARNED:
+    if not learns(attention):
         return lambda: None
     targets = []
     for i, block in enumerate(model.blocks):
@@ -254,7 +254,7 @@ def cases(root, scale: str, vocab: int, threads: int, device: str, rounds: int, 
             "device": device,
             "rounds": rounds,
             "warmup": warmup,
-            "stored": stored_spans(root, seeds) if spec.model.attention in LEARNED else None,
+            "stored": stored_spans(root, seeds) if learns(spec.model.attention) else None,
             "stored_params": next((p for s in seeds if (p := _summary(root, s).get("params")) is not None), None),
         }
     return out
@@ -268,7 +268,7 @@ def _summary(root, spec) -> dict:
 
 def span_source(case: dict, timed: dict) -> str | None:
     """What span a learned-span case was timed at, in words (None: not a learned span)."""
-    if case["attention"] not in LEARNED:
+    if not learns(case["attention"]):
         return None
     stored = case["stored"]
     if stored is None:
@@ -332,7 +332,7 @@ def main(args: argparse.Namespace) -> list[dict]:
             **info,
             stored_params=case["stored_params"],
         )
-        if name in LEARNED:
+        if learns(name):
             stored = case["stored"] or {}
             rec.update(
                 span_source=span_source(case, info),

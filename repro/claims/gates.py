@@ -11,8 +11,8 @@ verdict's ``held`` when it holds:
   be): a control within noise, not reproduced or not trained makes it not evaluable, saying which. Both
   directions are gated alike, so a failing control never leaves a "not reproduced" standing (which would
   bias the counts toward not reproduced);
-- **the initial-span control**: a claim on a span metric (:data:`language.INITIAL`) that would also hold
-  with every learned span at its initial value (z = 0) says nothing about the penalty;
+- **the initial-span control**: a claim on a span metric (:data:`repro.families.adaptive_span.INITIAL`)
+  that would also hold with every learned span at its initial value (z = 0) says nothing about the penalty;
 - **the trajectory** (:mod:`repro.claims.trajectory`): a bits verdict must keep its sign along the paired
   training curves and their fits;
 - **provenance** (:mod:`repro.claims.pairs`): a seed whose arms ran different code (their computation digests,
@@ -26,7 +26,6 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 
 from repro.claims import pairs, power, sequential, trajectory
@@ -44,6 +43,7 @@ from repro.claims.verdict import (
     stopped,
 )
 from repro.config.looks import Looks
+from repro.families import adaptive_span
 from repro.grammar import language
 
 
@@ -170,15 +170,15 @@ def _initial_span_control(
     """Not evaluable when the claim holds and would hold at the spans' initial value too (z = 0): true
     by construction, it says nothing about the penalty (a lambda = 0 control starts alike, so a claim
     against one passes this control)."""
-    spans = [f for m, f in check.selections if m in language.INITIAL]
-    learned = _learned(means)
+    spans = [f for m, f in check.selections if m in adaptive_span.INITIAL]
+    learned = adaptive_span.learned(means)
     if not spans or learned is None or not (verdict.status == REPRODUCED or verdict.holds):
         return verdict
     try:
         touched = any(learned[matching_rows(means, cell_keys, f).index].any() for f in spans)
     except NotEvaluable:
         touched = False
-    start = initial_spans(means, learned) if touched else None
+    start = adaptive_span.at_initial_span(means, learned) if touched else None
     if start is None or not judge(check, start, [start], cell_keys, confidence).holds:
         return verdict  # no learned span among the runs its span metrics select, or it fails at z = 0
     return stopped(
@@ -187,32 +187,6 @@ def _initial_span_control(
         "holds at the initial spans too (z = 0, avg_span = min(S, R)), so it says nothing about the penalty: "
         "compare with a lambda = 0 control",
     )
-
-
-def initial_spans(rows: pd.DataFrame, learned: pd.Series) -> pd.DataFrame | None:
-    """``rows`` with each learned span's metrics (``learned``: which rows) at their initial value (z = 0):
-    the average effective span at min(S, R), the mean z of :data:`language.INITIAL`'s others at 0; None
-    where the rows do not record S and R."""
-    out = rows.copy()
-    limit = out["span_limit"] if "span_limit" in out else out.get("model.span.limit")
-    ramp = out.get("model.span.ramp")
-    for metric in [m for m in language.INITIAL if m in out]:
-        if metric != "avg_span":
-            out[metric] = out[metric].where(~learned, 0.0)
-        elif limit is None or ramp is None:
-            return None
-        else:
-            out[metric] = out[metric].where(~learned, np.minimum(limit, ramp))
-    return out
-
-
-def _learned(rows: pd.DataFrame) -> pd.Series | None:
-    """Which rows' spans are learned (the adaptive or dynamic span; None: the rows do not say)."""
-    if "model.attention" in rows:
-        return rows["model.attention"].isin(["adaptive", "dynamic"])
-    if "model.span.kind" in rows:
-        return rows["model.span.kind"] != "fixed"
-    return None
 
 
 def _trajectory(check: language.Check, verdict: Verdict, frames, cell_keys, curves, reading: int) -> Verdict:

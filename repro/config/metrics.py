@@ -7,6 +7,8 @@ from __future__ import annotations
 import difflib
 import re
 
+from repro.families import adaptive_span
+
 COMMON = (
     "valid_bits",
     "test_bits",
@@ -40,7 +42,7 @@ FAMILY = {
         "avg_span",  # mean over heads of the effective span min(S, z + R)
         "span_max",  # the longest head's z (tokens)
         "span_limit",
-        "span_growth",  # avg_span minus its initial value min(S, R) (repro.report.derived)
+        "span_growth",  # avg_span minus its initial value (repro.families.adaptive_span, repro.report.derived)
         "span_lower_half",  # mean z of the lower half of the layers
         "span_upper_half",
         "dynamic_span_mean",
@@ -61,7 +63,7 @@ PATTERNS = {"sparse_transformer": (re.compile(r"test_bits_ctx\d+$"),)}  # st-tab
 # split, the class's floor and the bits of a model blind at its distance, e.g. valid_bits.long
 GROUPS = re.compile(r"((train|valid|test)_(bits|targets)|floor_bits|blind_bits)\.[a-z][a-z0-9]*$")
 # metrics that count spec keys' values whatever the model learned: (the keys, why)
-COUNTS = {"avg_span": (("model.span.ramp",), "the effective span min(S, z + R) adds R to z")}
+COUNTS = {"avg_span": ((adaptive_span.RAMP,), "the effective span min(S, z + R) adds R to z")}
 
 
 def names(family: str | None) -> tuple[str, ...]:

@@ -52,8 +52,6 @@ from repro.grammar.operators import OPERATORS
 
 LEARNED_FRACTION = 0.8
 LEARNED = {"learned": "valid_bits", "learned_test": "test_bits"}
-# the span metrics whose value at z = 0 is known: the average effective span min(S, R), the mean z's 0
-INITIAL = ("avg_span", "span_lower_half", "span_upper_half")
 COST_METRICS = ("flops_per_token", "params", "peak_memory_bytes", "attn_keys_per_query")
 USED_FRACTION = 0.25  # of blind - floor: a class counts as used once a quarter of its long-range bits is gained
 _WORDS = re.compile(r"\b(learned_test|learned|used)\[([^\[\]]*)\]")

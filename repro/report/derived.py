@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from repro.errors import UserError
+from repro.families import adaptive_span
 from repro.store.digests import Digests
 from repro.store.runs import RunDir
 
@@ -43,12 +44,12 @@ DERIVED = {"valid_gain_last_fifth": valid_gain_last_fifth}
 
 
 def span_growth(row: pd.Series) -> float:
-    """The average effective span minus its initial value min(S, R) (NaN: the run records no span)."""
-    limit = row.get("span_limit", row.get("model.span.limit"))
-    ramp, span = row.get("model.span.ramp"), row.get("avg_span")
+    """The average effective span minus its initial value (:func:`repro.families.adaptive_span.initial_span`,
+    min(S, R); NaN: the run records no span)."""
+    limit, ramp, span = adaptive_span.limit(row), row.get(adaptive_span.RAMP), row.get("avg_span")
     if any(v is None or pd.isna(v) for v in (limit, ramp, span)):
         return math.nan
-    return float(span) - min(float(limit), float(ramp))
+    return float(span) - float(adaptive_span.initial_span(float(limit), float(ramp)))
 
 
 def curves(root: Path, manifest: str):
