@@ -53,7 +53,16 @@ def detectable(n: int, confidence: float = CONFIDENCE, power: float = POWER) -> 
     from scipy.stats import nct
 
     df, crit = n - 1, t_quantile(confidence, n - 1)
-    return float(brentq(lambda delta: nct.sf(crit, df, delta) - power, 0.0, 100.0))
+
+    def short(delta: float) -> float:  # below 0 while ``delta`` is too small to reach the power
+        return nct.sf(crit, df, delta) - power
+
+    high = 100.0  # a strict family level at two seeds (one degree of freedom) needs a noncentrality past it
+    while short(high) < 0:
+        if high > 1e8:
+            return math.inf
+        high *= 10
+    return float(brentq(short, 0.0, high))
 
 
 def detectable_band(n: int, confidence: float = CONFIDENCE, power: float = POWER) -> float:

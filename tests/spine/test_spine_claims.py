@@ -397,6 +397,8 @@ def test_each_verdict_has_its_p_value_and_minimum_detectable_effect():
     assert sp.nct.sf(crit, 2, m.mde / se) == pytest.approx(0.8, abs=1e-6)
     # at 2 seeds the approximation t(.95) + t(.8) is 6% low
     assert stats.detectable(2) == pytest.approx(1.065 * (sp.t.ppf(0.95, 1) + sp.t.ppf(0.8, 1)), rel=0.005)
+    strict = stats.detectable(2, confidence=1 - 0.0036 / 2)  # Holm's bar in a family of 14 tests, at 2 seeds
+    assert strict > 100 and sp.nct.sf(sp.t.ppf(1 - 0.0036 / 2, 1), 1, strict) == pytest.approx(0.8, abs=1e-6)
     assert verdict.status == "reproduced" and not verdict.uninformative
     assert m.p_sign_flip == pytest.approx(1 / 8)  # all three seeds positive: 1 of the 8 sign assignments
 
