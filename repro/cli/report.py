@@ -1,42 +1,33 @@
-"""``repro report`` and ``repro renderers``: tables, figures and verdicts from the stored runs."""
+"""``repro report`` and ``repro renderers``: tables, figures and verdicts from the stored runs; ``repro report``'s
+command line parsed once into the session's request (:class:`repro.session.report.Request`)."""
 
 from __future__ import annotations
 
 from repro.claims.stats import CONFIDENCE
 from repro.cli import options
-from repro.cli.common import override_args, select, store_root
-from repro.config import lookup
-from repro.errors import UserError
+from repro.cli.common import override_args
 from repro.registry import Command
-from repro.report import prune, renderers
-from repro.report import stage as report
+from repro.report import renderers
+from repro.session import report as session
 
 
 def cmd_report(args) -> int:
-    root = store_root(args)
-    if args.all and args.max_steps is not None:
-        raise UserError(f"--max-steps {args.max_steps}: a capped report is one manifest's (name it), not --all's")
-    if args.all:
-        print(f"wrote {report.render_all(root, args.confidence, args.access, echo=print)}")
-        removed = prune.remove_unreferenced(root)
-        if removed:
-            print(f"removed {len(removed)} file(s) of reports/figures and reports/tables that no report references")
-        return 0
-    if not args.name:
-        raise UserError("report: name a manifest or pass --all")
-    found = select(args)
-    chosen = lookup.with_parts(found, override_args(args)) if override_args(args) else found
-    for manifest in [renderers.check_loaded(m) for m in chosen]:  # every one checked before any is written
-        path, results = report.render(manifest, root, args.confidence, args.max_steps)
-        print(path.read_text(encoding="utf-8"))
-        print(f"wrote {path}")
-        if args.wandb:
-            from repro.track.loggers import resolve_mode  # Lightning and wandb
-            from repro.track.wandb_report import log_report
+    asked = request(args)
+    return session.report(asked)
 
-            mode = resolve_mode(False)
-            print(f"logged to W&B ({mode}) as run {log_report(manifest, root, path, results, mode)}")
-    return 0
+
+def request(args) -> session.Request:
+    """The command line as the session's :class:`~repro.session.report.Request`, parsed once."""
+    return session.Request(
+        name=args.name,
+        overrides=tuple(override_args(args)),
+        every=args.all,
+        access=args.access,
+        results=args.results,
+        max_steps=args.max_steps,
+        confidence=args.confidence,
+        wandb=args.wandb,
+    )
 
 
 def cmd_renderers(args) -> int:
